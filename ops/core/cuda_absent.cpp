@@ -1,0 +1,21 @@
+// Built only without LINA_WITH_CUDA: the CUDA entry points refuse with a clear error.
+#include "lina/error.h"
+#include "ops/common/backends.h"
+
+namespace lina::detail::cuda {
+
+namespace {
+[[noreturn]] RunInfo absent() {
+  throw_unsupported("backend", "cuda (this build has no CUDA backend)", "cpu tensors, or a build with LINA_WITH_CUDA=ON");
+}
+}  // namespace
+
+bool compiled() { return false; }
+RunInfo chunk_gla_forward(const Problem&, const ChunkGlaArgs&, const AttentionOutputs&, ForwardMode, const ExecOptions&) { absent(); }
+RunInfo chunk_gla_backward(const Problem&, const ChunkGlaArgs&, const AttentionGradInputs&, const ChunkGlaGrads&, const ExecOptions&) { absent(); }
+RunInfo chunk_kda_forward(const Problem&, const ChunkKdaArgs&, const AttentionOutputs&, ForwardMode, const ExecOptions&) { absent(); }
+RunInfo chunk_kda_backward(const Problem&, const ChunkKdaArgs&, const AttentionGradInputs&, const DeltaRuleGrads&, const ExecOptions&) { absent(); }
+RunInfo chunk_gdn_forward(const Problem&, const ChunkGdnArgs&, const AttentionOutputs&, ForwardMode, const ExecOptions&) { absent(); }
+RunInfo chunk_gdn_backward(const Problem&, const ChunkGdnArgs&, const AttentionGradInputs&, const DeltaRuleGrads&, const ExecOptions&) { absent(); }
+
+}  // namespace lina::detail::cuda
