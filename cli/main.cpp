@@ -1,4 +1,35 @@
-// PLACEHOLDER: the `lina` command.
+// The `lina` command: flags -> one library call -> printed table / JSON / exit code.
 #include <cstdio>
+#include <exception>
+
+#include "cli/commands.h"
 #include "lina/lina.h"
-int main() { std::printf("lina %s\n", lina::kVersion); return 0; }
+
+int main(int argc, char** argv) {
+  CLI::App app{"lina: linear-attention kernels for Hopper and the toolkit that proves them"};
+  app.set_version_flag("--version", std::string("lina ") + lina::kVersion);
+  app.require_subcommand(1);
+  lina::cli::Outcome outcome;
+  lina::cli::register_list(app, outcome);
+  lina::cli::register_run(app, outcome);
+  lina::cli::register_verify(app, outcome);
+  lina::cli::register_check(app, outcome);
+  lina::cli::register_loop(app, outcome);
+  lina::cli::register_compare(app, outcome);
+  lina::cli::register_summarize(app, outcome);
+  lina::cli::register_cmd(app, outcome);
+  lina::cli::register_profile(app, outcome);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : lina::cli::kUsage;  // CLI11 usage errors -> documented exit 2
+  } catch (const lina::Error& e) {
+    std::fprintf(stderr, "lina: %s\n", e.what());
+    return e.code() == lina::ErrorCode::runtime ? 1 : lina::cli::kUsage;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "lina: error: %s\n", e.what());
+    return 1;
+  }
+  return outcome.code;
+}

@@ -1,2 +1,0 @@
-// PLACEHOLDER so the harness library is not empty; replaced by the machine-info module.
-namespace lina::harness {}
