@@ -1,15 +1,16 @@
 // Built only without LINA_WITH_CUDA: the CUDA entry points refuse with a clear error.
 #include "lina/error.h"
+#include "lina/gpu_reference.h"
 #include "ops/common/backends.h"
 
-namespace lina::detail::cuda {
-
+namespace lina {
 namespace {
-[[noreturn]] RunInfo absent() {
+[[noreturn]] void absent() {
   throw_unsupported("backend", "cuda (this build has no CUDA backend)", "cpu tensors, or a build with LINA_WITH_CUDA=ON");
 }
 }  // namespace
 
+namespace detail::cuda {
 bool compiled() { return false; }
 RunInfo chunk_gla_forward(const Problem&, const ChunkGlaArgs&, const AttentionOutputs&, ForwardMode, const ExecOptions&) { absent(); }
 RunInfo chunk_gla_backward(const Problem&, const ChunkGlaArgs&, const AttentionGradInputs&, const ChunkGlaGrads&, const ExecOptions&) { absent(); }
@@ -17,5 +18,14 @@ RunInfo chunk_kda_forward(const Problem&, const ChunkKdaArgs&, const AttentionOu
 RunInfo chunk_kda_backward(const Problem&, const ChunkKdaArgs&, const AttentionGradInputs&, const DeltaRuleGrads&, const ExecOptions&) { absent(); }
 RunInfo chunk_gdn_forward(const Problem&, const ChunkGdnArgs&, const AttentionOutputs&, ForwardMode, const ExecOptions&) { absent(); }
 RunInfo chunk_gdn_backward(const Problem&, const ChunkGdnArgs&, const AttentionGradInputs&, const DeltaRuleGrads&, const ExecOptions&) { absent(); }
+}  // namespace detail::cuda
 
-}  // namespace lina::detail::cuda
+namespace gpu_reference {
+void chunk_gla_forward(const ChunkGlaArgs&, const AttentionOutputs&, void*) { absent(); }
+void chunk_gla_backward(const ChunkGlaArgs&, const AttentionGradInputs&, const ChunkGlaGrads&, void*) { absent(); }
+void chunk_kda_forward(const ChunkKdaArgs&, const AttentionOutputs&, void*) { absent(); }
+void chunk_kda_backward(const ChunkKdaArgs&, const AttentionGradInputs&, const DeltaRuleGrads&, void*) { absent(); }
+void chunk_gdn_forward(const ChunkGdnArgs&, const AttentionOutputs&, void*) { absent(); }
+void chunk_gdn_backward(const ChunkGdnArgs&, const AttentionGradInputs&, const DeltaRuleGrads&, void*) { absent(); }
+}  // namespace gpu_reference
+}  // namespace lina
