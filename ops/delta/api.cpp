@@ -1,6 +1,7 @@
 // chunk_kda / chunk_gdn front doors: validate everything, then hand over to the backend.
 #include "lina/chunk_delta.h"
 #include "ops/common/backends.h"
+#include "ops/common/fault_injection.h"
 
 namespace lina {
 
@@ -9,8 +10,10 @@ using detail::OutputDTypes;
 RunInfo chunk_kda_forward(const ChunkKdaArgs& args, const AttentionOutputs& out, ForwardMode mode, const ExecOptions& opts) {
   const detail::Problem p = detail::validate_kda(args);
   detail::validate_outputs(p, out, args.q.dtype, OutputDTypes::exact);
-  if (detail::pick_backend(p, opts) == Backend::cuda) return detail::cuda::chunk_kda_forward(p, args, out, mode, opts);
-  return detail::cpu::chunk_kda_forward(p, args, out, mode, opts);
+  RunInfo info = detail::pick_backend(p, opts) == Backend::cuda ? detail::cuda::chunk_kda_forward(p, args, out, mode, opts)
+                                                                  : detail::cpu::chunk_kda_forward(p, args, out, mode, opts);
+  detail::apply_fault_injection(out, info);
+  return info;
 }
 
 RunInfo chunk_kda_backward(const ChunkKdaArgs& args, const AttentionGradInputs& grad_in, const DeltaRuleGrads& grads,
@@ -25,8 +28,10 @@ RunInfo chunk_kda_backward(const ChunkKdaArgs& args, const AttentionGradInputs& 
 RunInfo chunk_gdn_forward(const ChunkGdnArgs& args, const AttentionOutputs& out, ForwardMode mode, const ExecOptions& opts) {
   const detail::Problem p = detail::validate_gdn(args);
   detail::validate_outputs(p, out, args.q.dtype, OutputDTypes::exact);
-  if (detail::pick_backend(p, opts) == Backend::cuda) return detail::cuda::chunk_gdn_forward(p, args, out, mode, opts);
-  return detail::cpu::chunk_gdn_forward(p, args, out, mode, opts);
+  RunInfo info = detail::pick_backend(p, opts) == Backend::cuda ? detail::cuda::chunk_gdn_forward(p, args, out, mode, opts)
+                                                                  : detail::cpu::chunk_gdn_forward(p, args, out, mode, opts);
+  detail::apply_fault_injection(out, info);
+  return info;
 }
 
 RunInfo chunk_gdn_backward(const ChunkGdnArgs& args, const AttentionGradInputs& grad_in, const DeltaRuleGrads& grads,
