@@ -1,0 +1,299 @@
+#!/usr/bin/env python3
+"""lina vs FLA Triton, same run, same inputs, same timer (the harness's method in Python).
+
+Timer (both sides): CUDA events around each call, L2 flushed before every sample by writing a buffer
+of twice the L2 size, warm-up, then samples until at least --min-samples and relative noise
+(std/mean) under --max-noise, or --budget-s per cell. Inputs follow FLA's benchmarks/ops/registry.py
+transforms from one torch seed. Writes lina.bench/1 JSON and a markdown table.
+
+    python3 bench/fla_side_by_side.py --ops chunk_gla --modes fwd fwdbwd --out benchmarks/results/x
+"""
+import argparse
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bindings" / "python"))
+import lina_torch  # noqa: E402
+
+DEFAULT_SHAPES = ["B1_T8192_H96_D128", "B2_T16384_H16_D128", "B4_T2048_H16_D128", "B4_T4096_H64_D128",
+                  "B8_T2048_H32_D256", "B8_T1024_H8_D64"]
+HBM_GBPS = 4300.0  # measured device copy on the lent H200 (anchors/README.md)
+TC_TFLOPS = 790.0
+
+
+def parse_shape(name):
+    parts = dict((p[0], int(p[1:])) for p in name.split("_") if p[0] in "BTHD" and p[1:].isdigit())
+    return parts["B"], parts["T"], parts["H"], parts["D"]
+
+
+def floor_us(op, tokens_heads, d):
+    """anchors/README.md 'Floors': bytes per token-head in the forward, and FLOPs with C = 64."""
+    C = 64
+    byts = {"chunk_gla": 10 * d, "chunk_kda": 10 * d + 2, "chunk_gdn": 8 * d + 4}[op] * tokens_heads
+    flops = (4 * C * d + 4 * d * d if op == "chunk_gla" else 10 * C * d + 6 * d * d + C * C) * tokens_heads
+    return byts, flops, max(byts / (HBM_GBPS * 1e3), flops / (TC_TFLOPS * 1e6))
+
+
+def longtail_cu(total, seed):
+    """Many short sequences plus a few long ones, packed to exactly `total` tokens."""
+    g = torch.Generator().manual_seed(seed)
+    lens, left = [], total
+    while left > 0:
+        long = torch.rand(1, generator=g).item() < 0.1
+        n = int(torch.randint(2048, 8192, (1,), generator=g)) if long else int(torch.randint(16, 512, (1,), generator=g))
+        n = min(n, left)
+        lens.append(n)
+        left -= n
+    cu = [0]
+    for n in lens:
+        cu.append(cu[-1] + n)
+    return torch.tensor(cu, dtype=torch.int32)
+
+
+def make_inputs(op, B, T, H, D, seed, cu=None):
+    torch.manual_seed(seed)
+    dev, dt = "cuda", torch.bfloat16
+    q, k, v = (torch.randn(B, T, H, D, device=dev, dtype=dt) for _ in range(3))
+    x = torch.randn(B, T, H, D if op != "chunk_gdn" else 1, device=dev, dtype=dt)
+    if op == "chunk_gla":
+        g = F.logsigmoid(x.float()).clamp_min(-5).to(dt)
+        return dict(q=q, k=k, v=v, g=g)
+    g = F.logsigmoid(x.float()).to(dt)
+    if op == "chunk_gdn":
+        g = g.squeeze(-1)
+    beta = torch.sigmoid(torch.randn(B, T, H, device=dev, dtype=torch.float32)).to(dt)
+    return dict(q=q, k=k, v=v, g=g, beta=beta)
+
+
+def call(impl, op, t, cu):
+    if impl == "fla":
+        if op == "chunk_gla":
+            from fla.ops.gla import chunk_gla
+            return chunk_gla(t["q"], t["k"], t["v"], t["g"], cu_seqlens=cu)[0]
+        if op == "chunk_kda":
+            from fla.ops.kda import chunk_kda
+            return chunk_kda(t["q"], t["k"], t["v"], t["g"], t["beta"], use_qk_l2norm_in_kernel=True, safe_gate=True,
+                             lower_bound=-5.0, cu_seqlens=cu)[0]
+        from fla.ops.gated_delta_rule import chunk_gated_delta_rule
+        return chunk_gated_delta_rule(t["q"], t["k"], t["v"], t["g"], t["beta"], use_qk_l2norm_in_kernel=True,
+                                      cu_seqlens=cu)[0]
+    if op == "chunk_gla":
+        return lina_torch.chunk_gla(t["q"], t["k"], t["v"], t["g"], cu_seqlens=cu)[0]
+    if op == "chunk_kda":
+        return lina_torch.chunk_kda(t["q"], t["k"], t["v"], t["g"], t["beta"], use_qk_l2norm_in_kernel=True,
+                                    safe_gate=True, lower_bound=-5.0, cu_seqlens=cu)[0]
+    return lina_torch.chunk_gdn(t["q"], t["k"], t["v"], t["g"], t["beta"], use_qk_l2norm_in_kernel=True, cu_seqlens=cu)[0]
+
+
+class Timer:
+    def __init__(self, args):
+        self.args = args
+        l2 = torch.cuda.get_device_properties(0).L2_cache_size
+        self.flush = torch.empty(max(2 * l2, 64 << 20), dtype=torch.uint8, device="cuda")
+
+    def time(self, fn):
+        a = self.args
+        for _ in range(3):
+            fn()
+        torch.cuda.synchronize()
+        samples, t0 = [], time.perf_counter()
+        while True:
+            self.flush.zero_()
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            fn()
+            e.record()
+            e.synchronize()
+            samples.append(s.elapsed_time(e))
+            n = len(samples)
+            if n >= a.min_samples:
+                noise = statistics.stdev(samples) / statistics.mean(samples)
+                if noise < a.max_noise:
+                    return samples, "noise"
+                if time.perf_counter() - t0 > a.budget_s or n >= a.max_samples:
+                    return samples, "time_budget"
+
+
+def stats(samples):
+    s = sorted(samples)
+
+    def pct(p):
+        x = (len(s) - 1) * p
+        lo, hi = math.floor(x), math.ceil(x)
+        return s[lo] + (s[hi] - s[lo]) * (x - lo)
+    return dict(samples=len(s), times_ms=samples, median_ms=pct(0.5), mean_ms=statistics.mean(s),
+                std_ms=statistics.stdev(s) if len(s) > 1 else 0.0, min_ms=s[0], p10_ms=pct(0.1), p20_ms=pct(0.2),
+                p80_ms=pct(0.8), p90_ms=pct(0.9), noise=statistics.stdev(s) / statistics.mean(s) if len(s) > 1 else 0.0)
+
+
+def err_ratio(ref, out):
+    ref, out = ref.double(), out.double()
+    if not torch.isfinite(out).all():
+        return float("inf")
+    return ((ref - out).pow(2).mean().sqrt() / (ref.pow(2).mean().sqrt() + 1e-8)).item()
+
+
+def lina_check(op, t, cu, o):
+    """This cell's lina output against lina's GPU fp32 naive-recurrence reference (None if absent)."""
+    ref = torch.empty(o.shape, dtype=torch.float32, device=o.device)
+    kw = dict(use_qk_l2norm_in_kernel=True) if op != "chunk_gla" else {}
+    if op == "chunk_kda":
+        kw.update(safe_gate=True, lower_bound=-5.0)
+    try:
+        lina_torch.call(op, "gpu_reference_forward", dict(t, cu_seqlens=cu, o=ref), **kw)
+    except lina_torch.LinaError as e:
+        return dict(reference="gpu_fp32_naive", pass_=None, reason=str(e))
+    r = err_ratio(ref, o.float())
+    return dict(reference="gpu_fp32_naive", err_ratio=r, tolerance=0.005 if op != "chunk_gla" else 0.004,
+                pass_=r < (0.005 if op != "chunk_gla" else 0.004))
+
+
+def run_cell(args, timer, op, mode, shape, cu=None):
+    B, T, H, D = parse_shape(shape)
+    t = make_inputs(op, B, T, H, D, args.seed, cu)
+    row_common = dict(op=op, mode=mode, shape=shape, shape_keys=dict(B=B, T=T, H=H, HV=H, K=D, V=D,
+                                                                     varlen="longtail" if cu is not None else None,
+                                                                     num_seqs=(cu.numel() - 1) if cu is not None else B))
+    tokens_heads = B * T * H
+    byts, flops, floor = floor_us(op, tokens_heads, D)
+    rows, outs = [], {}
+    for impl in args.impls:
+        if impl == "fla" and op == "chunk_gdn" and mode != "fwd":
+            rows.append(dict(row_common, impl="fla-triton", skipped="FLA refuses chunk_gated_delta_rule backward on Triton 3.6 / Hopper"))
+            continue
+        grad = mode != "infer" and not (impl == "fla" and op == "chunk_gdn")
+        ti = {n: x.detach().clone().requires_grad_(grad and n in ("q", "k", "v", "g", "beta")) for n, x in t.items()}
+        try:
+            o = call(impl, op, ti, cu)
+            do = torch.randn_like(o)
+            if mode == "fwdbwd":
+                leaves = [x for x in ti.values() if x.requires_grad]
+                fn = lambda: torch.autograd.grad(call(impl, op, ti, cu), leaves, do)  # noqa: E731
+                fn()
+            elif grad:
+                fn = lambda: call(impl, op, ti, cu)  # noqa: E731
+            else:
+                def fn():
+                    with torch.no_grad():
+                        return call(impl, op, ti, cu)
+            torch.cuda.synchronize()
+            base_mem = torch.cuda.memory_allocated()
+            torch.cuda.reset_peak_memory_stats()
+            fn()
+            torch.cuda.synchronize()
+            peak = torch.cuda.max_memory_allocated() - base_mem
+            samples, why = timer.time(fn)
+        except Exception as e:  # noqa: BLE001 - recorded, never hidden
+            rows.append(dict(row_common, impl=impl, error=f"{type(e).__name__}: {e}"))
+            continue
+        st = stats(samples)
+        row = dict(row_common, impl="lina-cuda" if impl == "lina" else "fla-triton", stop_reason=why, **st,
+                   ns_per_token_head=st["median_ms"] * 1e6 / tokens_heads, bytes=byts, flops=flops,
+                   floor_us=floor, x_floor=st["median_ms"] * 1e3 / floor, peak_extra_mem_bytes=peak,
+                   gbps=byts / (st["median_ms"] * 1e6), frac_hbm=byts / (st["median_ms"] * 1e6) / HBM_GBPS)
+        with torch.no_grad():
+            outs[impl] = call(impl, op, {n: x.detach() for n, x in t.items()}, cu).float()
+        if impl == "lina":
+            c = lina_check(op, t, cu, outs[impl])
+            row["check"] = {("pass" if k == "pass_" else k): v for k, v in c.items()}
+        rows.append(row)
+        print(f"  {op:10s} {mode:7s} {shape:34s} {row['impl']:11s} {st['median_ms']:8.3f} ms  "
+              f"{row['ns_per_token_head']:6.2f} ns/th  x{row['x_floor']:.1f} floor", flush=True)
+    if "lina" in outs and "fla" in outs:
+        for r in rows:
+            if r.get("impl") == "lina-cuda":
+                r["vs_fla_err_ratio"] = err_ratio(outs["fla"], outs["lina"])
+    return rows
+
+
+def machine():
+    p = torch.cuda.get_device_properties(0)
+    try:
+        smi = subprocess.run(["nvidia-smi", "--query-gpu=driver_version,clocks.sm,clocks.max.sm", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20).stdout.strip()
+    except Exception:  # noqa: BLE001
+        smi = ""
+    return dict(gpu=p.name, sm_count=p.multi_processor_count, compute_capability=f"{p.major}.{p.minor}",
+                l2_bytes=p.L2_cache_size, nvidia_smi=smi, torch=torch.__version__, cuda_runtime=torch.version.cuda,
+                host=platform.node(), ceilings=dict(hbm_gbps=HBM_GBPS, bf16_tflops=TC_TFLOPS, source="anchors/README.md"))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--ops", default="chunk_gla")
+    ap.add_argument("--modes", nargs="+", default=["fwd", "fwdbwd"])
+    ap.add_argument("--shapes", default=",".join(DEFAULT_SHAPES))
+    ap.add_argument("--varlen-tokens", type=int, default=32768, help="longtail varlen set at H16_D128 (0: none)")
+    ap.add_argument("--impls", default="lina,fla")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--min-samples", type=int, default=10)
+    ap.add_argument("--max-samples", type=int, default=200)
+    ap.add_argument("--max-noise", type=float, default=0.005)
+    ap.add_argument("--budget-s", type=float, default=1.0)
+    ap.add_argument("--out", required=True, help="output path prefix (.json and .md are written)")
+    args = ap.parse_args()
+    args.impls = args.impls.split(",")
+    timer = Timer(args)
+    rows = []
+    for op in args.ops.split(","):
+        for mode in args.modes:
+            for shape in args.shapes.split(","):
+                rows += run_cell(args, timer, op, mode, shape)
+            if args.varlen_tokens:
+                cu = longtail_cu(args.varlen_tokens, args.seed).cuda()
+                rows += run_cell(args, timer, op, mode, f"varlen_longtail_B1_T{args.varlen_tokens}_H16_D128", cu)
+    sha = os.environ.get("LINA_GIT_SHA", "")
+    doc = dict(schema="lina.bench/1", kind="run", tool=dict(name="lina fla_side_by_side.py", git_sha=sha),
+               machine=machine(), config=dict(seed=args.seed, l2_flush=True, graphs=False, min_samples=args.min_samples,
+                                              max_noise=args.max_noise, time_budget_s=args.budget_s,
+                                              command=" ".join(sys.argv)),
+               results=rows)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out + ".json").write_text(json.dumps(doc, indent=1))
+    Path(args.out + ".md").write_text(markdown(doc))
+    print(markdown(doc))
+
+
+def markdown(doc):
+    m = doc["machine"]
+    lines = [f"Machine: {m['gpu']} ({m['sm_count']} SMs, CC {m['compute_capability']}), {m.get('nvidia_smi', '')}, "
+             f"torch {m['torch']}, CUDA {m['cuda_runtime']}", f"Command: `{doc['config']['command']}`", "",
+             "| op | mode | shape | FLA ms | lina ms | speedup | lina ns/th | lina x floor | lina check | peak extra MB lina / FLA |",
+             "|---|---|---|---:|---:|---:|---:|---:|---|---:|"]
+    cells = {}
+    for r in doc["results"]:
+        cells.setdefault((r["op"], r["mode"], r["shape"]), {})[r.get("impl")] = r
+    speedups = {}
+    for (op, mode, shape), c in cells.items():
+        li, fl = c.get("lina-cuda", {}), c.get("fla-triton", {})
+        lm, fm = li.get("median_ms"), fl.get("median_ms")
+        sp = fm / lm if lm and fm else None
+        if sp:
+            speedups.setdefault((op, mode), []).append(sp)
+        chk = li.get("check", {})
+        chk_s = "n/a" if not chk else ("pass" if chk.get("pass") else ("FAIL" if chk.get("pass") is False else "unverified"))
+        if chk.get("err_ratio") is not None:
+            chk_s += f" ({chk['err_ratio']:.1e})"
+        fmt = lambda x, f: (f % x) if x is not None else (li.get("error") or fl.get("error") or fl.get("skipped") or "-")[:40]  # noqa: E731
+        lines.append(f"| {op} | {mode} | {shape} | {fmt(fm, '%.3f')} | {fmt(lm, '%.3f')} | "
+                     f"{('%.2fx' % sp) if sp else '-'} | {fmt(li.get('ns_per_token_head'), '%.2f')} | "
+                     f"{fmt(li.get('x_floor'), '%.1f')} | {chk_s} | "
+                     f"{(li.get('peak_extra_mem_bytes') or 0) / 1e6:.0f} / {(fl.get('peak_extra_mem_bytes') or 0) / 1e6:.0f} |")
+    lines.append("")
+    for (op, mode), v in speedups.items():
+        lines.append(f"Geomean speedup {op} {mode} over {len(v)} cells: {math.exp(sum(map(math.log, v)) / len(v)):.2f}x")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()

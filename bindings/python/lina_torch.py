@@ -1,0 +1,169 @@
+"""PyTorch front end for lina through its C ABI (bindings/lina_c.h), with autograd.
+
+    import lina_torch
+    o, ht = lina_torch.chunk_gla(q, k, v, g, initial_state=h0, output_final_state=True)
+
+The shared library is found through $LINA_LIB or next to a build directory (build/bindings). Tensors
+must be contiguous; CUDA tensors run the CUDA backend on the current stream, CPU tensors the CPU one.
+"""
+import ctypes
+import json
+import os
+from pathlib import Path
+
+import torch
+
+_DTYPES = {torch.float64: 0, torch.float32: 1, torch.bfloat16: 2, torch.float16: 3, torch.int32: 4, torch.int64: 5}
+
+
+class _Tensor(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("data", ctypes.c_void_p), ("dtype", ctypes.c_int32),
+                ("device", ctypes.c_int32), ("device_index", ctypes.c_int32), ("rank", ctypes.c_int32),
+                ("shape", ctypes.c_int64 * 6)]
+
+
+def _find_library():
+    env = os.environ.get("LINA_LIB")
+    candidates = [Path(env)] if env else []
+    root = Path(__file__).resolve().parents[2]
+    candidates += [root / d / "bindings" / "liblina_c.so" for d in ("build", "build-cuda", "build-release")]
+    for c in candidates:
+        if c.is_file():
+            return str(c)
+    raise FileNotFoundError("liblina_c.so not found: build lina (scripts/build.sh) or set LINA_LIB")
+
+
+_lib = None
+
+
+def library():
+    global _lib
+    if _lib is None:
+        _lib = ctypes.CDLL(_find_library())
+        _lib.lina_c_call.restype = ctypes.c_int
+        _lib.lina_c_call.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(_Tensor), ctypes.c_int,
+                                     ctypes.c_char_p, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t,
+                                     ctypes.c_char_p, ctypes.c_size_t]
+    return _lib
+
+
+class LinaError(RuntimeError):
+    def __init__(self, code, message):
+        super().__init__(message)
+        self.code = code
+
+
+def call(op, phase, tensors, **kwargs):
+    """Runs lina op `op` in `phase` on named tensors (None values are skipped); returns kernel names."""
+    items = [(n, t) for n, t in tensors.items() if t is not None]
+    arr = (_Tensor * max(1, len(items)))()
+    for i, (name, t) in enumerate(items):
+        if not t.is_contiguous():
+            raise LinaError(2, f"argument `{name}`: a non-contiguous tensor, expected a contiguous one")
+        if t.dtype not in _DTYPES:
+            raise LinaError(2, f"argument `{name}`: dtype {t.dtype} is not supported")
+        arr[i].name = name.encode()
+        arr[i].data = t.data_ptr()
+        arr[i].dtype = _DTYPES[t.dtype]
+        arr[i].device = 1 if t.is_cuda else 0
+        arr[i].device_index = (t.device.index or 0) if t.is_cuda else 0
+        arr[i].rank = t.dim()
+        for d, s in enumerate(t.shape):
+            arr[i].shape[d] = s
+    stream = torch.cuda.current_stream().cuda_stream if any(t.is_cuda for _, t in items) else None
+    err = ctypes.create_string_buffer(4096)
+    kernels = ctypes.create_string_buffer(4096)
+    rc = library().lina_c_call(op.encode(), phase.encode(), arr, len(items), json.dumps(kwargs).encode(),
+                               stream, err, len(err), kernels, len(kernels))
+    if rc != 0:
+        raise LinaError(rc, err.value.decode())
+    return [k for k in kernels.value.decode().split(",") if k]
+
+
+def _num_seqs(q, cu_seqlens):
+    return q.shape[0] if cu_seqlens is None else cu_seqlens.numel() - 1
+
+
+class _ChunkGla(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, g, scale, initial_state, output_final_state, cu_seqlens):
+        B, T, H, K = q.shape
+        V = v.shape[-1]
+        o = torch.empty_like(v)
+        ht = q.new_empty(_num_seqs(q, cu_seqlens), H, K, V, dtype=torch.float32) if output_final_state else None
+        phase = "forward" if torch.is_grad_enabled() or ctx.needs_input_grad[0] else "inference"
+        call("chunk_gla", phase, dict(q=q, k=k, v=v, g=g, initial_state=initial_state, cu_seqlens=cu_seqlens,
+                                      o=o, final_state=ht), scale=scale)
+        ctx.save_for_backward(q, k, v, g, initial_state, cu_seqlens)
+        ctx.scale = scale
+        return o, ht
+
+    @staticmethod
+    def backward(ctx, do, dht):
+        q, k, v, g, h0, cu = ctx.saved_tensors
+        dq, dk, dv, dg = (torch.empty_like(x) for x in (q, k, v, g))
+        dh0 = torch.empty_like(h0) if h0 is not None else None
+        call("chunk_gla", "backward", dict(q=q, k=k, v=v, g=g, initial_state=h0, cu_seqlens=cu, do=do.contiguous(),
+                                           dht=dht.contiguous() if dht is not None else None,
+                                           dq=dq, dk=dk, dv=dv, dg=dg, dh0=dh0), scale=ctx.scale)
+        return dq, dk, dv, dg, None, dh0, None, None
+
+
+def chunk_gla(q, k, v, g, scale=None, initial_state=None, output_final_state=False, cu_seqlens=None):
+    """FLA's chunk_gla signature; returns (o, final_state or None)."""
+    return _ChunkGla.apply(q, k, v, g, scale, initial_state, output_final_state, cu_seqlens)
+
+
+class _ChunkDelta(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, op, q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, output_final_state, kwargs_json):
+        kw = json.loads(kwargs_json)
+        B, T, HV, V = v.shape
+        K = q.shape[-1]
+        o = torch.empty(B, T, HV, V, dtype=q.dtype, device=q.device)
+        ht = q.new_empty(_num_seqs(q, cu_seqlens), HV, K, V, dtype=torch.float32) if output_final_state else None
+        phase = "forward" if any(ctx.needs_input_grad) else "inference"
+        call(op, phase, dict(q=q, k=k, v=v, g=g, beta=beta, A_log=A_log, dt_bias=dt_bias, initial_state=initial_state,
+                             cu_seqlens=cu_seqlens, o=o, final_state=ht), **kw)
+        ctx.save_for_backward(q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens)
+        ctx.op, ctx.kw = op, kw
+        return o, ht
+
+    @staticmethod
+    def backward(ctx, do, dht):
+        q, k, v, g, beta, A_log, dt_bias, h0, cu = ctx.saved_tensors
+        dq, dk, dv, dg, dbeta = (torch.empty_like(x) for x in (q, k, v, g, beta))
+        dh0 = torch.empty_like(h0) if h0 is not None else None
+        gate = ctx.kw.get("use_gate_in_kernel", False)
+        dA = torch.empty_like(A_log) if (gate and A_log is not None) else None
+        ddt = torch.empty_like(dt_bias) if (gate and dt_bias is not None) else None
+        call(ctx.op, "backward", dict(q=q, k=k, v=v, g=g, beta=beta, A_log=A_log, dt_bias=dt_bias, initial_state=h0,
+                                      cu_seqlens=cu, do=do.contiguous(),
+                                      dht=dht.contiguous() if dht is not None else None, dq=dq, dk=dk, dv=dv, dg=dg,
+                                      dbeta=dbeta, dh0=dh0, dA_log=dA, ddt_bias=ddt), **ctx.kw)
+        return None, dq, dk, dv, dg, dbeta, dA, ddt, dh0, None, None, None
+
+
+def _delta(op, q, k, v, g, beta, scale, initial_state, output_final_state, cu_seqlens, A_log, dt_bias, **flags):
+    kw = {key: val for key, val in dict(scale=scale, **flags).items() if val is not None}
+    return _ChunkDelta.apply(op, q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, output_final_state,
+                             json.dumps(kw))
+
+
+def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
+              use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False, use_beta_sigmoid_in_kernel=False,
+              allow_neg_eigval=False, safe_gate=False, lower_bound=None, cu_seqlens=None, A_log=None, dt_bias=None):
+    """FLA's chunk_kda signature (A_log / dt_bias as keywords)."""
+    return _delta("chunk_kda", q, k, v, g, beta, scale, initial_state, output_final_state, cu_seqlens, A_log, dt_bias,
+                  use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel, use_gate_in_kernel=use_gate_in_kernel,
+                  use_beta_sigmoid_in_kernel=use_beta_sigmoid_in_kernel, allow_neg_eigval=allow_neg_eigval,
+                  safe_gate=safe_gate, lower_bound=lower_bound)
+
+
+def chunk_gdn(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
+              use_qk_l2norm_in_kernel=False, use_beta_sigmoid_in_kernel=False, allow_neg_eigval=False,
+              use_gate_in_kernel=False, cu_seqlens=None, A_log=None, dt_bias=None):
+    """FLA's chunk_gated_delta_rule signature (A_log / dt_bias as keywords)."""
+    return _delta("chunk_gdn", q, k, v, g, beta, scale, initial_state, output_final_state, cu_seqlens, A_log, dt_bias,
+                  use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel=use_beta_sigmoid_in_kernel,
+                  allow_neg_eigval=allow_neg_eigval, use_gate_in_kernel=use_gate_in_kernel)
