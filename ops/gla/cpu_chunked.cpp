@@ -18,6 +18,7 @@ namespace lina::detail::cpu {
 namespace {
 
 constexpr std::int64_t kChunk = 64;
+constexpr float kGateFloor = -88.0f;
 
 using Buf = std::vector<float>;
 
@@ -71,6 +72,10 @@ Slice load_slice(const Problem& p, const ChunkGlaArgs& a, const Sequence& seq, s
   gather(a.k, seq.row_begin, s.L, h, p.H, p.K, s.k.data());
   gather(a.g, seq.row_begin, s.L, h, p.H, p.K, s.g.data());
   gather(a.v, seq.row_begin, s.L, h, p.H, p.V, s.v.data());
+  // Any exponent that contains a gate <= kGateFloor is < -87 and fast_exp flushes it to 0, so the
+  // floor changes no result; it keeps chunk cumsums small (fp32 differences of b stay precise after
+  // a -1000 reset) and turns g = -inf into a clean reset instead of (-inf) - (-inf) = NaN.
+  for (float& x : s.g) x = x < kGateFloor ? kGateFloor : x;  // NaN passes through
   return s;
 }
 

@@ -17,26 +17,41 @@ namespace {
 // O(kCheckpoint * K * V) per (sequence, head) instead of O(L * K * V).
 constexpr std::int64_t kCheckpoint = 64;
 
-// Whole input tensors as doubles, shared read-only by all workers.
-struct Inputs {
+// One (sequence, head) slice of the inputs as doubles: token rows 0..L-1 of the sequence, and its
+// [K, V] initial state (zeros when absent). Loading per slice keeps memory proportional to the
+// work in flight rather than to the whole problem.
+struct Slice {
+  std::int64_t L = 0, K = 0, V = 0;
   std::vector<double> q, k, v, g, h0;
-  bool has_h0 = false;
+  const double* key_row(const std::vector<double>& x, std::int64_t t) const { return x.data() + t * K; }
+  const double* val_row(const std::vector<double>& x, std::int64_t t) const { return x.data() + t * V; }
 };
 
-Inputs load_inputs(const ChunkGlaArgs& a) {
-  Inputs in;
-  in.q = load_as<double>(a.q);
-  in.k = load_as<double>(a.k);
-  in.v = load_as<double>(a.v);
-  in.g = load_as<double>(a.g);
-  if (a.initial_state) {
-    in.h0 = load_as<double>(*a.initial_state);
-    in.has_h0 = true;
+// rows x width elements, row r at ((row_begin + r) * heads + head) * width of a contiguous tensor.
+std::vector<double> gather(const TensorView& t, std::int64_t row_begin, std::int64_t rows, std::int64_t head,
+                           std::int64_t heads, std::int64_t width) {
+  std::vector<double> out(static_cast<std::size_t>(rows * width));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::int64_t off = ((row_begin + r) * heads + head) * width;
+    for (std::int64_t i = 0; i < width; ++i) out[static_cast<std::size_t>(r * width + i)] = load_element(t, off + i);
   }
-  return in;
+  return out;
 }
 
-// Index helpers for [rows, H, D] token tensors and [N, H, K, V] states.
+Slice load_slice(const Problem& p, const ChunkGlaArgs& a, std::int64_t n, std::int64_t h) {
+  const Sequence seq = p.sequences[static_cast<std::size_t>(n)];
+  Slice s;
+  s.L = seq.length; s.K = p.K; s.V = p.V;
+  s.q = gather(a.q, seq.row_begin, s.L, h, p.H, p.K);
+  s.k = gather(a.k, seq.row_begin, s.L, h, p.H, p.K);
+  s.g = gather(a.g, seq.row_begin, s.L, h, p.H, p.K);
+  s.v = gather(a.v, seq.row_begin, s.L, h, p.H, p.V);
+  if (a.initial_state) s.h0 = gather(*a.initial_state, n, 1, h, p.H, p.K * p.V);
+  else s.h0.assign(static_cast<std::size_t>(p.K * p.V), 0.0);
+  return s;
+}
+
+// Element offsets into [rows, H, D] token tensors and [N, H, K, V] states.
 struct Layout {
   std::int64_t H, K, V;
   std::int64_t key(std::int64_t row, std::int64_t h) const { return (row * H + h) * K; }
@@ -44,46 +59,34 @@ struct Layout {
   std::int64_t state(std::int64_t n, std::int64_t h) const { return (n * H + h) * K * V; }
 };
 
-void init_state(const Inputs& in, const Layout& lay, std::int64_t n, std::int64_t h, std::vector<double>& S) {
-  if (in.has_h0) {
-    const double* src = in.h0.data() + lay.state(n, h);
-    std::copy(src, src + lay.K * lay.V, S.begin());
-  } else {
-    std::fill(S.begin(), S.end(), 0.0);
-  }
-}
-
 // One recurrence step in place: S = diag(exp(g_t)) S + k_t v_t^T.
-void step(const Inputs& in, const Layout& lay, std::int64_t row, std::int64_t h, double* S) {
-  const double* k = in.k.data() + lay.key(row, h);
-  const double* g = in.g.data() + lay.key(row, h);
-  const double* v = in.v.data() + lay.val(row, h);
-  for (std::int64_t c = 0; c < lay.K; ++c) {
+void step(const Slice& s, std::int64_t t, double* S) {
+  const double* k = s.key_row(s.k, t);
+  const double* g = s.key_row(s.g, t);
+  const double* v = s.val_row(s.v, t);
+  for (std::int64_t c = 0; c < s.K; ++c) {
     const double a = std::exp(g[c]);
-    double* s = S + c * lay.V;
-    for (std::int64_t j = 0; j < lay.V; ++j) s[j] = a * s[j] + k[c] * v[j];
+    double* row = S + c * s.V;
+    for (std::int64_t j = 0; j < s.V; ++j) row[j] = a * row[j] + k[c] * v[j];
   }
 }
 
 }  // namespace
 
 void chunk_gla_forward(const Problem& p, const ChunkGlaArgs& a, const AttentionOutputs& out) {
-  const Inputs in = load_inputs(a);
   const Layout lay{p.H, p.K, p.V};
-  const std::int64_t items = p.N * p.H;
-  parallel_for(items, 0, [&](std::int64_t item) {
+  parallel_for(p.N * p.H, 0, [&](std::int64_t item) {
     const std::int64_t n = item / p.H, h = item % p.H;
-    const Sequence seq = p.sequences[static_cast<std::size_t>(n)];
-    std::vector<double> S(static_cast<std::size_t>(p.K * p.V));
-    init_state(in, lay, n, h, S);
-    for (std::int64_t t = 0; t < seq.length; ++t) {
-      const std::int64_t row = seq.row_begin + t;
-      step(in, lay, row, h, S.data());
-      const double* q = in.q.data() + lay.key(row, h);
+    const std::int64_t row_begin = p.sequences[static_cast<std::size_t>(n)].row_begin;
+    const Slice s = load_slice(p, a, n, h);
+    std::vector<double> S = s.h0;
+    for (std::int64_t t = 0; t < s.L; ++t) {
+      step(s, t, S.data());
+      const double* q = s.key_row(s.q, t);
       for (std::int64_t j = 0; j < p.V; ++j) {
         double acc = 0;
         for (std::int64_t c = 0; c < p.K; ++c) acc += S[static_cast<std::size_t>(c * p.V + j)] * q[c];
-        store_element(out.o, lay.val(row, h) + j, p.scale * acc);
+        store_element(out.o, lay.val(row_begin + t, h) + j, p.scale * acc);
       }
     }
     if (out.final_state) {
@@ -93,31 +96,26 @@ void chunk_gla_forward(const Problem& p, const ChunkGlaArgs& a, const AttentionO
 }
 
 void chunk_gla_backward(const Problem& p, const ChunkGlaArgs& a, const AttentionGradInputs& gin, const ChunkGlaGrads& gr) {
-  const Inputs in = load_inputs(a);
-  const std::vector<double> dout = load_as<double>(gin.d_o);
-  std::vector<double> dht;
-  if (gin.d_final_state) dht = load_as<double>(*gin.d_final_state);
   const Layout lay{p.H, p.K, p.V};
   const std::int64_t KV = p.K * p.V;
-  const std::int64_t items = p.N * p.H;
-
-  parallel_for(items, 0, [&](std::int64_t item) {
+  parallel_for(p.N * p.H, 0, [&](std::int64_t item) {
     const std::int64_t n = item / p.H, h = item % p.H;
-    const Sequence seq = p.sequences[static_cast<std::size_t>(n)];
-    const std::int64_t L = seq.length;
+    const std::int64_t row_begin = p.sequences[static_cast<std::size_t>(n)].row_begin;
+    const Slice s = load_slice(p, a, n, h);
+    const std::int64_t L = s.L;
+    const std::vector<double> dout = gather(gin.d_o, row_begin, L, h, p.H, p.V);
     const std::int64_t segments = (L + kCheckpoint - 1) / kCheckpoint;
 
     // Forward sweep: checkpoints[m] is the state entering token m * kCheckpoint.
-    std::vector<double> S(static_cast<std::size_t>(KV));
-    init_state(in, lay, n, h, S);
+    std::vector<double> S = s.h0;
     std::vector<double> checkpoints(static_cast<std::size_t>(segments * KV));
     for (std::int64_t t = 0; t < L; ++t) {
       if (t % kCheckpoint == 0) std::copy(S.begin(), S.end(), checkpoints.begin() + (t / kCheckpoint) * KV);
-      step(in, lay, seq.row_begin + t, h, S.data());
+      step(s, t, S.data());
     }
 
-    std::vector<double> dS(static_cast<std::size_t>(KV), 0.0);
-    if (!dht.empty()) std::copy(dht.begin() + lay.state(n, h), dht.begin() + lay.state(n, h) + KV, dS.begin());
+    std::vector<double> dS = gin.d_final_state ? gather(*gin.d_final_state, n, 1, h, p.H, KV)
+                                               : std::vector<double>(static_cast<std::size_t>(KV), 0.0);
 
     // states[i] = S before token t0 + i; states[i + 1] = S after it.
     std::vector<double> states(static_cast<std::size_t>((kCheckpoint + 1) * KV));
@@ -129,17 +127,17 @@ void chunk_gla_backward(const Problem& p, const ChunkGlaArgs& a, const Attention
       for (std::int64_t t = t0; t < t1; ++t) {
         double* next = states.data() + (t - t0 + 1) * KV;
         std::copy(next - KV, next, next);
-        step(in, lay, seq.row_begin + t, h, next);
+        step(s, t, next);
       }
       for (std::int64_t t = t1 - 1; t >= t0; --t) {
-        const std::int64_t row = seq.row_begin + t;
+        const std::int64_t row = row_begin + t;
         const double* St = states.data() + (t - t0 + 1) * KV;
         const double* Sprev = states.data() + (t - t0) * KV;
-        const double* q = in.q.data() + lay.key(row, h);
-        const double* k = in.k.data() + lay.key(row, h);
-        const double* g = in.g.data() + lay.key(row, h);
-        const double* v = in.v.data() + lay.val(row, h);
-        const double* dO = dout.data() + lay.val(row, h);
+        const double* q = s.key_row(s.q, t);
+        const double* k = s.key_row(s.k, t);
+        const double* g = s.key_row(s.g, t);
+        const double* v = s.val_row(s.v, t);
+        const double* dO = dout.data() + t * p.V;
         std::fill(dv.begin(), dv.end(), 0.0);
         for (std::int64_t c = 0; c < p.K; ++c) {
           double* ds = dS.data() + c * p.V;

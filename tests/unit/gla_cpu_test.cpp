@@ -177,6 +177,18 @@ TEST(GlaCpu, ResetGatesGiveNoNaN) {
   expect_close(gla_test::run_reference(d), out, c, {});
 }
 
+// g = -inf is a reset too; b_r - b_j must not become (-inf) - (-inf).
+TEST(GlaCpu, MinusInfinityGatesGiveNoNaN) {
+  Case c;
+  c.T = 100; c.H = 1; c.K = 16; c.V = 8; c.dtype = DType::f32;
+  Data d(c, 19);
+  for (std::int64_t i = 0; i < d.g.numel(); i += 7) d.g.set(i, -std::numeric_limits<double>::infinity());
+  const Results out = gla_test::run_cpu(d);
+  for (const HostTensor* t : {&out.o, &out.ht, &out.dq, &out.dk, &out.dv, &out.dg, &out.dh0})
+    for (std::int64_t i = 0; i < t->numel(); ++i) ASSERT_TRUE(std::isfinite(t->get(i))) << i;
+  expect_close(gla_test::run_reference(d), out, c, {1e-4, 1e-4});
+}
+
 TEST(GlaCpu, ThreadCountDoesNotChangeResults) {
   Case c;
   c.B = 3; c.T = 100; c.H = 3; c.K = 16; c.V = 16; c.dtype = DType::bf16;
