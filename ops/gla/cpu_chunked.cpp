@@ -4,6 +4,12 @@
 // Numerics (spec section 5): the gate cumsum b restarts every chunk and only non-positive
 // differences are exponentiated: exp(b_r - b_j) with j <= r, exp(bL - b_j) and exp(b_r). Entries
 // above the diagonal are never computed (no 0/1 mask ever meets an inf).
+// GCC will not if-convert the float selects inside fast_exp while it must preserve FP exception
+// flags, which keeps every exp loop scalar. Nothing here reads those flags. The pragma comes before
+// any include so that every function in this file shares the option and stays inlinable.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-trapping-math")
+#endif
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
