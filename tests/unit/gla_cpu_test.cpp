@@ -189,6 +189,34 @@ TEST(GlaCpu, MinusInfinityGatesGiveNoNaN) {
   expect_close(gla_test::run_reference(d), out, c, {1e-4, 1e-4});
 }
 
+// A batch of nothing but empty sequences (T = 0): states pass straight through, on both paths.
+TEST(GlaCpu, AllEmptySequences) {
+  Case c;
+  c.T = 0; c.H = 2; c.K = 8; c.V = 4; c.cu = {0, 0, 0}; c.dtype = DType::bf16;
+  const Data d(c, 20);
+  for (const Results& r : {gla_test::run_cpu(d), gla_test::run_reference(d)}) {
+    ASSERT_EQ(r.ht.numel(), 2 * 2 * 8 * 4);
+    for (std::int64_t i = 0; i < r.ht.numel(); ++i) {
+      EXPECT_EQ(r.ht.get(i), d.h0.get(i));
+      EXPECT_EQ(r.dh0.get(i), d.dht.get(i));
+    }
+  }
+}
+
+TEST(GlaCpu, InferenceModeMatchesTraining) {
+  Case c;
+  c.T = 77; c.H = 2; c.K = 16; c.V = 16; c.dtype = DType::f16;
+  const Data d(c, 21);
+  Results a(d, true), b(d, true);
+  ExecOptions opts;
+  opts.backend = Backend::cpu;
+  chunk_gla_forward(d.args(), a.outputs(), ForwardMode::training, opts);
+  chunk_gla_forward(d.args(), b.outputs(), ForwardMode::inference, opts);
+  EXPECT_EQ(a.o.to_f64(), b.o.to_f64());
+  EXPECT_EQ(a.ht.to_f64(), b.ht.to_f64());
+  EXPECT_TRUE(std::isfinite(a.o.get(0)));
+}
+
 TEST(GlaCpu, ThreadCountDoesNotChangeResults) {
   Case c;
   c.B = 3; c.T = 100; c.H = 3; c.K = 16; c.V = 16; c.dtype = DType::bf16;
