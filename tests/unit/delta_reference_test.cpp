@@ -266,6 +266,55 @@ TEST(DeltaReference, PreprocessingMatchesHandComputedValues) {
   EXPECT_NEAR(o.get(0), S * kn, 1e-12);
 }
 
+TEST(DeltaReference, InKernelGateFormsMatchTheSpec) {
+  // With beta = 0 there is no delta update, so the final state is exp(g) * h0 channel by channel and
+  // exposes the gate itself. K = 2 (per-channel dt_bias), V = 1, one token, x = g_raw + dt_bias.
+  struct Form {
+    const char* name;
+    bool kda;
+    std::optional<double> lower_bound;
+    bool with_A;
+    std::function<double(double x, double A)> gate;
+  };
+  const auto softplus = [](double x) { return x > 20 ? x : std::log1p(std::exp(x)); };
+  const auto sig = [](double x) { return 1.0 / (1.0 + std::exp(-x)); };
+  const std::vector<Form> forms = {
+      {"kda softplus", true, std::nullopt, true, [&](double x, double A) { return -std::exp(A) * softplus(x); }},
+      {"kda lower_bound", true, -4.0, true, [&](double x, double A) { return -4.0 * sig(std::exp(A) * x); }},
+      {"kda lower_bound, no A_log", true, -2.5, false, [&](double x, double) { return -2.5 * sig(x); }},
+      {"gdn softplus", false, std::nullopt, true, [&](double x, double A) { return -std::exp(A) * softplus(x); }},
+  };
+  for (const Form& f : forms) {
+    SCOPED_TRACE(f.name);
+    // Channel 1's x = 21.5 sits above softplus's linear threshold (20).
+    HostTensor q = f32({1, 1, 1, 2}, {1, 1}), k = f32({1, 1, 1, 2}, {0.6, 0.8}), v = f32({1, 1, 1, 1}, {1});
+    HostTensor g = f.kda ? f32({1, 1, 1, 2}, {0.25, 21.0}) : f32({1, 1, 1}, {0.25});
+    HostTensor beta = f32({1, 1, 1}, {0}), h0 = f32({1, 1, 2, 1}, {3, 5});
+    HostTensor A = f32({1}, {-0.5}), dt = f.kda ? f32({2}, {-1.0, 0.5}) : f32({1}, {-1.0});
+    HostTensor o = HostTensor::filled(DType::f64, {1, 1, 1, 1}, NAN), ht = HostTensor::filled(DType::f64, {1, 1, 2, 1}, NAN);
+    DeltaRuleArgs base;
+    base.q = q.view(); base.k = k.view(); base.v = v.view(); base.g = g.view(); base.beta = beta.view();
+    base.initial_state = h0.view();
+    base.use_gate_in_kernel = true;
+    if (f.with_A) base.A_log = A.view();
+    base.dt_bias = dt.view();
+    if (f.kda) {
+      ChunkKdaArgs a;
+      static_cast<DeltaRuleArgs&>(a) = base;
+      a.lower_bound = f.lower_bound;
+      reference::chunk_kda_forward(a, {o.view(), ht.view()});
+    } else {
+      ChunkGdnArgs a;
+      static_cast<DeltaRuleArgs&>(a) = base;
+      reference::chunk_gdn_forward(a, {o.view(), ht.view()});
+    }
+    const double g0 = f.gate(0.25 - 1.0, -0.5);
+    const double g1 = f.kda ? f.gate(21.0 + 0.5, -0.5) : g0;
+    EXPECT_NEAR(ht.get(0), 3 * std::exp(g0), 1e-12);
+    EXPECT_NEAR(ht.get(1), 5 * std::exp(g1), 1e-12);
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Gradients against finite differences.
 
