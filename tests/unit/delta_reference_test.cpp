@@ -360,6 +360,23 @@ TEST(DeltaReference, GdnPreprocessedGradientsMatchFiniteDifferences) {
   check_all_gradients(c);
 }
 
+TEST(DeltaReference, GateWithoutDtBiasAndWiderGroupsMatchFiniteDifferences) {
+  Case g;  // GDN's in-kernel gate with dt_bias omitted (FLA's bias=False cases)
+  g.kda = false;
+  g.gate = true;
+  g.with_dt = false;
+  check_all_gradients(g);
+  Case k;  // KDA, two batches, GVA group of 3
+  k.B = 2;
+  k.T = 4;
+  k.H = 2;
+  k.HV = 6;
+  k.K = 3;
+  k.V = 2;
+  k.gate = k.beta_sigmoid = true;
+  check_all_gradients(k);
+}
+
 TEST(DeltaReference, VarlenWithEmptySequenceGradientsMatchFiniteDifferences) {
   for (bool kda : {true, false}) {
     SCOPED_TRACE(kda ? "kda" : "gdn");
