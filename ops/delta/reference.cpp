@@ -200,10 +200,12 @@ void backward(const Ctx& cx, const AttentionGradInputs& in, const DeltaRuleGrads
     // Gradients w.r.t. the (normalised) q / k, summed over the GVA group before the l2norm backward.
     Vec dq_acc(static_cast<std::size_t>(L * K), 0.0), dk_acc(static_cast<std::size_t>(L * K), 0.0);
     const std::int64_t nb = (L + kBlock - 1) / kBlock;
-    Vec S, Sp, St, pv, u, dS, du, dp, dvv(static_cast<std::size_t>(V));
+    Vec S, pv, u, dS, du, dp;
     Vec do_(static_cast<std::size_t>(V)), dG(static_cast<std::size_t>(K));
     std::vector<Vec> ckpt(static_cast<std::size_t>(nb));
-    std::vector<Vec> prev(static_cast<std::size_t>(std::min(L, kBlock)));
+    // Per token of the current block: S' = decay(S_{t-1}), p = S'^T k and u (S_t = S' + k u^T).
+    const auto blk = static_cast<std::size_t>(std::min(L, kBlock));
+    std::vector<Vec> Sps(blk), ps(blk), us(blk);
     std::vector<Token> toks(static_cast<std::size_t>(std::min(L, kBlock)));
 
     for (std::int64_t gi = 0; gi < G; ++gi) {
@@ -225,23 +227,27 @@ void backward(const Ctx& cx, const AttentionGradInputs& in, const DeltaRuleGrads
         for (std::int64_t t = t0; t < t1; ++t) {
           Token& tk = toks[static_cast<std::size_t>(t - t0)];
           load_token(cx, seq.row_begin + t, hv, tk);
-          prev[static_cast<std::size_t>(t - t0)] = S;
-          step(p, tk, S, nullptr, pv, u);
+          const auto r = static_cast<std::size_t>(t - t0);
+          step(p, tk, S, &Sps[r], ps[r], us[r]);
         }
         for (std::int64_t t = t1 - 1; t >= t0; --t) {
           const Token& tk = toks[static_cast<std::size_t>(t - t0)];
           const std::int64_t row = seq.row_begin + t;
-          St = prev[static_cast<std::size_t>(t - t0)];
-          step(p, tk, St, &Sp, pv, u);  // St = S_t, Sp = S' = decay(S_{t-1})
+          const auto r = static_cast<std::size_t>(t - t0);
+          const Vec& Sp = Sps[r];
+          const Vec& pv_t = ps[r];
+          const Vec& u_t = us[r];
           const std::int64_t vbase = (row * p.HV + hv) * V;
           for (std::int64_t j = 0; j < V; ++j) do_[static_cast<std::size_t>(j)] = load_element(in.d_o, vbase + j);
-          // dS += qs do^T;  dq = scale S_t do
+          // dS += qs do^T;  dq = scale S_t do, with S_t = S' + k u^T
+          double u_do = 0;
+          for (std::int64_t j = 0; j < V; ++j) u_do += u_t[static_cast<std::size_t>(j)] * do_[static_cast<std::size_t>(j)];
           for (std::int64_t i = 0; i < K; ++i) {
             const double qs = p.scale * tk.q[static_cast<std::size_t>(i)];
-            double dq = 0;
+            double dq = tk.k[static_cast<std::size_t>(i)] * u_do;
             for (std::int64_t j = 0; j < V; ++j) {
               dS[static_cast<std::size_t>(i * V + j)] += qs * do_[static_cast<std::size_t>(j)];
-              dq += St[static_cast<std::size_t>(i * V + j)] * do_[static_cast<std::size_t>(j)];
+              dq += Sp[static_cast<std::size_t>(i * V + j)] * do_[static_cast<std::size_t>(j)];
             }
             dq_acc[static_cast<std::size_t>(t * K + i)] += p.scale * dq;
           }
@@ -251,7 +257,7 @@ void backward(const Ctx& cx, const AttentionGradInputs& in, const DeltaRuleGrads
             double dk = 0;
             for (std::int64_t j = 0; j < V; ++j) {
               const double d = dS[static_cast<std::size_t>(i * V + j)];
-              dk += d * u[static_cast<std::size_t>(j)];
+              dk += d * u_t[static_cast<std::size_t>(j)];
               du[static_cast<std::size_t>(j)] += d * tk.k[static_cast<std::size_t>(i)];
             }
             dk_acc[static_cast<std::size_t>(t * K + i)] += dk;
@@ -262,7 +268,7 @@ void backward(const Ctx& cx, const AttentionGradInputs& in, const DeltaRuleGrads
           for (std::int64_t j = 0; j < V; ++j) {
             const auto js = static_cast<std::size_t>(j);
             store_element(gr.dv, vbase + j, tk.beta * du[js]);
-            dbeta += du[js] * (tk.v[js] - pv[js]);
+            dbeta += du[js] * (tk.v[js] - pv_t[js]);
             dp[js] = -tk.beta * du[js];
           }
           // dS' = dS + k dp^T;  dk += S' dp;  dg = rowsum(dS' * S');  dS = diag(exp(g)) dS'
