@@ -1,4 +1,5 @@
 // The single front door for argument checks (DESIGN section 3): everything is refused before any work.
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -32,9 +33,10 @@ void require_shape(const std::string& name, const TensorView& t, const Shape& ex
 
 void require_dtype(const std::string& name, const TensorView& t, std::initializer_list<DType> allowed) {
   std::string list;
-  for (DType d : allowed) {
-    if (d == t.dtype) return;
-    list += (list.empty() ? "" : " or ") + std::string(dtype_name(d));
+  for (auto it = allowed.begin(); it != allowed.end(); ++it) {
+    if (*it == t.dtype) return;
+    if (std::find(allowed.begin(), it, *it) != it) continue;  // {q.dtype, f32} with f32 q: name it once
+    list += (list.empty() ? "" : " or ") + std::string(dtype_name(*it));
   }
   throw_invalid(name, "dtype " + std::string(dtype_name(t.dtype)), "dtype " + list);
 }
