@@ -1,3 +1,8 @@
+// No code here relies on floating-point exception flags; without this GCC refuses to if-convert the
+// selects in exp_nonpos and the exp loops stay scalar.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-trapping-math")
+#endif
 #include "ops/delta/cpu_kernels.h"
 
 #include <algorithm>
@@ -174,6 +179,18 @@ void chunk_forward(const HeadInputs& in, i64 t0, i64 n, float* state, float* o, 
   gemm_tn(K, V, n, 1.0f, kg.data(), cs.vnew.data(), true, state);
 }
 
+// dq_r += a k_j e; kr_r += m k_j e; dk_j += (a q_r + mb k_r) e (separate arrays, hence restrict).
+void intra_update(i64 K, float a, float mb, float m, const float* __restrict e, const float* __restrict kj,
+                  const float* __restrict qr, const float* __restrict kr_in, float* __restrict dqr,
+                  float* __restrict krr, float* __restrict dkj) {
+  for (i64 c = 0; c < K; ++c) {
+    const float ke = kj[c] * e[c];
+    dqr[c] += a * ke;
+    krr[c] += m * ke;
+    dkj[c] += (a * qr[c] + mb * kr_in[c]) * e[c];
+  }
+}
+
 // Intra-chunk backward (spec 4.3 B5) for the gated products behind Aqk and L.
 void intra_backward(const HeadInputs& in, const float* q, const float* k, const float* beta, const float* b, i64 n,
                     const float* dAqk, const float* dAkk, float* dq_i, float* kr, float* dkt) {
@@ -212,13 +229,8 @@ void intra_backward(const HeadInputs& in, const float* q, const float* k, const 
       const float* bj = b + j * K;
       const float* kj = k + j * K;
       float* dkj = dkt + j * K;
-      for (i64 c = 0; c < K; ++c) {
-        const float ec = exp_nonpos(br[c] - bj[c]);
-        const float ke = kj[c] * ec;
-        dqr[c] += a * ke;
-        krr[c] += m * ke;
-        dkj[c] += (a * qr[c] + m * bt * kr_in[c]) * ec;
-      }
+      for (i64 c = 0; c < K; ++c) e[c] = exp_nonpos(br[c] - bj[c]);
+      intra_update(K, a, m * bt, m, e.data(), kj, qr, kr_in, dqr, krr, dkj);
     }
   }
 }

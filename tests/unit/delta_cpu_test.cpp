@@ -315,6 +315,7 @@ struct Case {
   double neg1000_p = 0.0;   // KDA varlen: each gate element set to -1000 with this probability
   bool h0_zero = false;     // GDN test_chunk uses h0 = 0
   DType h0_dtype = DType::f32;
+  bool no_state = false;    // no initial_state, final_state, dht or dh0
   Dist dist = Dist::fla_chunk;
   Tol tol = kKdaChunk;
 };
@@ -395,7 +396,7 @@ void run_case(const Case& c) {
   ChunkKdaArgs a;
   a.q = tq.view(); a.k = tk.view(); a.v = tv.view(); a.g = tg.view(); a.beta = tb.view();
   a.scale = c.scale;
-  a.initial_state = th0.view();
+  if (!c.no_state) a.initial_state = th0.view();
   if (varlen) a.cu_seqlens = tcu.view();
   a.use_qk_l2norm_in_kernel = c.l2in;
   a.use_beta_sigmoid_in_kernel = c.beta_sigmoid;
@@ -416,6 +417,11 @@ void run_case(const Case& c) {
   AttentionOutputs out{o.view(), ht.view()};
   AttentionGradInputs gin{tdo.view(), tdht.view()};
   DeltaRuleGrads grads{dq.view(), dk.view(), dv.view(), dg.view(), dbeta.view(), dh0.view(), std::nullopt, std::nullopt};
+  if (c.no_state) {
+    out.final_state.reset();
+    gin.d_final_state.reset();
+    grads.d_initial_state.reset();
+  }
   if (has_A) grads.d_A_log = dA.view();
   if (has_bias) grads.d_dt_bias = ddt.view();
   ExecOptions opts;
@@ -446,6 +452,10 @@ void run_case(const Case& c) {
   p.lower_bound = -5.0; p.has_A = has_A; p.has_bias = has_bias;
   OracleData d{tq.to_f64(), tk.to_f64(), tv.to_f64(), tg.to_f64(), tb.to_f64(), th0.to_f64(),
                tA.to_f64(), tdtb.to_f64(), tdo.to_f64(), tdht.to_f64()};
+  if (c.no_state) {
+    d.h0.clear();
+    d.dht.clear();
+  }
   const OracleOut r = oracle(p, d);
 
   auto check = [&](const char* name, const Vec& ref, const HostTensor& got, double tol) {
@@ -453,13 +463,13 @@ void run_case(const Case& c) {
     EXPECT_TRUE(cl.pass) << c.name << " " << name << ": " << cl.str();
   };
   check("o", r.o, o, c.tol.o);
-  check("ht", r.ht, ht, c.tol.ht);
+  if (!c.no_state) check("ht", r.ht, ht, c.tol.ht);
   check("dq", r.dq, dq, c.tol.dq);
   check("dk", r.dk, dk, c.tol.dk);
   check("dv", r.dv, dv, c.tol.dv);
   check("dg", r.dg, dg, c.tol.dg);
   check("dbeta", r.dbeta, dbeta, c.tol.dbeta);
-  check("dh0", r.dh0, dh0, c.tol.dh0);
+  if (!c.no_state) check("dh0", r.dh0, dh0, c.tol.dh0);
   if (has_A) check("dA_log", r.dA, dA, c.tol.dA);
   if (has_bias) check("ddt_bias", r.ddt, ddt, c.tol.ddt);
 }
@@ -517,6 +527,8 @@ INSTANTIATE_TEST_SUITE_P(
         kda("B2_T160_H1_HV2_D64_gatein_bf16", 2, 160, 1, 2, 64, 0.1, 1, 0, false, true, bf16, false),
         kda("B2_T75_H2_D64", 2, 75, 2, 2, 64, std::nullopt, 1, 0, false, false, f16, false),
         kda("B3_T1_H2_D64", 3, 1, 2, 2, 64, std::nullopt, 1, 0, false, false, f16, false),
+        with(kda("B2_T100_H1_HV2_D64_nostate", 2, 100, 1, 2, 64, std::nullopt, 1, 0, false, false, f16, false),
+             [](Case& c) { c.no_state = true; }),
         with(kda("B1_T100_H1_HV2_D64_lowerbound_noA", 1, 100, 1, 2, 64, 0.1, 1, 0, false, true, f16, true),
              [](Case& c) { c.lb_no_A = true; c.bias = false; }),
         with(kda("B1_T90_H1_D64_betasigmoid_negeig", 1, 90, 1, 1, 64, 0.1, 1, 0, true, false, bf16, false),
@@ -549,6 +561,8 @@ INSTANTIATE_TEST_SUITE_P(
         gdn("B1_T256_H1_HV2_D64_gva2", 1, 256, 1, 2, 64, 1.0, 1, 0, false, f16),
         gdn("B1_T200_H1_HV4_D64_gva4_l2in_norm01", 1, 200, 1, 4, 64, 1.0, 0.1, 0, true, f16),
         gdn("B2_T1_H2_D64", 2, 1, 2, 2, 64, std::nullopt, 1, 0, false, f16),
+        with(gdn("B2_T100_H1_HV2_D64_nostate", 2, 100, 1, 2, 64, std::nullopt, 1, 0, false, f16),
+             [](Case& c) { c.no_state = true; }),
         gdn("B1_T150_H1_HV2_D64_bf16", 1, 150, 1, 2, 64, 0.1, 1, 0, false, bf16),
         with(gdn("B2_T75_H2_D64_gatein_bias_l2in", 2, 75, 2, 2, 64, 1.0, 1, 0, true, f16),
              [](Case& c) { c.gate_in = true; }),
@@ -572,6 +586,38 @@ INSTANTIATE_TEST_SUITE_P(
         gdn_varlen("H1_HV2_D64_cu0_256_500_1000", 1, 2, 64, 0.0, {0, 256, 500, 1000}),
         gdn_varlen("H1_HV4_D64_cu0_256_500_1000", 1, 4, 64, 0.0, {0, 256, 500, 1000})),
     [](const ::testing::TestParamInfo<Case>& i) { return i.param.name; });
+
+// Work items never share an accumulator, so the thread count cannot change a single bit; inference and
+// training forwards agree too.
+TEST(DeltaCpuRun, ResultsAreIndependentOfThreadCountAndMode) {
+  testing::Rng rng(3);
+  const i64 T = 150, H = 2, HV = 4, D = 32;
+  HostTensor q = testing::normal(rng, DType::bf16, {1, T, H, D}), k = testing::normal(rng, DType::bf16, {1, T, H, D});
+  HostTensor v = testing::normal(rng, DType::bf16, {1, T, HV, D}), dO = testing::normal(rng, DType::bf16, {1, T, HV, D});
+  HostTensor g = testing::make(DType::f32, {1, T, HV, D}, [&] { return testing::logsigmoid(rng.normal()); });
+  HostTensor beta = testing::make(DType::bf16, {1, T, HV}, [&] { return rng.uniform(); });
+  HostTensor cu(DType::i32, {4});
+  for (int i = 0; i < 4; ++i) cu.set(i, std::vector<double>{0, 70, 71, 150}[static_cast<std::size_t>(i)]);
+  ChunkKdaArgs a;
+  a.q = q.view(); a.k = k.view(); a.v = v.view(); a.g = g.view(); a.beta = beta.view(); a.cu_seqlens = cu.view();
+  a.use_qk_l2norm_in_kernel = true;
+  auto run = [&](int threads, ForwardMode mode) {
+    std::vector<HostTensor> t = {HostTensor(DType::bf16, {1, T, HV, D}), HostTensor(DType::bf16, {1, T, H, D}),
+                                 HostTensor(DType::bf16, {1, T, H, D}), HostTensor(DType::bf16, {1, T, HV, D}),
+                                 HostTensor(DType::f32, {1, T, HV, D}), HostTensor(DType::bf16, {1, T, HV})};
+    ExecOptions opts;
+    opts.backend = Backend::cpu;
+    opts.num_threads = threads;
+    chunk_kda_forward(a, {t[0].view(), std::nullopt}, mode, opts);
+    chunk_kda_backward(a, {dO.view(), std::nullopt}, {t[1].view(), t[2].view(), t[3].view(), t[4].view(), t[5].view(), std::nullopt, std::nullopt, std::nullopt}, opts);
+    std::vector<std::vector<double>> r;
+    for (auto& x : t) r.push_back(x.to_f64());
+    return r;
+  };
+  const auto one = run(1, ForwardMode::training);
+  EXPECT_EQ(one, run(2, ForwardMode::training));
+  EXPECT_EQ(one, run(3, ForwardMode::inference));
+}
 
 // ------------------------------------------------------------------------------------------------
 TEST(DeltaCpuMath, ExpNonPosIsAccurateAndUnderflowsToZero) {
