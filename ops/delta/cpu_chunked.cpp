@@ -17,7 +17,7 @@ namespace {
 
 using i64 = std::int64_t;
 using Buf = std::vector<float>;
-namespace dk = lina::detail::delta;
+namespace prep = lina::detail::delta;
 
 // Reads n consecutive elements starting at flat offset `off`, converting to fp32.
 void load_row(const TensorView& t, i64 off, i64 n, float* dst) {
@@ -64,22 +64,22 @@ struct Setup {
   const DeltaRuleArgs& a;
   bool kda;
   i64 Kg;  // gate width per token and head: K (KDA) or 1 (GDN)
-  dk::GateForm form = dk::GateForm::none;
+  prep::GateForm form = prep::GateForm::none;
   float lower_bound = 0.0f;
   Buf A_log, dt_bias;  // f32 copies of the in-kernel gate parameters
 
   Setup(const Problem& p_, const DeltaRuleArgs& a_, bool kda_, std::optional<double> lb)
       : p(p_), a(a_), kda(kda_), Kg(kda_ ? p_.K : 1) {
     if (a.use_gate_in_kernel) {
-      form = (kda && lb) ? dk::GateForm::lower_bound : dk::GateForm::softplus;
+      form = (kda && lb) ? prep::GateForm::lower_bound : prep::GateForm::softplus;
       if (lb) lower_bound = static_cast<float>(*lb);
       A_log = load_all(a.A_log);
       dt_bias = load_all(a.dt_bias);
     }
   }
 
-  dk::HeadGate gate(i64 hv) const {
-    dk::HeadGate g;
+  prep::HeadGate gate(i64 hv) const {
+    prep::HeadGate g;
     g.form = form;
     g.has_A_log = !A_log.empty();
     g.A_log = A_log.empty() ? 0.0f : A_log[static_cast<std::size_t>(hv)];
@@ -97,7 +97,7 @@ void load_qk(const Setup& s, const TensorView& t, const Sequence& seq, i64 h, Bu
   for (i64 t0 = 0; t0 < L; ++t0) {
     float* row = x.data() + t0 * K;
     load_row(t, ((seq.row_begin + t0) * s.p.H + h) * K, K, row);
-    if (s.a.use_qk_l2norm_in_kernel) rstd[t0] = dk::l2norm_forward(row, row, K);
+    if (s.a.use_qk_l2norm_in_kernel) rstd[t0] = prep::l2norm_forward(row, row, K);
   }
 }
 
@@ -113,17 +113,17 @@ void load_value_head(const Setup& s, const Sequence& seq, i64 hv, ValueHead& d) 
   d.graw.resize(L * Kg);
   d.beta.resize(L);
   d.braw.resize(L);
-  const dk::HeadGate gate = s.gate(hv);
+  const prep::HeadGate gate = s.gate(hv);
   for (i64 t = 0; t < L; ++t) {
     const i64 row = (seq.row_begin + t) * HV + hv;
     load_row(s.a.v, row * V, V, d.v.data() + t * V);
     float* graw = d.graw.data() + t * Kg;
     load_row(s.a.g, row * Kg, Kg, graw);
     float* gt = d.g.data() + t * K;
-    dk::gate_forward(gate, graw, gt, Kg);
+    prep::gate_forward(gate, graw, gt, Kg);
     if (!s.kda) std::fill(gt + 1, gt + K, gt[0]);
     load_row(s.a.beta, row, 1, d.braw.data() + t);
-    d.beta[t] = s.a.use_beta_sigmoid_in_kernel ? dk::beta_sigmoid_forward(d.braw[t], s.a.allow_neg_eigval) : d.braw[t];
+    d.beta[t] = s.a.use_beta_sigmoid_in_kernel ? prep::beta_sigmoid_forward(d.braw[t], s.a.allow_neg_eigval) : d.braw[t];
   }
 }
 
@@ -157,7 +157,7 @@ RunInfo forward(const Setup& s, const AttentionOutputs& out, const ExecOptions& 
 RunInfo backward(const Setup& s, const AttentionGradInputs& gin, const DeltaRuleGrads& gr, const ExecOptions& opts) {
   const Problem& p = s.p;
   const i64 K = p.K, V = p.V, H = p.H, HV = p.HV, G = p.group(), Kg = s.Kg;
-  const bool params = s.form != dk::GateForm::none;
+  const bool params = s.form != prep::GateForm::none;
   // Per (sequence, value head) partials of the parameter gradients, reduced in a fixed order below.
   std::vector<double> dA_part(params ? p.N * HV : 0, 0.0), ddt_part(params ? p.N * HV * Kg : 0, 0.0);
 
@@ -184,8 +184,8 @@ RunInfo backward(const Setup& s, const AttentionGradInputs& gin, const DeltaRule
         dq_sum[x] += dq[x];
         dk_sum[x] += dkk[x];
       }
-      const dk::HeadGate gate = s.gate(hv);
-      dk::GateParamGrads acc;
+      const prep::HeadGate gate = s.gate(hv);
+      prep::GateParamGrads acc;
       if (params && !s.dt_bias.empty()) acc.ddt_bias = ddt_part.data() + (si * HV + hv) * Kg;
       for (i64 t = 0; t < L; ++t) {
         const i64 row = (seq.row_begin + t) * HV + hv;
@@ -196,10 +196,10 @@ RunInfo backward(const Setup& s, const AttentionGradInputs& gin, const DeltaRule
           for (i64 c = 0; c < K; ++c) sum += dgt[c];
           dgt[0] = sum;
         }
-        dk::gate_backward(gate, d.graw.data() + t * Kg, dgt, tmp.data(), Kg, acc);
+        prep::gate_backward(gate, d.graw.data() + t * Kg, dgt, tmp.data(), Kg, acc);
         store_row(gr.dg, row * Kg, Kg, tmp.data());
         float db = dbeta[t];
-        if (s.a.use_beta_sigmoid_in_kernel) db = dk::beta_sigmoid_backward(d.braw[t], db, s.a.allow_neg_eigval);
+        if (s.a.use_beta_sigmoid_in_kernel) db = prep::beta_sigmoid_backward(d.braw[t], db, s.a.allow_neg_eigval);
         store_row(gr.dbeta, row, 1, &db);
       }
       if (params) dA_part[si * HV + hv] = acc.dA_log;
@@ -210,8 +210,8 @@ RunInfo backward(const Setup& s, const AttentionGradInputs& gin, const DeltaRule
       float* a = dq_sum.data() + t * K;
       float* b = dk_sum.data() + t * K;
       if (s.a.use_qk_l2norm_in_kernel) {
-        dk::l2norm_backward(a, q.data() + t * K, rq[t], a, K);
-        dk::l2norm_backward(b, k.data() + t * K, rk[t], b, K);
+        prep::l2norm_backward(a, q.data() + t * K, rq[t], a, K);
+        prep::l2norm_backward(b, k.data() + t * K, rk[t], b, K);
       }
       store_row(gr.dq, off, K, a);
       store_row(gr.dk, off, K, b);
