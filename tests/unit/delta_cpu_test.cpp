@@ -306,6 +306,7 @@ struct Case {
   std::string name;
   bool kda = true;
   i64 B = 1, T = 64, H = 1, HV = 1, D = 64;
+  i64 Dv = 0;  // V when it differs from K = D
   std::optional<double> scale;
   double norm = 1.0, mask_p = 0.0;
   bool l2in = false, gate_in = false, bias = true, safe = false, lb_no_A = false;
@@ -331,7 +332,7 @@ HostTensor from_vec(DType dt, Shape s, const Vec& v) {
 void run_case(const Case& c) {
   testing::Rng rng(42);
   const bool varlen = !c.cu.empty();
-  const i64 B = varlen ? 1 : c.B, T = varlen ? c.cu.back() : c.T, H = c.H, HV = c.HV, K = c.D, V = c.D;
+  const i64 B = varlen ? 1 : c.B, T = varlen ? c.cu.back() : c.T, H = c.H, HV = c.HV, K = c.D, V = c.Dv ? c.Dv : c.D;
   const i64 N = varlen ? static_cast<i64>(c.cu.size()) - 1 : B;
   const i64 Kg = c.kda ? K : 1;
   const bool lower = c.kda && c.gate_in && c.safe;  // safe_gate with the in-kernel gate: lower-bound form
@@ -527,6 +528,8 @@ INSTANTIATE_TEST_SUITE_P(
         kda("B2_T160_H1_HV2_D64_gatein_bf16", 2, 160, 1, 2, 64, 0.1, 1, 0, false, true, bf16, false),
         kda("B2_T75_H2_D64", 2, 75, 2, 2, 64, std::nullopt, 1, 0, false, false, f16, false),
         kda("B3_T1_H2_D64", 3, 1, 2, 2, 64, std::nullopt, 1, 0, false, false, f16, false),
+        with(kda("B1_T140_H1_HV2_K64_V40", 1, 140, 1, 2, 64, std::nullopt, 1, 0, true, true, f16, false),
+             [](Case& c) { c.Dv = 40; }),
         with(kda("B2_T100_H1_HV2_D64_nostate", 2, 100, 1, 2, 64, std::nullopt, 1, 0, false, false, f16, false),
              [](Case& c) { c.no_state = true; }),
         with(kda("B1_T100_H1_HV2_D64_lowerbound_noA", 1, 100, 1, 2, 64, 0.1, 1, 0, false, true, f16, true),
@@ -561,6 +564,8 @@ INSTANTIATE_TEST_SUITE_P(
         gdn("B1_T256_H1_HV2_D64_gva2", 1, 256, 1, 2, 64, 1.0, 1, 0, false, f16),
         gdn("B1_T200_H1_HV4_D64_gva4_l2in_norm01", 1, 200, 1, 4, 64, 1.0, 0.1, 0, true, f16),
         gdn("B2_T1_H2_D64", 2, 1, 2, 2, 64, std::nullopt, 1, 0, false, f16),
+        with(gdn("B1_T140_H1_HV2_K48_V80", 1, 140, 1, 2, 48, std::nullopt, 1, 0, true, f16),
+             [](Case& c) { c.Dv = 80; c.gate_in = true; }),
         with(gdn("B2_T100_H1_HV2_D64_nostate", 2, 100, 1, 2, 64, std::nullopt, 1, 0, false, f16),
              [](Case& c) { c.no_state = true; }),
         gdn("B1_T150_H1_HV2_D64_bf16", 1, 150, 1, 2, 64, 0.1, 1, 0, false, bf16),
