@@ -35,7 +35,7 @@ struct ChunkGdnArgs : DeltaRuleArgs {};
 
 // Gradients with respect to the raw inputs (before l2norm / sigmoid / in-kernel gate).
 // dq, dk [B,T,H,K]; dv [B,T,HV,V]; dg like g; dbeta like beta; d_initial_state f32;
-// d_A_log / d_dt_bias required exactly when the in-kernel gate uses them.
+// d_A_log / d_dt_bias are optional: computed when given (only valid when the in-kernel gate uses them).
 struct DeltaRuleGrads {
   TensorView dq, dk, dv, dg, dbeta;
   std::optional<TensorView> d_initial_state;
