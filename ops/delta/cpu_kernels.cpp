@@ -1,9 +1,11 @@
 // No code here relies on floating-point exception flags; without this GCC refuses to if-convert the
-// selects in exp_nonpos and the exp loops stay scalar.
+// selects in fast_exp and the exp loops stay scalar.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("no-trapping-math")
 #endif
 #include "ops/delta/cpu_kernels.h"
+
+#include "ops/common/cpu_math.h"
 
 #include <algorithm>
 #include <cstring>
@@ -15,16 +17,8 @@ namespace {
 using i64 = std::int64_t;
 using Buf = std::vector<float>;
 
-// Dot product with eight independent partial sums, so that it vectorizes without -ffast-math.
-inline float dot(const float* __restrict a, const float* __restrict b, i64 n) {
-  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  i64 i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int l = 0; l < 8; ++l) acc[l] += a[i + l] * b[i + l];
-  float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-  for (; i < n; ++i) s += a[i] * b[i];
-  return s;
-}
+using lina::detail::cpu::dot;
+using lina::detail::cpu::fast_exp;
 
 // C[m x n] = beta_c * C + alpha * A[m x p] @ B[p x n]; row-major, dense (leading dim = column count).
 void gemm_nn(i64 m, i64 n, i64 p, float alpha, const float* __restrict A, const float* __restrict B, bool accumulate,
@@ -81,7 +75,7 @@ void intra_forward(const HeadInputs& in, const float* q, const float* k, const f
   if (in.scalar_gate) {
     for (i64 r = 0; r < n; ++r)
       for (i64 j = 0; j <= r; ++j) {
-        const float gam = exp_nonpos(b[r * K] - b[j * K]);
+        const float gam = fast_exp(b[r * K] - b[j * K]);
         Aqk[r * n + j] = in.scale * dot(q + r * K, k + j * K, K) * gam;
         if (j < r) Lm[r * n + j] = beta[r] * dot(k + r * K, k + j * K, K) * gam;
       }
@@ -96,7 +90,7 @@ void intra_forward(const HeadInputs& in, const float* q, const float* k, const f
       const float* bj = b + j * K;
       // Only r >= j is ever exponentiated: b_r - b_j <= 0.
       for (i64 c = 0; c < K; ++c) {
-        const float e = exp_nonpos(br[c] - bj[c]);
+        const float e = fast_exp(br[c] - bj[c]);
         qe[c] = qr[c] * e;
         ke[c] = kr[c] * e;
       }
@@ -154,10 +148,10 @@ void chunk_forward(const HeadInputs& in, i64 t0, i64 n, float* state, float* o, 
   Buf kbe(n * K), vb(n * V), qg(n * K), kg(n * K);
   for (i64 r = 0; r < n; ++r) {
     for (i64 c = 0; c < K; ++c) {
-      const float eb = exp_nonpos(b[r * K + c]);
+      const float eb = fast_exp(b[r * K + c]);
       kbe[r * K + c] = k[r * K + c] * eb * beta[r];
       qg[r * K + c] = q[r * K + c] * eb;
-      kg[r * K + c] = k[r * K + c] * exp_nonpos(bL[c] - b[r * K + c]);
+      kg[r * K + c] = k[r * K + c] * fast_exp(bL[c] - b[r * K + c]);
     }
     for (i64 c = 0; c < V; ++c) vb[r * V + c] = v[r * V + c] * beta[r];
   }
@@ -173,7 +167,7 @@ void chunk_forward(const HeadInputs& in, i64 t0, i64 n, float* state, float* o, 
 
   // H <- diag(exp(bL)) H + kg^T @ vnew
   for (i64 c = 0; c < K; ++c) {
-    const float d = exp_nonpos(bL[c]);
+    const float d = fast_exp(bL[c]);
     for (i64 j = 0; j < V; ++j) state[c * V + j] *= d;
   }
   gemm_tn(K, V, n, 1.0f, kg.data(), cs.vnew.data(), true, state);
@@ -199,7 +193,7 @@ void intra_backward(const HeadInputs& in, const float* q, const float* k, const 
     Buf P1(n * n, 0.0f), P2(n * n, 0.0f), bk(n * K);
     for (i64 r = 0; r < n; ++r)
       for (i64 j = 0; j <= r; ++j) {
-        const float gam = exp_nonpos(b[r * K] - b[j * K]);
+        const float gam = fast_exp(b[r * K] - b[j * K]);
         P1[r * n + j] = dAqk[r * n + j] * gam;
         if (j < r) P2[r * n + j] = dAkk[r * n + j] * gam;
       }
@@ -229,7 +223,7 @@ void intra_backward(const HeadInputs& in, const float* q, const float* k, const 
       const float* bj = b + j * K;
       const float* kj = k + j * K;
       float* dkj = dkt + j * K;
-      for (i64 c = 0; c < K; ++c) e[c] = exp_nonpos(br[c] - bj[c]);
+      for (i64 c = 0; c < K; ++c) e[c] = fast_exp(br[c] - bj[c]);
       intra_update(K, a, m * bt, m, e.data(), kj, qr, kr_in, dqr, krr, dkj);
     }
   }
@@ -253,12 +247,12 @@ void chunk_backward(const HeadInputs& in, const ChunkState& cs, const float* d_o
   for (i64 r = 0; r < n; ++r)
     for (i64 c = 0; c < K; ++c) {
       const i64 x = r * K + c;
-      eb[x] = exp_nonpos(b[x]);
+      eb[x] = fast_exp(b[x]);
       qg[x] = q[x] * eb[x];
       kgb[x] = k[x] * eb[x];
-      kg[x] = k[x] * exp_nonpos(bL[c] - b[x]);
+      kg[x] = k[x] * fast_exp(bL[c] - b[x]);
     }
-  for (i64 c = 0; c < K; ++c) ebL[c] = exp_nonpos(bL[c]);
+  for (i64 c = 0; c < K; ++c) ebL[c] = fast_exp(bL[c]);
 
   // dAqk = tril_incl(scale * dO @ vnew^T); dvn = Aqk^T @ dO + kg @ D.
   Buf dAqk(n * n, 0.0f), dvn(n * V);
@@ -276,7 +270,7 @@ void chunk_backward(const HeadInputs& in, const ChunkState& cs, const float* d_o
   gemm_nn(n, K, V, -1.0f, dvn.data(), Ht.data(), false, dw.data());     // -(dvn @ H^T)
   for (i64 x = 0; x < n * K; ++x) {
     dq[x] *= eb[x];
-    dk_e[x] *= exp_nonpos(bL[x % K] - b[x]);
+    dk_e[x] *= fast_exp(bL[x % K] - b[x]);
   }
 
   // dT = tril_strict((dw @ kgb^T + dvn @ v^T) * beta[None, :])

@@ -2,36 +2,11 @@
 // head) at a time, in fp32 on host arrays. KDA uses per-channel gates; GDN runs the same code with its
 // scalar gate broadcast over K, except that the C x C gated products use one exp per (r, j) pair.
 #pragma once
-#include <bit>
 #include <cstdint>
 
 namespace lina::detail::delta::cpu {
 
 inline constexpr std::int64_t kChunk = 64;
-
-// exp(x) for the non-positive arguments the chunked algorithm forms (spec section 5); a few ulp
-// accurate, returns 0 below about -87.3 (no subnormals) and is branch-free so that loops vectorize.
-inline float exp_nonpos(float x) {
-  float t = x * 1.44269504088896341f;  // log2(e)
-  t = t < -126.0f ? -126.0f : t;
-  t = t > 127.0f ? 127.0f : t;
-  const float magic = 12582912.0f;  // 1.5 * 2^23: (t + magic) - magic rounds t to an integer
-  const float n = (t + magic) - magic;
-  // Cody-Waite: f = x - n ln2 with ln2 split in two, so large |x| keep full relative accuracy.
-  const float f = (x - n * 0.693145751953125f) - n * 1.428606765330187e-06f;  // |f| <= ln2 / 2
-  // Taylor series of e^f to degree 7: truncation error < 1e-8 relative on |f| <= 0.347.
-  float p = 1.0f / 5040.0f;
-  p = p * f + 1.0f / 720.0f;
-  p = p * f + 1.0f / 120.0f;
-  p = p * f + 1.0f / 24.0f;
-  p = p * f + 1.0f / 6.0f;
-  p = p * f + 0.5f;
-  p = p * f + 1.0f;
-  p = p * f + 1.0f;
-  const std::int32_t bits = (static_cast<std::int32_t>(n) + 127) << 23;
-  const float r = p * std::bit_cast<float>(bits);
-  return x < -87.3f ? 0.0f : r;
-}
 
 // One (sequence, value head): token-major fp32 rows after preprocessing.
 struct HeadInputs {

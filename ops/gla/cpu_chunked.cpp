@@ -18,7 +18,7 @@
 #include "lina/error.h"
 #include "ops/common/backends.h"
 #include "ops/common/parallel.h"
-#include "ops/gla/cpu_math.h"
+#include "ops/common/cpu_math.h"
 
 namespace lina::detail::cpu {
 namespace {
