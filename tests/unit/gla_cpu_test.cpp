@@ -11,7 +11,7 @@
 #include <string>
 
 #include "lina/error.h"
-#include "ops/gla/cpu_math.h"
+#include "ops/common/cpu_math.h"
 #include "tests/unit/gla_test_common.h"
 
 namespace lina {
