@@ -12,7 +12,6 @@ namespace {
 }  // namespace
 
 bool compiled() { return true; }
-RunInfo chunk_gla_forward(const Problem&, const ChunkGlaArgs&, const AttentionOutputs&, ForwardMode, const ExecOptions&) { pending("chunk_gla"); }
 RunInfo chunk_gla_backward(const Problem&, const ChunkGlaArgs&, const AttentionGradInputs&, const ChunkGlaGrads&, const ExecOptions&) { pending("chunk_gla"); }
 RunInfo chunk_kda_forward(const Problem&, const ChunkKdaArgs&, const AttentionOutputs&, ForwardMode, const ExecOptions&) { pending("chunk_kda"); }
 RunInfo chunk_kda_backward(const Problem&, const ChunkKdaArgs&, const AttentionGradInputs&, const DeltaRuleGrads&, const ExecOptions&) { pending("chunk_kda"); }

@@ -1,0 +1,394 @@
+// chunk_gla forward, one fused kernel (docs/kernels/chunk_gla_fwd.md).
+// One CTA per (sequence, head, 64-column V tile) walks its chunks of 64 tokens in order. The fp32
+// state tile H [K, 64] lives in the MMA accumulators of the warps (each warp owns K/NW rows); a bf16
+// copy in shared memory feeds the inter-chunk read. Per chunk, everything stays on chip:
+//   b   = chunk-local cumsum of g (log2 units)
+//   o   = scale * ((q * 2^b) @ H + A @ v),  A[r,j] = sum_c q_r k_j 2^(b_r - b_j) for j <= r
+//   H   = diag(2^bL) H + (k * 2^(bL - b))^T @ v
+// A uses one reference row per 16-row sub-chunk (its first row m): (q_r 2^(b_r - b_m)) . (k_j 2^(b_m - b_j)).
+// Off the diagonal both factors are <= 1. On the diagonal 16x16 blocks the k factor is >= 1 but at
+// most 2^span (span = decay across the 15 rows), so the same MMA is exact while span <= 60;
+// otherwise that block is computed element by element with the exact exponent (spec section 5).
+// Tensor cores via mma.sync m16n8k16 bf16 -> fp32.
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "lina/error.h"
+#include "ops/common/backends.h"
+#include "ops/common/cuda/cuda_common.cuh"
+
+namespace lina::detail::cuda {
+namespace {
+
+using cuda_util::check;
+using cuda_util::SeqDesc;
+
+constexpr int kC = 64;              // chunk
+constexpr int kVT = 64;             // value columns per CTA
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kMaxDiagSpan = 60.f;  // log2 units: 2^60 stays far inside bf16/fp32 range
+
+template <int K>
+struct Cfg {
+  static constexpr int NW = K == 256 ? 8 : 4;  // warps
+  static constexpr int kQ = K + 8;             // bf16 row stride of q, k, H^T (bank-conflict padding)
+  static constexpr int kB = K + 8;             // f32 row stride of b
+  static constexpr int kVs = kC + 8;           // bf16 row stride of v^T
+  static constexpr int ROWS = K / NW;          // state rows per warp
+  static constexpr int MT = ROWS / 16;         // m16 tiles of state per warp
+  static constexpr int OCOLS = kVT / (NW / 4); // output columns per warp
+  static constexpr int ONT = OCOLS / 8;        // n8 tiles of output per warp
+  static constexpr std::size_t smem = 2ull * kC * kQ * 2 + 1ull * kC * kB * 4 + 1ull * kVT * kVs * 2 + 1ull * kVT * kQ * 2;
+};
+
+struct Params {
+  const __nv_bfloat16 *q, *k, *v;
+  const void* g;
+  int g_f32;
+  const float* h0;
+  __nv_bfloat16* o;
+  float* ht;
+  const SeqDesc* seqs;
+  int H, K, V;
+  float scale;
+};
+
+__device__ __forceinline__ float ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+__device__ __forceinline__ std::uint32_t pack_bf16(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<std::uint32_t*>(&v);
+}
+
+__device__ __forceinline__ float2 unpack_bf16(std::uint32_t u) {
+  __nv_bfloat162 v = *reinterpret_cast<__nv_bfloat162*>(&u);
+  return __bfloat1622float2(v);
+}
+
+__device__ __forceinline__ void mma16816(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0, std::uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// x[r][c..c+1] * 2^(b[r][c..c+1] - ref[c..c+1]) packed to bf16x2 (ref = nullptr: 2^b).
+template <int K>
+__device__ __forceinline__ std::uint32_t scaled_pair(const __nv_bfloat16* x, const float* b, const float* ref, int r, int c) {
+  const float2 xv = unpack_bf16(*reinterpret_cast<const std::uint32_t*>(x + r * Cfg<K>::kQ + c));
+  const float2 bv = *reinterpret_cast<const float2*>(b + r * Cfg<K>::kB + c);
+  float e0 = bv.x, e1 = bv.y;
+  if (ref) {
+    const float2 rv = *reinterpret_cast<const float2*>(ref + c);
+    e0 -= rv.x;
+    e1 -= rv.y;
+  }
+  return pack_bf16(xv.x * ex2(e0), xv.y * ex2(e1));
+}
+
+// k[j][c..c+1] * 2^(ref[c..c+1] - b[j][c..c+1]) packed to bf16x2 (the B side of A).
+template <int K>
+__device__ __forceinline__ std::uint32_t kref_pair(const __nv_bfloat16* x, const float* b, const float* ref, int j, int c) {
+  const float2 xv = unpack_bf16(*reinterpret_cast<const std::uint32_t*>(x + j * Cfg<K>::kQ + c));
+  const float2 bv = *reinterpret_cast<const float2*>(b + j * Cfg<K>::kB + c);
+  const float2 rv = *reinterpret_cast<const float2*>(ref + c);
+  return pack_bf16(xv.x * ex2(rv.x - bv.x), xv.y * ex2(rv.y - bv.y));
+}
+
+template <int K>
+__global__ void __launch_bounds__(Cfg<K>::NW * 32) chunk_gla_fwd_fused(Params p) {
+  using C = Cfg<K>;
+  extern __shared__ __align__(16) unsigned char smem[];
+  __nv_bfloat16* sq = reinterpret_cast<__nv_bfloat16*>(smem);
+  __nv_bfloat16* sk = sq + kC * C::kQ;
+  float* sb = reinterpret_cast<float*>(sk + kC * C::kQ);
+  __nv_bfloat16* svT = reinterpret_cast<__nv_bfloat16*>(sb + kC * C::kB);
+  __nv_bfloat16* shT = svT + kVT * C::kVs;
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int g8 = lane >> 2, t4 = lane & 3;
+  const int j0 = blockIdx.x * kVT, h = blockIdx.y, n = blockIdx.z;
+  const SeqDesc s = p.seqs[n];
+  const std::int64_t state_base = (static_cast<std::int64_t>(n) * p.H + h) * K * p.V;
+
+  // State accumulators: warp rows [warp*ROWS, +ROWS), all 64 columns.
+  float hacc[C::MT][8][4];
+#pragma unroll
+  for (int mt = 0; mt < C::MT; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = warp * C::ROWS + mt * 16 + g8 + (e >= 2 ? 8 : 0);
+        const int col = nt * 8 + 2 * t4 + (e & 1);
+        hacc[mt][nt][e] = p.h0 ? p.h0[state_base + static_cast<std::int64_t>(r) * p.V + j0 + col] : 0.f;
+      }
+  auto store_state_bf16 = [&]() {
+#pragma unroll
+    for (int mt = 0; mt < C::MT; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = warp * C::ROWS + mt * 16 + g8 + (e >= 2 ? 8 : 0);
+          const int col = nt * 8 + 2 * t4 + (e & 1);
+          shT[col * C::kQ + r] = __float2bfloat16_rn(hacc[mt][nt][e]);
+        }
+  };
+  store_state_bf16();
+
+  const int nchunks = (s.length + kC - 1) / kC;
+  const int rb = warp & 3;                 // row block (16 tokens) for o and A
+  const int cbase = (warp >> 2) * C::OCOLS;  // output columns of this warp
+  for (int ch = 0; ch < nchunks; ++ch) {
+    const int t0 = ch * kC;
+    const int cn = min(kC, s.length - t0);
+    const std::int64_t row0 = s.row_begin + t0;
+    __syncthreads();  // previous chunk done with q, k, b, v
+    // q, k: 16-byte vectors; rows past the sequence are zero.
+    for (int i = tid; i < kC * K / 8; i += C::NW * 32) {
+      const int r = i / (K / 8), c = (i % (K / 8)) * 8;
+      uint4 qv = make_uint4(0, 0, 0, 0), kv = qv;
+      if (r < cn) {
+        const std::int64_t off = ((row0 + r) * p.H + h) * K + c;
+        qv = *reinterpret_cast<const uint4*>(p.q + off);
+        kv = *reinterpret_cast<const uint4*>(p.k + off);
+      }
+      *reinterpret_cast<uint4*>(sq + r * C::kQ + c) = qv;
+      *reinterpret_cast<uint4*>(sk + r * C::kQ + c) = kv;
+    }
+    // v tile, stored transposed [col][token] so MMA B fragments are 32-bit loads.
+    for (int i = tid; i < kC * kVT / 8; i += C::NW * 32) {
+      const int r = i / (kVT / 8), c = (i % (kVT / 8)) * 8;
+      uint4 vv = make_uint4(0, 0, 0, 0);
+      if (r < cn) vv = *reinterpret_cast<const uint4*>(p.v + ((row0 + r) * p.H + h) * p.V + j0 + c);
+      const __nv_bfloat16* ve = reinterpret_cast<const __nv_bfloat16*>(&vv);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) svT[(c + e) * C::kVs + r] = ve[e];
+    }
+    // Chunk-local cumsum of g in log2 units; padded rows add 0 so they hold bL (all exps stay <= 1).
+    for (int c = tid; c < K; c += C::NW * 32) {
+      float acc = 0.f;
+#pragma unroll 8
+      for (int r = 0; r < kC; ++r) {
+        float gv = 0.f;
+        if (r < cn) {
+          const std::int64_t off = ((row0 + r) * p.H + h) * K + c;
+          gv = p.g_f32 ? static_cast<const float*>(p.g)[off] : __bfloat162float(static_cast<const __nv_bfloat16*>(p.g)[off]);
+        }
+        acc += gv * kLog2e;
+        sb[r * C::kB + c] = acc;
+      }
+    }
+    __syncthreads();
+
+    // ---- o = (q * 2^b) @ H_n  (rows rb*16.., columns cbase..)
+    float oacc[C::ONT][4];
+#pragma unroll
+    for (int nt = 0; nt < C::ONT; ++nt) oacc[nt][0] = oacc[nt][1] = oacc[nt][2] = oacc[nt][3] = 0.f;
+    const int r_lo = rb * 16 + g8, r_hi = r_lo + 8;
+#pragma unroll 2
+    for (int ks = 0; ks < K / 16; ++ks) {
+      const int c = ks * 16 + 2 * t4;
+      std::uint32_t a[4];
+      a[0] = scaled_pair<K>(sq, sb, nullptr, r_lo, c);
+      a[1] = scaled_pair<K>(sq, sb, nullptr, r_hi, c);
+      a[2] = scaled_pair<K>(sq, sb, nullptr, r_lo, c + 8);
+      a[3] = scaled_pair<K>(sq, sb, nullptr, r_hi, c + 8);
+#pragma unroll
+      for (int nt = 0; nt < C::ONT; ++nt) {
+        const __nv_bfloat16* hb = shT + (cbase + nt * 8 + g8) * C::kQ + c;
+        mma16816(oacc[nt], a, *reinterpret_cast<const std::uint32_t*>(hb), *reinterpret_cast<const std::uint32_t*>(hb + 8));
+      }
+    }
+
+    // ---- A row block rb: reference row m = rb*16.
+    const int m = rb * 16;
+    const float* bref = sb + m * C::kB;
+    float span = 0.f;
+    for (int c = lane; c < K; c += 32) span = fmaxf(span, bref[c] - sb[(m + 15) * C::kB + c]);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) span = fmaxf(span, __shfl_xor_sync(0xffffffffu, span, o));
+    const bool diag_mma = span <= kMaxDiagSpan;
+    const int nt_end = diag_mma ? 2 * rb + 2 : 2 * rb;  // n8 tiles of j computed by MMA
+    float aacc[8][4];
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) aacc[nt][0] = aacc[nt][1] = aacc[nt][2] = aacc[nt][3] = 0.f;
+#pragma unroll 2
+    for (int ks = 0; ks < K / 16; ++ks) {
+      const int c = ks * 16 + 2 * t4;
+      std::uint32_t a[4];
+      a[0] = scaled_pair<K>(sq, sb, bref, r_lo, c);
+      a[1] = scaled_pair<K>(sq, sb, bref, r_hi, c);
+      a[2] = scaled_pair<K>(sq, sb, bref, r_lo, c + 8);
+      a[3] = scaled_pair<K>(sq, sb, bref, r_hi, c + 8);
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt) {
+        if (nt < nt_end) {
+          const int jr = nt * 8 + g8;
+          mma16816(aacc[nt], a, kref_pair<K>(sk, sb, bref, jr, c), kref_pair<K>(sk, sb, bref, jr, c + 8));
+        }
+      }
+    }
+    if (!diag_mma) {
+      // Exact per-channel exponent on the diagonal block (steep decay).
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt) {
+        if ((nt >> 1) != rb) continue;  // compile-time register index, run-time selection
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = m + g8 + (e >= 2 ? 8 : 0);
+          const int jj = nt * 8 + 2 * t4 + (e & 1);
+          float acc = 0.f;
+          if (jj <= r) {
+            for (int c = 0; c < K; ++c)
+              acc += __bfloat162float(sq[r * C::kQ + c]) * __bfloat162float(sk[jj * C::kQ + c]) *
+                     ex2(sb[r * C::kB + c] - sb[jj * C::kB + c]);
+          }
+          aacc[nt][e] = acc;
+        }
+      }
+    }
+    // Causal mask on the diagonal block: select, never multiply (the masked side may be large).
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = m + g8 + (e >= 2 ? 8 : 0);
+        const int jj = nt * 8 + 2 * t4 + (e & 1);
+        if (jj > r) aacc[nt][e] = 0.f;
+      }
+
+    // ---- o += A @ v   (A from accumulators to bf16 A fragments; only j blocks <= rb are nonzero)
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      if (kk <= rb) {
+        std::uint32_t a[4];
+        a[0] = pack_bf16(aacc[2 * kk][0], aacc[2 * kk][1]);
+        a[1] = pack_bf16(aacc[2 * kk][2], aacc[2 * kk][3]);
+        a[2] = pack_bf16(aacc[2 * kk + 1][0], aacc[2 * kk + 1][1]);
+        a[3] = pack_bf16(aacc[2 * kk + 1][2], aacc[2 * kk + 1][3]);
+#pragma unroll
+        for (int nt = 0; nt < C::ONT; ++nt) {
+          const __nv_bfloat16* vb = svT + (cbase + nt * 8 + g8) * C::kVs + kk * 16 + 2 * t4;
+          mma16816(oacc[nt], a, *reinterpret_cast<const std::uint32_t*>(vb), *reinterpret_cast<const std::uint32_t*>(vb + 8));
+        }
+      }
+    }
+    // ---- store o (bf16)
+#pragma unroll
+    for (int nt = 0; nt < C::ONT; ++nt)
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        const int r = (hh ? r_hi : r_lo);
+        if (r < cn) {
+          const int col = j0 + cbase + nt * 8 + 2 * t4;
+          *reinterpret_cast<std::uint32_t*>(p.o + ((row0 + r) * p.H + h) * p.V + col) =
+              pack_bf16(p.scale * oacc[nt][2 * hh], p.scale * oacc[nt][2 * hh + 1]);
+        }
+      }
+    __syncthreads();  // every warp is done reading H_n (shT)
+
+    // ---- H = diag(2^bL) H + (k * 2^(bL - b))^T @ v
+    const float* bl = sb + (kC - 1) * C::kB;
+#pragma unroll
+    for (int mt = 0; mt < C::MT; ++mt) {
+      const int c_lo = warp * C::ROWS + mt * 16 + g8, c_hi = c_lo + 8;
+      const float d_lo = ex2(bl[c_lo]), d_hi = ex2(bl[c_hi]);
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt) {
+        hacc[mt][nt][0] *= d_lo;
+        hacc[mt][nt][1] *= d_lo;
+        hacc[mt][nt][2] *= d_hi;
+        hacc[mt][nt][3] *= d_hi;
+      }
+      const float bl_lo = bl[c_lo], bl_hi = bl[c_hi];
+#pragma unroll
+      for (int ks = 0; ks < kC / 16; ++ks) {
+        const int tk = ks * 16 + 2 * t4;
+        auto ke = [&](int tok, int c, float blc) {
+          return __bfloat162float(sk[tok * C::kQ + c]) * ex2(blc - sb[tok * C::kB + c]);
+        };
+        std::uint32_t a[4];
+        a[0] = pack_bf16(ke(tk, c_lo, bl_lo), ke(tk + 1, c_lo, bl_lo));
+        a[1] = pack_bf16(ke(tk, c_hi, bl_hi), ke(tk + 1, c_hi, bl_hi));
+        a[2] = pack_bf16(ke(tk + 8, c_lo, bl_lo), ke(tk + 9, c_lo, bl_lo));
+        a[3] = pack_bf16(ke(tk + 8, c_hi, bl_hi), ke(tk + 9, c_hi, bl_hi));
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt) {
+          const __nv_bfloat16* vb = svT + (nt * 8 + g8) * C::kVs + tk;
+          mma16816(hacc[mt][nt], a, *reinterpret_cast<const std::uint32_t*>(vb), *reinterpret_cast<const std::uint32_t*>(vb + 8));
+        }
+      }
+    }
+    store_state_bf16();  // read after the next chunk's first barrier
+  }
+  if (p.ht) {
+#pragma unroll
+    for (int mt = 0; mt < C::MT; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = warp * C::ROWS + mt * 16 + g8 + (e >= 2 ? 8 : 0);
+          const int col = nt * 8 + 2 * t4 + (e & 1);
+          p.ht[state_base + static_cast<std::int64_t>(r) * p.V + j0 + col] = hacc[mt][nt][e];
+        }
+  }
+}
+
+template <int K>
+void launch(const Params& prm, const Problem& p, cudaStream_t st) {
+  using C = Cfg<K>;
+  check(cudaFuncSetAttribute(chunk_gla_fwd_fused<K>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(C::smem)),
+        "cudaFuncSetAttribute(chunk_gla_fwd_fused)");
+  const dim3 grid(static_cast<unsigned>(p.V / kVT), static_cast<unsigned>(p.H), static_cast<unsigned>(p.N));
+  chunk_gla_fwd_fused<K><<<grid, C::NW * 32, C::smem, st>>>(prm);
+  check(cudaGetLastError(), "chunk_gla_fwd_fused launch");
+}
+
+}  // namespace
+
+RunInfo chunk_gla_forward(const Problem& p, const ChunkGlaArgs& a, const AttentionOutputs& out, ForwardMode mode,
+                          const ExecOptions& opts) {
+  (void)mode;  // training and inference run the same kernel: the backward recomputes what it needs
+  if (a.q.dtype != DType::bf16)
+    throw_unsupported("q", "dtype " + std::string(dtype_name(a.q.dtype)), "bfloat16 (the CUDA chunk_gla kernel)");
+  if (a.g.dtype != DType::bf16 && a.g.dtype != DType::f32)
+    throw_unsupported("g", "dtype " + std::string(dtype_name(a.g.dtype)), "bfloat16 or float32 (the CUDA chunk_gla kernel)");
+  if (!cuda_head_dim_supported(p.K)) throw_unsupported("K", std::to_string(p.K), "64, 128 or 256 (the CUDA chunk_gla kernel)");
+  if (!cuda_head_dim_supported(p.V)) throw_unsupported("V", std::to_string(p.V), "64, 128 or 256 (the CUDA chunk_gla kernel)");
+  const cudaStream_t st = static_cast<cudaStream_t>(opts.stream);
+  Params prm{};
+  prm.q = a.q.ptr<const __nv_bfloat16>();
+  prm.k = a.k.ptr<const __nv_bfloat16>();
+  prm.v = a.v.ptr<const __nv_bfloat16>();
+  prm.g = a.g.data;
+  prm.g_f32 = a.g.dtype == DType::f32;
+  prm.h0 = a.initial_state ? a.initial_state->ptr<const float>() : nullptr;
+  prm.o = out.o.ptr<__nv_bfloat16>();
+  prm.ht = out.final_state ? out.final_state->ptr<float>() : nullptr;
+  prm.H = static_cast<int>(p.H);
+  prm.K = static_cast<int>(p.K);
+  prm.V = static_cast<int>(p.V);
+  prm.scale = static_cast<float>(p.scale);
+  const cuda_util::DeviceSeqs seqs = cuda_util::upload_sequences(p, st);
+  prm.seqs = seqs.ptr;
+  std::string name = "chunk_gla_fwd_fused<" + std::to_string(p.K) + ">";
+  if (p.N > 0) {
+    switch (p.K) {
+      case 64: launch<64>(prm, p, st); break;
+      case 128: launch<128>(prm, p, st); break;
+      default: launch<256>(prm, p, st); break;
+    }
+  }
+  if (seqs.ptr) check(cudaFreeAsync(seqs.ptr, st), "cudaFreeAsync(seqs)");
+  return RunInfo{"cuda", {name}};
+}
+
+}  // namespace lina::detail::cuda
