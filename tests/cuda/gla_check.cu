@@ -399,7 +399,9 @@ void run_gpu() {
   check_gla_fwd("T=100 B1 H2 D256 h0", gla_cfg(1, 100, 2, 256, 256, true), 1, DType::bf16, true);
   check_gla_fwd("varlen [0,0,16] H4 D64 h0", gla_cfg(1, 16, 4, 64, 64, true, {0, 0, 16}), 1, DType::bf16, true);
   check_gla_fwd("varlen [0,15,100,300] H2 D128 h0", gla_cfg(1, 300, 2, 128, 128, true, {0, 15, 100, 300}), 1, DType::bf16, true);
-  check_gla_fwd("steep gate (logsigmoid/0.1, f32 g) T200 D128", gla_cfg(1, 200, 2, 128, 128, true), 2, DType::f32, true);
+  check_gla_fwd("steep gate (logsigmoid/0.1) T200 D128", gla_cfg(1, 200, 2, 128, 128, true), 2, DType::bf16, true);
+  check_gla_fwd("steep gate T150 D256 B2", gla_cfg(2, 150, 1, 256, 256, true), 2, DType::bf16, true);
+  check_gla_fwd("steep gate T129 D64 B2 H3", gla_cfg(2, 129, 3, 64, 64, true), 2, DType::bf16, true);
   check_gla_fwd("K64 V256 T130 inference", gla_cfg(1, 130, 1, 64, 256, false), 1, DType::bf16, true, ForwardMode::inference);
   check_gla_fwd("K256 V64 T77 B3 h0", gla_cfg(3, 77, 1, 256, 64, true), 1, DType::bf16, true);
   check_gla_fwd("B2 T1000 H4 D128 (B*H below SM count)", gla_cfg(2, 1000, 4, 128, 128, true), 1, DType::bf16, false);
@@ -407,9 +409,10 @@ void run_gpu() {
     Problem P;
     P.cfg = gla_cfg(1, 8, 1, 64, 64, false);
     P.make(5, false);
-    DTensor q16(DType::f16, P.qk_shape()), k16(DType::f16, P.qk_shape()), v16(DType::f16, P.v_shape()), o16(DType::f16, P.v_shape());
+    DTensor q16(DType::f16, P.qk_shape()), k16(DType::f16, P.qk_shape()), v16(DType::f16, P.v_shape()), o16(DType::f16, P.v_shape()),
+        g16(DType::f16, P.qk_shape());
     ChunkGlaArgs a = P.gla_args();
-    a.q = q16.view; a.k = k16.view; a.v = v16.view;
+    a.q = q16.view; a.k = k16.view; a.v = v16.view; a.g = g16.view;
     try {
       chunk_gla_forward(a, AttentionOutputs{o16.view, std::nullopt}, ForwardMode::training, ExecOptions{Backend::cuda});
       std::printf("[gla fwd] f16: NOT refused (FAIL)\n");

@@ -31,21 +31,23 @@ constexpr float kMaxDiagSpan = 60.f;  // log2 units: 2^60 stays far inside bf16/
 
 template <int K>
 struct Cfg {
-  static constexpr int NW = K == 256 ? 8 : 4;  // warps
-  static constexpr int kQ = K + 8;             // bf16 row stride of q, k, H^T (bank-conflict padding)
+  static constexpr int NW = K == 64 ? 4 : 8;   // warps
+  static constexpr int STAGES = K == 256 ? 1 : 2;  // cp.async stages of the raw q, k, g, v tiles
+  static constexpr int kQ = K + 8;             // bf16 row stride of q, k, g, H^T (bank-conflict padding)
   static constexpr int kB = K + 8;             // f32 row stride of b
-  static constexpr int kVs = kC + 8;           // bf16 row stride of v^T
+  static constexpr int kVs = kVT + 8;          // bf16 row stride of v and A
   static constexpr int ROWS = K / NW;          // state rows per warp
   static constexpr int MT = ROWS / 16;         // m16 tiles of state per warp
-  static constexpr int OCOLS = kVT / (NW / 4); // output columns per warp
+  static constexpr int CG = NW / 4;            // warps sharing one 16-token row block
+  static constexpr int OCOLS = kVT / CG;       // output columns per warp
   static constexpr int ONT = OCOLS / 8;        // n8 tiles of output per warp
-  static constexpr std::size_t smem = 2ull * kC * kQ * 2 + 1ull * kC * kB * 4 + 1ull * kVT * kVs * 2 + 1ull * kVT * kQ * 2;
+  static constexpr std::size_t stage_bytes = 3ull * kC * kQ * 2 + 1ull * kC * kVs * 2;  // q, k, g, v
+  static constexpr std::size_t smem = STAGES * stage_bytes + 1ull * kC * kB * 4 + 1ull * kVT * kQ * 2 + 1ull * kC * kVs * 2;
 };
 
 struct Params {
   const __nv_bfloat16 *q, *k, *v;
-  const void* g;
-  int g_f32;
+  const __nv_bfloat16* g;
   const float* h0;
   __nv_bfloat16* o;
   float* ht;
@@ -77,6 +79,25 @@ __device__ __forceinline__ void mma16816(float (&d)[4], const std::uint32_t (&a)
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+__device__ __forceinline__ void cp_async16(void* smem_dst, const void* gmem_src, bool valid) {
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
+  const int n = valid ? 16 : 0;  // src-size 0 zero-fills rows past the sequence
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem_src), "r"(n));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+// B fragments of two adjacent n8 tiles from a row-major [k][n] bf16 tile (k0, n0 its corner).
+__device__ __forceinline__ void ldsm_x4_trans(std::uint32_t (&r)[4], const __nv_bfloat16* base, int ld, int k0, int n0, int lane) {
+  const int mi = lane >> 3, i = lane & 7;
+  const __nv_bfloat16* p = base + (k0 + i + (mi & 1) * 8) * ld + n0 + (mi >> 1) * 8;
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+
 // x[r][c..c+1] * 2^(b[r][c..c+1] - ref[c..c+1]) packed to bf16x2 (ref = nullptr: 2^b).
 template <int K>
 __device__ __forceinline__ std::uint32_t scaled_pair(const __nv_bfloat16* x, const float* b, const float* ref, int r, int c) {
@@ -104,11 +125,10 @@ template <int K>
 __global__ void __launch_bounds__(Cfg<K>::NW * 32) chunk_gla_fwd_fused(Params p) {
   using C = Cfg<K>;
   extern __shared__ __align__(16) unsigned char smem[];
-  __nv_bfloat16* sq = reinterpret_cast<__nv_bfloat16*>(smem);
-  __nv_bfloat16* sk = sq + kC * C::kQ;
-  float* sb = reinterpret_cast<float*>(sk + kC * C::kQ);
-  __nv_bfloat16* svT = reinterpret_cast<__nv_bfloat16*>(sb + kC * C::kB);
-  __nv_bfloat16* shT = svT + kVT * C::kVs;
+  float* sb = reinterpret_cast<float*>(smem);                                  // [64][kB] cumsum (log2)
+  __nv_bfloat16* shT = reinterpret_cast<__nv_bfloat16*>(sb + kC * C::kB);      // [64 col][kQ] H_n in bf16
+  __nv_bfloat16* sA = shT + kVT * C::kQ;                                       // [64][kVs] A in bf16
+  unsigned char* stage0 = reinterpret_cast<unsigned char*>(sA + kC * C::kVs);  // STAGES x {q, k, g, v}
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g8 = lane >> 2, t4 = lane & 3;
@@ -143,45 +163,63 @@ __global__ void __launch_bounds__(Cfg<K>::NW * 32) chunk_gla_fwd_fused(Params p)
   store_state_bf16();
 
   const int nchunks = (s.length + kC - 1) / kC;
-  const int rb = warp & 3;                 // row block (16 tokens) for o and A
-  const int cbase = (warp >> 2) * C::OCOLS;  // output columns of this warp
+  // Issue the raw tiles of chunk `ch` into stage `st` (16-byte cp.async; rows past the end zero-filled).
+  auto issue = [&](int ch, int st) {
+    unsigned char* base = stage0 + st * C::stage_bytes;
+    __nv_bfloat16* q_s = reinterpret_cast<__nv_bfloat16*>(base);
+    __nv_bfloat16* k_s = q_s + kC * C::kQ;
+    __nv_bfloat16* g_s = k_s + kC * C::kQ;
+    __nv_bfloat16* v_s = g_s + kC * C::kQ;
+    const int t0 = ch * kC, cn = min(kC, s.length - t0);
+    const std::int64_t row0 = s.row_begin + t0;
+    for (int i = tid; i < kC * K / 8; i += C::NW * 32) {
+      const int r = i / (K / 8), c = (i % (K / 8)) * 8;
+      const bool ok = r < cn;
+      const std::int64_t off = ok ? ((row0 + r) * p.H + h) * K + c : 0;
+      cp_async16(q_s + r * C::kQ + c, p.q + off, ok);
+      cp_async16(k_s + r * C::kQ + c, p.k + off, ok);
+      cp_async16(g_s + r * C::kQ + c, p.g + off, ok);
+    }
+    for (int i = tid; i < kC * kVT / 8; i += C::NW * 32) {
+      const int r = i / (kVT / 8), c = (i % (kVT / 8)) * 8;
+      const bool ok = r < cn;
+      const std::int64_t off = ok ? ((row0 + r) * p.H + h) * p.V + j0 + c : 0;
+      cp_async16(v_s + r * C::kVs + c, p.v + off, ok);
+    }
+  };
+  if (C::STAGES == 2 && nchunks > 0) issue(0, 0);
+  cp_async_commit();
+
+  const int rb = warp & 3;                      // row block (16 tokens) for o and A
+  const int cg = warp >> 2;                     // column group of o; A n-tiles nt with nt % CG == cg
+  const int cbase = cg * C::OCOLS;              // output columns of this warp
   for (int ch = 0; ch < nchunks; ++ch) {
     const int t0 = ch * kC;
     const int cn = min(kC, s.length - t0);
     const std::int64_t row0 = s.row_begin + t0;
-    __syncthreads();  // previous chunk done with q, k, b, v
-    // q, k: 16-byte vectors; rows past the sequence are zero.
-    for (int i = tid; i < kC * K / 8; i += C::NW * 32) {
-      const int r = i / (K / 8), c = (i % (K / 8)) * 8;
-      uint4 qv = make_uint4(0, 0, 0, 0), kv = qv;
-      if (r < cn) {
-        const std::int64_t off = ((row0 + r) * p.H + h) * K + c;
-        qv = *reinterpret_cast<const uint4*>(p.q + off);
-        kv = *reinterpret_cast<const uint4*>(p.k + off);
-      }
-      *reinterpret_cast<uint4*>(sq + r * C::kQ + c) = qv;
-      *reinterpret_cast<uint4*>(sk + r * C::kQ + c) = kv;
+    __syncthreads();  // every warp is done with the stage about to be refilled, sb and sA
+    if (C::STAGES == 2) {
+      if (ch + 1 < nchunks) issue(ch + 1, (ch + 1) & 1);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      issue(ch, 0);
+      cp_async_commit();
+      cp_async_wait<0>();
     }
-    // v tile, stored transposed [col][token] so MMA B fragments are 32-bit loads.
-    for (int i = tid; i < kC * kVT / 8; i += C::NW * 32) {
-      const int r = i / (kVT / 8), c = (i % (kVT / 8)) * 8;
-      uint4 vv = make_uint4(0, 0, 0, 0);
-      if (r < cn) vv = *reinterpret_cast<const uint4*>(p.v + ((row0 + r) * p.H + h) * p.V + j0 + c);
-      const __nv_bfloat16* ve = reinterpret_cast<const __nv_bfloat16*>(&vv);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) svT[(c + e) * C::kVs + r] = ve[e];
-    }
-    // Chunk-local cumsum of g in log2 units; padded rows add 0 so they hold bL (all exps stay <= 1).
+    __syncthreads();
+    const unsigned char* base = stage0 + (C::STAGES == 2 ? (ch & 1) : 0) * C::stage_bytes;
+    const __nv_bfloat16* sq = reinterpret_cast<const __nv_bfloat16*>(base);
+    const __nv_bfloat16* sk = sq + kC * C::kQ;
+    const __nv_bfloat16* sg = sk + kC * C::kQ;
+    const __nv_bfloat16* sv = sg + kC * C::kQ;
+
+    // Chunk-local cumsum of g in log2 units; padded rows hold 0 so they repeat bL (all exps <= 1).
     for (int c = tid; c < K; c += C::NW * 32) {
       float acc = 0.f;
-#pragma unroll 8
+#pragma unroll 16
       for (int r = 0; r < kC; ++r) {
-        float gv = 0.f;
-        if (r < cn) {
-          const std::int64_t off = ((row0 + r) * p.H + h) * K + c;
-          gv = p.g_f32 ? static_cast<const float*>(p.g)[off] : __bfloat162float(static_cast<const __nv_bfloat16*>(p.g)[off]);
-        }
-        acc += gv * kLog2e;
+        acc += __bfloat162float(sg[r * C::kQ + c]) * kLog2e;
         sb[r * C::kB + c] = acc;
       }
     }
@@ -207,7 +245,7 @@ __global__ void __launch_bounds__(Cfg<K>::NW * 32) chunk_gla_fwd_fused(Params p)
       }
     }
 
-    // ---- A row block rb: reference row m = rb*16.
+    // ---- A row block rb, n8 tiles nt <= 2rb+1 with nt % CG == cg: reference row m = rb*16.
     const int m = rb * 16;
     const float* bref = sb + m * C::kB;
     float span = 0.f;
@@ -229,7 +267,7 @@ __global__ void __launch_bounds__(Cfg<K>::NW * 32) chunk_gla_fwd_fused(Params p)
       a[3] = scaled_pair<K>(sq, sb, bref, r_hi, c + 8);
 #pragma unroll
       for (int nt = 0; nt < 8; ++nt) {
-        if (nt < nt_end) {
+        if (nt < nt_end && nt % C::CG == cg) {
           const int jr = nt * 8 + g8;
           mma16816(aacc[nt], a, kref_pair<K>(sk, sb, bref, jr, c), kref_pair<K>(sk, sb, bref, jr, c + 8));
         }
@@ -239,7 +277,7 @@ __global__ void __launch_bounds__(Cfg<K>::NW * 32) chunk_gla_fwd_fused(Params p)
       // Exact per-channel exponent on the diagonal block (steep decay).
 #pragma unroll
       for (int nt = 0; nt < 8; ++nt) {
-        if ((nt >> 1) != rb) continue;  // compile-time register index, run-time selection
+        if ((nt >> 1) != rb || nt % C::CG != cg) continue;  // compile-time register index, run-time selection
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int r = m + g8 + (e >= 2 ? 8 : 0);
@@ -254,29 +292,37 @@ __global__ void __launch_bounds__(Cfg<K>::NW * 32) chunk_gla_fwd_fused(Params p)
         }
       }
     }
-    // Causal mask on the diagonal block: select, never multiply (the masked side may be large).
+    // Causal mask (select, never multiply: the masked side may be large), then A -> sA in bf16.
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
+    for (int nt = 0; nt < 8; ++nt) {
+      if (nt % C::CG != cg) continue;
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = m + g8 + (e >= 2 ? 8 : 0);
-        const int jj = nt * 8 + 2 * t4 + (e & 1);
-        if (jj > r) aacc[nt][e] = 0.f;
+      for (int hh = 0; hh < 2; ++hh) {
+        const int r = m + g8 + hh * 8;
+        const int jj = nt * 8 + 2 * t4;
+        const float x0 = jj > r ? 0.f : aacc[nt][2 * hh];
+        const float x1 = jj + 1 > r ? 0.f : aacc[nt][2 * hh + 1];
+        *reinterpret_cast<std::uint32_t*>(sA + r * C::kVs + jj) = pack_bf16(x0, x1);
       }
+    }
+    __syncthreads();
 
-    // ---- o += A @ v   (A from accumulators to bf16 A fragments; only j blocks <= rb are nonzero)
+    // ---- o += A @ v   (only j blocks <= rb are nonzero)
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
       if (kk <= rb) {
+        const int c = kk * 16 + 2 * t4;
         std::uint32_t a[4];
-        a[0] = pack_bf16(aacc[2 * kk][0], aacc[2 * kk][1]);
-        a[1] = pack_bf16(aacc[2 * kk][2], aacc[2 * kk][3]);
-        a[2] = pack_bf16(aacc[2 * kk + 1][0], aacc[2 * kk + 1][1]);
-        a[3] = pack_bf16(aacc[2 * kk + 1][2], aacc[2 * kk + 1][3]);
+        a[0] = *reinterpret_cast<const std::uint32_t*>(sA + r_lo * C::kVs + c);
+        a[1] = *reinterpret_cast<const std::uint32_t*>(sA + r_hi * C::kVs + c);
+        a[2] = *reinterpret_cast<const std::uint32_t*>(sA + r_lo * C::kVs + c + 8);
+        a[3] = *reinterpret_cast<const std::uint32_t*>(sA + r_hi * C::kVs + c + 8);
 #pragma unroll
-        for (int nt = 0; nt < C::ONT; ++nt) {
-          const __nv_bfloat16* vb = svT + (cbase + nt * 8 + g8) * C::kVs + kk * 16 + 2 * t4;
-          mma16816(oacc[nt], a, *reinterpret_cast<const std::uint32_t*>(vb), *reinterpret_cast<const std::uint32_t*>(vb + 8));
+        for (int np = 0; np < C::ONT / 2; ++np) {
+          std::uint32_t b[4];
+          ldsm_x4_trans(b, sv, C::kVs, kk * 16, cbase + np * 16, lane);
+          mma16816(oacc[2 * np], a, b[0], b[1]);
+          mma16816(oacc[2 * np + 1], a, b[2], b[3]);
         }
       }
     }
@@ -292,14 +338,15 @@ __global__ void __launch_bounds__(Cfg<K>::NW * 32) chunk_gla_fwd_fused(Params p)
               pack_bf16(p.scale * oacc[nt][2 * hh], p.scale * oacc[nt][2 * hh + 1]);
         }
       }
-    __syncthreads();  // every warp is done reading H_n (shT)
+    // (H_n in shT was last read before the barrier above; the update below only writes it at the end.)
 
     // ---- H = diag(2^bL) H + (k * 2^(bL - b))^T @ v
     const float* bl = sb + (kC - 1) * C::kB;
 #pragma unroll
     for (int mt = 0; mt < C::MT; ++mt) {
       const int c_lo = warp * C::ROWS + mt * 16 + g8, c_hi = c_lo + 8;
-      const float d_lo = ex2(bl[c_lo]), d_hi = ex2(bl[c_hi]);
+      const float bl_lo = bl[c_lo], bl_hi = bl[c_hi];
+      const float d_lo = ex2(bl_lo), d_hi = ex2(bl_hi);
 #pragma unroll
       for (int nt = 0; nt < 8; ++nt) {
         hacc[mt][nt][0] *= d_lo;
@@ -307,7 +354,6 @@ __global__ void __launch_bounds__(Cfg<K>::NW * 32) chunk_gla_fwd_fused(Params p)
         hacc[mt][nt][2] *= d_hi;
         hacc[mt][nt][3] *= d_hi;
       }
-      const float bl_lo = bl[c_lo], bl_hi = bl[c_hi];
 #pragma unroll
       for (int ks = 0; ks < kC / 16; ++ks) {
         const int tk = ks * 16 + 2 * t4;
@@ -320,13 +366,15 @@ __global__ void __launch_bounds__(Cfg<K>::NW * 32) chunk_gla_fwd_fused(Params p)
         a[2] = pack_bf16(ke(tk + 8, c_lo, bl_lo), ke(tk + 9, c_lo, bl_lo));
         a[3] = pack_bf16(ke(tk + 8, c_hi, bl_hi), ke(tk + 9, c_hi, bl_hi));
 #pragma unroll
-        for (int nt = 0; nt < 8; ++nt) {
-          const __nv_bfloat16* vb = svT + (nt * 8 + g8) * C::kVs + tk;
-          mma16816(hacc[mt][nt], a, *reinterpret_cast<const std::uint32_t*>(vb), *reinterpret_cast<const std::uint32_t*>(vb + 8));
+        for (int np = 0; np < 4; ++np) {
+          std::uint32_t b[4];
+          ldsm_x4_trans(b, sv, C::kVs, ks * 16, np * 16, lane);
+          mma16816(hacc[mt][2 * np], a, b[0], b[1]);
+          mma16816(hacc[mt][2 * np + 1], a, b[2], b[3]);
         }
       }
     }
-    store_state_bf16();  // read after the next chunk's first barrier
+    store_state_bf16();  // read after the next chunk's barriers
   }
   if (p.ht) {
 #pragma unroll
@@ -359,8 +407,8 @@ RunInfo chunk_gla_forward(const Problem& p, const ChunkGlaArgs& a, const Attenti
   (void)mode;  // training and inference run the same kernel: the backward recomputes what it needs
   if (a.q.dtype != DType::bf16)
     throw_unsupported("q", "dtype " + std::string(dtype_name(a.q.dtype)), "bfloat16 (the CUDA chunk_gla kernel)");
-  if (a.g.dtype != DType::bf16 && a.g.dtype != DType::f32)
-    throw_unsupported("g", "dtype " + std::string(dtype_name(a.g.dtype)), "bfloat16 or float32 (the CUDA chunk_gla kernel)");
+  if (a.g.dtype != DType::bf16)
+    throw_unsupported("g", "dtype " + std::string(dtype_name(a.g.dtype)), "bfloat16 (the CUDA chunk_gla kernel)");
   if (!cuda_head_dim_supported(p.K)) throw_unsupported("K", std::to_string(p.K), "64, 128 or 256 (the CUDA chunk_gla kernel)");
   if (!cuda_head_dim_supported(p.V)) throw_unsupported("V", std::to_string(p.V), "64, 128 or 256 (the CUDA chunk_gla kernel)");
   const cudaStream_t st = static_cast<cudaStream_t>(opts.stream);
@@ -368,8 +416,7 @@ RunInfo chunk_gla_forward(const Problem& p, const ChunkGlaArgs& a, const Attenti
   prm.q = a.q.ptr<const __nv_bfloat16>();
   prm.k = a.k.ptr<const __nv_bfloat16>();
   prm.v = a.v.ptr<const __nv_bfloat16>();
-  prm.g = a.g.data;
-  prm.g_f32 = a.g.dtype == DType::f32;
+  prm.g = a.g.ptr<const __nv_bfloat16>();
   prm.h0 = a.initial_state ? a.initial_state->ptr<const float>() : nullptr;
   prm.o = out.o.ptr<__nv_bfloat16>();
   prm.ht = out.final_state ? out.final_state->ptr<float>() : nullptr;
