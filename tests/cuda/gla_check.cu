@@ -349,7 +349,7 @@ struct BenchShape {
   double floor_us;
 };
 
-void run_gpu() {
+void run_gpu(bool small_only) {
   int dev = 0;
   cudaDeviceProp prop{};
   ck(cudaGetDeviceProperties(&prop, dev), "props");
@@ -422,6 +422,7 @@ void run_gpu() {
     }
   }
 
+  if (small_only) return;
   // 3. Full-size correctness and timing at FLA's benchmark shapes.
   const BenchShape shapes[] = {
       {"B1_T8192_H96_D128", 1, 8192, 96, 128, 2.002, 234}, {"B2_T16384_H16_D128", 2, 16384, 16, 128, 1.525, 156},
@@ -587,8 +588,9 @@ int main(int argc, char** argv) {
     if (argc > 1 && std::strcmp(argv[1], "--selftest") == 0) {
       selftest();
     } else {
+      const bool small_only = argc > 1 && std::strcmp(argv[1], "--small") == 0;
       selftest();
-      run_gpu();
+      run_gpu(small_only);
     }
   } catch (const std::exception& e) {
     std::printf("exception: %s\n", e.what());
