@@ -74,7 +74,7 @@ __device__ __forceinline__ std::uint64_t mix(std::uint64_t x) {
 }
 
 // kind: 0 randn, 1 logsigmoid(randn) clamped at -5 (GLA bench gate), 2 logsigmoid(randn)/0.1 (steep),
-//       3 sigmoid(randn), 4 logsigmoid(randn), 5 rand U[0,1) * 0.5 (small positive)
+//       3 sigmoid(randn), 4 logsigmoid(randn), 5 rand U[0,1) * 0.5 (small positive), 6 1.6 * logsigmoid(randn)
 __global__ void fill_kernel(void* out, int dtype, std::int64_t n, std::uint64_t seed, int kind) {
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const std::uint64_t h = mix(seed * 0x9E3779B97F4A7C15ULL + static_cast<std::uint64_t>(i));
@@ -89,6 +89,7 @@ __global__ void fill_kernel(void* out, int dtype, std::int64_t n, std::uint64_t 
     else if (kind == 3) y = 1.f / (1.f + expf(-x));
     else if (kind == 4) y = ls;
     else if (kind == 5) y = 0.5f * u2;
+    else if (kind == 6) y = 1.6f * ls;
     if (dtype == 2) static_cast<__nv_bfloat16*>(out)[i] = __float2bfloat16_rn(y);
     else static_cast<float*>(out)[i] = y;
   }
@@ -400,6 +401,10 @@ void run_gpu(bool small_only) {
   check_gla_fwd("varlen [0,0,16] H4 D64 h0", gla_cfg(1, 16, 4, 64, 64, true, {0, 0, 16}), 1, DType::bf16, true);
   check_gla_fwd("varlen [0,15,100,300] H2 D128 h0", gla_cfg(1, 300, 2, 128, 128, true, {0, 15, 100, 300}), 1, DType::bf16, true);
   check_gla_fwd("steep gate (logsigmoid/0.1) T200 D128", gla_cfg(1, 200, 2, 128, 128, true), 2, DType::bf16, true);
+  check_gla_fwd("medium gate (1.6*logsigmoid: reference-row path) T300 D128", gla_cfg(1, 300, 2, 128, 128, true), 6, DType::bf16, true);
+  check_gla_fwd("medium gate T200 D256", gla_cfg(1, 200, 1, 256, 256, true), 6, DType::bf16, true);
+  check_gla_fwd("medium gate T200 D64 B2", gla_cfg(2, 200, 2, 64, 64, true), 6, DType::bf16, true);
+  check_gla_fwd("medium gate B2 T4096 H8 D128 (mixed paths)", gla_cfg(2, 4096, 8, 128, 128, true), 6, DType::bf16, false);
   check_gla_fwd("steep gate T150 D256 B2", gla_cfg(2, 150, 1, 256, 256, true), 2, DType::bf16, true);
   check_gla_fwd("steep gate T129 D64 B2 H3", gla_cfg(2, 129, 3, 64, 64, true), 2, DType::bf16, true);
   check_gla_fwd("K64 V256 T130 inference", gla_cfg(1, 130, 1, 64, 256, false), 1, DType::bf16, true, ForwardMode::inference);
