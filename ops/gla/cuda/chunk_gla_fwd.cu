@@ -28,11 +28,6 @@ constexpr int kC = 64;              // chunk
 constexpr int kVT = 64;             // value columns per CTA
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kMaxDiagSpan = 60.f;  // log2 units: 2^60 stays far inside bf16/fp32 range
-// Fast path: when every cumsum of the chunk lies in [kFastLo, kFastHi] (log2 units), all factors
-// 2^(+-b) are within 2^101 of 1, so q*2^b and k*2^-b are exact-range bf16 operands (normal, finite)
-// and A = (q*2^b)(k*2^-b)^T needs no per-sub-chunk reference. Otherwise the per-16-row reference path.
-constexpr float kFastLo = -100.f;
-constexpr float kFastHi = 1.f;
 
 template <int K>
 struct Cfg {
@@ -97,34 +92,6 @@ __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_gr
 __device__ __forceinline__ void ldsm_x4_trans(std::uint32_t (&r)[4], const __nv_bfloat16* base, int ld, int k0, int n0, int lane) {
   const int mi = lane >> 3, i = lane & 7;
   const __nv_bfloat16* p = base + (k0 + i + (mi & 1) * 8) * ld + n0 + (mi >> 1) * 8;
-  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a));
-}
-
-// A fragment (16x16, m rows x k cols) from a row-major [m][k] bf16 tile.
-__device__ __forceinline__ void ldsm_x4_a(std::uint32_t (&r)[4], const __nv_bfloat16* base, int ld, int m0, int k0, int lane) {
-  const int mi = lane >> 3, i = lane & 7;
-  const __nv_bfloat16* p = base + (m0 + i + (mi & 1) * 8) * ld + k0 + (mi >> 1) * 8;
-  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a));
-}
-// B fragments of two adjacent n8 tiles (n0, n0+8) over k0..k0+15 from a [n][k] bf16 tile.
-__device__ __forceinline__ void ldsm_x4_b_nk(std::uint32_t (&r)[4], const __nv_bfloat16* base, int ld, int n0, int k0, int lane) {
-  const int mi = lane >> 3, i = lane & 7;
-  const __nv_bfloat16* p = base + (n0 + i + (mi >> 1) * 8) * ld + k0 + (mi & 1) * 8;
-  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a));
-}
-// A fragment (m = m0.., k = k0..) of X^T from a row-major [k][m] bf16 tile X.
-__device__ __forceinline__ void ldsm_x4_a_trans(std::uint32_t (&r)[4], const __nv_bfloat16* base, int ld, int m0, int k0, int lane) {
-  const int mi = lane >> 3, i = lane & 7;
-  const __nv_bfloat16* p = base + (k0 + i + (mi >> 1) * 8) * ld + m0 + (mi & 1) * 8;
   const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
@@ -242,90 +209,27 @@ __global__ void __launch_bounds__(Cfg<K>::NW * 32) chunk_gla_fwd_fused(Params p)
     }
     __syncthreads();
     const unsigned char* base = stage0 + (C::STAGES == 2 ? (ch & 1) : 0) * C::stage_bytes;
-    __nv_bfloat16* sq = reinterpret_cast<__nv_bfloat16*>(const_cast<unsigned char*>(base));
-    __nv_bfloat16* sk = sq + kC * C::kQ;
-    __nv_bfloat16* sg = sk + kC * C::kQ;
+    const __nv_bfloat16* sq = reinterpret_cast<const __nv_bfloat16*>(base);
+    const __nv_bfloat16* sk = sq + kC * C::kQ;
+    const __nv_bfloat16* sg = sk + kC * C::kQ;
     const __nv_bfloat16* sv = sg + kC * C::kQ;
 
     // Chunk-local cumsum of g in log2 units; padded rows hold 0 so they repeat bL (all exps <= 1).
-    int out_of_range = 0;
     for (int c = tid; c < K; c += C::NW * 32) {
       float acc = 0.f;
 #pragma unroll 16
       for (int r = 0; r < kC; ++r) {
         acc += __bfloat162float(sg[r * C::kQ + c]) * kLog2e;
         sb[r * C::kB + c] = acc;
-        out_of_range |= (acc < kFastLo) | (acc > kFastHi);
       }
     }
-    const bool fast = !__syncthreads_or(out_of_range);
-    const int r_lo = rb * 16 + g8, r_hi = r_lo + 8;
-    const int m = rb * 16;
+    __syncthreads();
+
+    // ---- o = (q * 2^b) @ H_n  (rows rb*16.., columns cbase..)
     float oacc[C::ONT][4];
 #pragma unroll
     for (int nt = 0; nt < C::ONT; ++nt) oacc[nt][0] = oacc[nt][1] = oacc[nt][2] = oacc[nt][3] = 0.f;
-    float aacc[8][4];
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt) aacc[nt][0] = aacc[nt][1] = aacc[nt][2] = aacc[nt][3] = 0.f;
-
-    if (fast) {
-      // In place: q -> q*2^b, k -> k*2^(bL-b); the raw-g slot -> k*2^-b. Each thread keeps one
-      // 8-channel column group (the loop stride is a multiple of K/8), so 2^bL is computed once.
-      static_assert((C::NW * 32) % (K / 8) == 0, "column group must stay fixed per thread");
-      const int c = (tid % (K / 8)) * 8;
-      float dl[8];
-#pragma unroll
-      for (int e = 0; e < 8; ++e) dl[e] = ex2(sb[(kC - 1) * C::kB + c + e]);
-      for (int r = tid / (K / 8); r < kC; r += (C::NW * 32) / (K / 8)) {
-        uint4 qv = *reinterpret_cast<const uint4*>(sq + r * C::kQ + c);
-        uint4 kv = *reinterpret_cast<const uint4*>(sk + r * C::kQ + c);
-        const float4 b0 = *reinterpret_cast<const float4*>(sb + r * C::kB + c);
-        const float4 b1 = *reinterpret_cast<const float4*>(sb + r * C::kB + c + 4);
-        const float bb[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
-        std::uint32_t* qw = reinterpret_cast<std::uint32_t*>(&qv);
-        std::uint32_t* kw = reinterpret_cast<std::uint32_t*>(&kv);
-        uint4 qe, ke, kr;
-        std::uint32_t* qew = reinterpret_cast<std::uint32_t*>(&qe);
-        std::uint32_t* kew = reinterpret_cast<std::uint32_t*>(&ke);
-        std::uint32_t* krw = reinterpret_cast<std::uint32_t*>(&kr);
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const float2 qf = unpack_bf16(qw[e]), kf = unpack_bf16(kw[e]);
-          const float k0 = kf.x * ex2(-bb[2 * e]), k1 = kf.y * ex2(-bb[2 * e + 1]);
-          qew[e] = pack_bf16(qf.x * ex2(bb[2 * e]), qf.y * ex2(bb[2 * e + 1]));
-          krw[e] = pack_bf16(k0, k1);
-          kew[e] = pack_bf16(k0 * dl[2 * e], k1 * dl[2 * e + 1]);
-        }
-        *reinterpret_cast<uint4*>(sq + r * C::kQ + c) = qe;
-        *reinterpret_cast<uint4*>(sk + r * C::kQ + c) = ke;
-        *reinterpret_cast<uint4*>(sg + r * C::kQ + c) = kr;
-      }
-      __syncthreads();
-      // o = qe @ H_n and A = qe @ kr^T share the A fragments of qe.
-#pragma unroll
-      for (int ks = 0; ks < K / 16; ++ks) {
-        std::uint32_t a[4];
-        ldsm_x4_a(a, sq, C::kQ, rb * 16, ks * 16, lane);
-#pragma unroll
-        for (int np = 0; np < C::ONT / 2; ++np) {
-          std::uint32_t b[4];
-          ldsm_x4_b_nk(b, shT, C::kQ, cbase + np * 16, ks * 16, lane);
-          mma16816(oacc[2 * np], a, b[0], b[1]);
-          mma16816(oacc[2 * np + 1], a, b[2], b[3]);
-        }
-#pragma unroll
-        for (int jb = 0; jb < 4; ++jb) {
-          if (jb <= rb) {
-            std::uint32_t b[4];
-            ldsm_x4_b_nk(b, sg, C::kQ, jb * 16, ks * 16, lane);
-            if ((2 * jb) % C::CG == cg) mma16816(aacc[2 * jb], a, b[0], b[1]);
-            if ((2 * jb + 1) % C::CG == cg) mma16816(aacc[2 * jb + 1], a, b[2], b[3]);
-          }
-        }
-      }
-    } else {
-
-    // ---- o = (q * 2^b) @ H_n  (rows rb*16.., columns cbase..)
+    const int r_lo = rb * 16 + g8, r_hi = r_lo + 8;
 #pragma unroll 2
     for (int ks = 0; ks < K / 16; ++ks) {
       const int c = ks * 16 + 2 * t4;
@@ -342,6 +246,7 @@ __global__ void __launch_bounds__(Cfg<K>::NW * 32) chunk_gla_fwd_fused(Params p)
     }
 
     // ---- A row block rb, n8 tiles nt <= 2rb+1 with nt % CG == cg: reference row m = rb*16.
+    const int m = rb * 16;
     const float* bref = sb + m * C::kB;
     float span = 0.f;
     for (int c = lane; c < K; c += 32) span = fmaxf(span, bref[c] - sb[(m + 15) * C::kB + c]);
@@ -349,6 +254,9 @@ __global__ void __launch_bounds__(Cfg<K>::NW * 32) chunk_gla_fwd_fused(Params p)
     for (int o = 16; o > 0; o >>= 1) span = fmaxf(span, __shfl_xor_sync(0xffffffffu, span, o));
     const bool diag_mma = span <= kMaxDiagSpan;
     const int nt_end = diag_mma ? 2 * rb + 2 : 2 * rb;  // n8 tiles of j computed by MMA
+    float aacc[8][4];
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) aacc[nt][0] = aacc[nt][1] = aacc[nt][2] = aacc[nt][3] = 0.f;
 #pragma unroll 2
     for (int ks = 0; ks < K / 16; ++ks) {
       const int c = ks * 16 + 2 * t4;
@@ -384,7 +292,6 @@ __global__ void __launch_bounds__(Cfg<K>::NW * 32) chunk_gla_fwd_fused(Params p)
         }
       }
     }
-    }  // slow path
     // Causal mask (select, never multiply: the masked side may be large), then A -> sA in bf16.
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt) {
@@ -449,18 +356,6 @@ __global__ void __launch_bounds__(Cfg<K>::NW * 32) chunk_gla_fwd_fused(Params p)
       }
 #pragma unroll
       for (int ks = 0; ks < kC / 16; ++ks) {
-        if (fast) {
-          std::uint32_t a[4];
-          ldsm_x4_a_trans(a, sk, C::kQ, warp * C::ROWS + mt * 16, ks * 16, lane);
-#pragma unroll
-          for (int np = 0; np < 4; ++np) {
-            std::uint32_t b[4];
-            ldsm_x4_trans(b, sv, C::kVs, ks * 16, np * 16, lane);
-            mma16816(hacc[mt][2 * np], a, b[0], b[1]);
-            mma16816(hacc[mt][2 * np + 1], a, b[2], b[3]);
-          }
-          continue;
-        }
         const int tk = ks * 16 + 2 * t4;
         auto ke = [&](int tok, int c, float blc) {
           return __bfloat162float(sk[tok * C::kQ + c]) * ex2(blc - sb[tok * C::kB + c]);
