@@ -14,6 +14,11 @@ if(LINA_CUDA_ENABLED)
   # Arch flags are given explicitly: the 'a' targets need -gencode, and older CMake lacks "90a".
   set(CMAKE_CUDA_ARCHITECTURES OFF)
   enable_language(CUDA)
+  # CMake < 3.26 knows no C++20 flag for nvcc; nvcc 12+ accepts -std=c++20.
+  if(NOT CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
+    set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+    set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+  endif()
   set(CMAKE_CUDA_STANDARD 20)
   set(CMAKE_CUDA_STANDARD_REQUIRED ON)
   find_package(CUDAToolkit REQUIRED)
