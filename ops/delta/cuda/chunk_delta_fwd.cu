@@ -56,18 +56,22 @@ struct Params {
 
 template <bool KDA, int K>
 struct Smem {
-  alignas(16) bf16 q[kC][K + 8];  // normalized q; KDA later q*exp(b)
-  alignas(16) bf16 k[kC][K + 8];  // normalized k; KDA later k*exp(bL-b)
+  // q, k, v are double-buffered: cp.async fills chunk n+1 while chunk n computes.
+  alignas(16) bf16 q[2][kC][K + 8];  // normalized q; KDA later q*exp(b)
+  alignas(16) bf16 k[2][kC][K + 8];  // normalized k; KDA later k*exp(bL-b)
   alignas(16) float b2[KDA ? kC : 1][K + 4];  // KDA: per-channel log2 cumsum of g
   union alignas(16) {
     float L[kC][68];     // strict-lower L (fp32)
     bf16 kb[kC][K + 8];  // KDA: k*exp(b), built after the solve
   } u1;
-  alignas(16) float X[kC][68];       // (I+L)^-1 in fp32, upper blocks used as merge scratch
+  union alignas(16) {
+    float X[kC][68];     // (I+L)^-1 in fp32, upper blocks used as merge scratch
+    bf16 graw[kC][K + 8];  // KDA: the next chunk's raw bf16 gate, prefetched once X is dead
+  } u2;
   alignas(16) bf16 Tu[kC][72];       // Tinv * diag(beta)
   alignas(16) bf16 Tw[kC][72];       // GDN: Tinv * diag(beta*exp(b)); KDA unused (== Tu)
   alignas(16) bf16 Aqk[kC][72];      // scale * gated q k^T, lower incl.
-  alignas(16) bf16 v[kC][72];        // value tile
+  alignas(16) bf16 v[2][kC][72];     // value tile
   alignas(16) bf16 vn[kC][72];       // v_new
   alignas(16) bf16 vg[kC][72];       // GDN: v_new * exp(bL - b)
   alignas(16) bf16 H[K][72];         // bf16 copy of the state H_n (rows: key channel, cols: value)
@@ -75,6 +79,9 @@ struct Smem {
   alignas(16) float bs[kC];          // GDN: scalar log2 cumsum
   alignas(16) float bL[K];           // KDA: b2 of the chunk's last row
 };
+
+static_assert(sizeof(Smem<true, 128>) <= 227 * 1024, "KDA K=128 shared memory over the sm_90 limit");
+static_assert(sizeof(Smem<false, 128>) <= 227 * 1024, "GDN K=128 shared memory over the sm_90 limit");
 
 __device__ __forceinline__ float ex2(float x) {
   float y;
@@ -103,6 +110,13 @@ __device__ __forceinline__ void ldsm_x4_t(uint32_t r[4], const void* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_u32(p)));
 }
+
+// 16-byte async copy; src_size 0 zero-fills (rows past the sequence end).
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_u32(dst)), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
 
 __device__ __forceinline__ void mma_bf16(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
   asm volatile(
@@ -210,36 +224,70 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
   const float decay_a = (p.gate_mode != kGateGiven && p.A_log) ? __expf(p.A_log[hv]) : 1.f;
   const long nchunks = (len + kC - 1) / kC;
 
+  const bool g_staged = KDA && !p.g_f32;  // bf16 KDA gates go through shared memory
+  auto issue_qkv = [&](long cj) {
+    const long tj = bos + cj * kC;
+    const int Cj = static_cast<int>(min(static_cast<long>(kC), len - cj * kC));
+    const int b = static_cast<int>(cj & 1);
+    constexpr int QV = K / 8;  // 16-byte pieces per row
+    for (int i = tid; i < kC * QV; i += kThreads) {
+      const int r = i / QV, c8 = (i % QV) * 8;
+      const long off = ((tj + min(r, Cj - 1)) * p.H + h) * K + c8;
+      cp_async16(&s.q[b][r][c8], p.q + off, r < Cj);
+      cp_async16(&s.k[b][r][c8], p.k + off, r < Cj);
+    }
+    for (int i = tid; i < kC * (kVT / 8); i += kThreads) {
+      const int r = i / (kVT / 8), c8 = (i % (kVT / 8)) * 8;
+      cp_async16(&s.v[b][r][c8], p.v + ((tj + min(r, Cj - 1)) * p.HV + hv) * V + vcol0 + c8, r < Cj);
+    }
+  };
+  auto issue_g = [&](long cj) {
+    const long tj = bos + cj * kC;
+    const int Cj = static_cast<int>(min(static_cast<long>(kC), len - cj * kC));
+    constexpr int QV = K / 8;
+    const bf16* gp = static_cast<const bf16*>(p.g);
+    for (int i = tid; i < kC * QV; i += kThreads) {
+      const int r = i / QV, c8 = (i % QV) * 8;
+      cp_async16(&s.u2.graw[r][c8], gp + ((tj + min(r, Cj - 1)) * p.HV + hv) * K + c8, r < Cj);
+    }
+  };
+  // beta (and GDN's scalar gate) of the next chunk ride in registers
+  auto load_small = [&](long cj, float& bt, float& g0, float& g1) {
+    const long tj = bos + cj * kC;
+    const int Cj = static_cast<int>(min(static_cast<long>(kC), len - cj * kC));
+    bt = (tid < Cj) ? load_any(p.beta, (tj + tid) * p.HV + hv, p.beta_f32) : 0.f;
+    if (!KDA && warp == 0) {
+      g0 = (2 * lane < Cj) ? load_any(p.g, (tj + 2 * lane) * p.HV + hv, p.g_f32) : 0.f;
+      g1 = (2 * lane + 1 < Cj) ? load_any(p.g, (tj + 2 * lane + 1) * p.HV + hv, p.g_f32) : 0.f;
+    }
+  };
+  float beta_nx = 0.f, g_nx0 = 0.f, g_nx1 = 0.f;
+  if (nchunks > 0) {
+    issue_qkv(0);
+    if (g_staged) issue_g(0);
+    cp_async_commit();
+    load_small(0, beta_nx, g_nx0, g_nx1);
+  }
+
   for (long ci = 0; ci < nchunks; ++ci) {
     const long t0 = bos + ci * kC;
     const int Cn = static_cast<int>(min(static_cast<long>(kC), len - ci * kC));
+    const int cur = static_cast<int>(ci & 1);
+    bf16 (&sq)[kC][K + 8] = s.q[cur];
+    bf16 (&sk)[kC][K + 8] = s.k[cur];
+    bf16 (&sv)[kC][72] = s.v[cur];
+    cp_async_wait_all();
+    __syncthreads();
+    if (ci + 1 < nchunks) {  // the other buffer was last read before the previous chunk's final barrier
+      issue_qkv(ci + 1);
+      cp_async_commit();
+    }
 
-    // ---- S0: loads (rows past the sequence end are zero; their gate is 0, beta 0)
+    // ---- S0: beta, gate cumsum in log2 units (rows past the sequence end: gate 0, beta 0)
     {
-      constexpr int QV = K / 8;  // uint4 per row
-      for (int i = tid; i < kC * QV; i += kThreads) {
-        const int r = i / QV, c8 = (i % QV) * 8;
-        uint4 qv = make_uint4(0, 0, 0, 0), kv = qv;
-        if (r < Cn) {
-          const long off = ((t0 + r) * p.H + h) * K + c8;
-          qv = *reinterpret_cast<const uint4*>(p.q + off);
-          kv = *reinterpret_cast<const uint4*>(p.k + off);
-        }
-        *reinterpret_cast<uint4*>(&s.q[r][c8]) = qv;
-        *reinterpret_cast<uint4*>(&s.k[r][c8]) = kv;
-      }
-      for (int i = tid; i < kC * (kVT / 8); i += kThreads) {
-        const int r = i / (kVT / 8), c8 = (i % (kVT / 8)) * 8;
-        uint4 vv = make_uint4(0, 0, 0, 0);
-        if (r < Cn) vv = *reinterpret_cast<const uint4*>(p.v + ((t0 + r) * p.HV + hv) * V + vcol0 + c8);
-        *reinterpret_cast<uint4*>(&s.v[r][c8]) = vv;
-      }
       if (tid < kC) {
-        float bt = 0.f;
-        if (tid < Cn) {
-          bt = load_any(p.beta, (t0 + tid) * p.HV + hv, p.beta_f32);
-          if (p.beta_sigmoid) bt = p.beta_mult / (1.f + __expf(-bt));
-        }
+        float bt = beta_nx;
+        if (p.beta_sigmoid && tid < Cn) bt = p.beta_mult / (1.f + __expf(-bt));
         s.beta[tid] = bt;
       }
       if constexpr (KDA) {
@@ -251,7 +299,7 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
           for (int r = 0; r < kC; ++r) {
             float gv = 0.f;
             if (r < Cn) {
-              gv = load_any(p.g, ((t0 + r) * p.HV + hv) * K + c, p.g_f32);
+              gv = g_staged ? __bfloat162float(s.u2.graw[r][c]) : load_any(p.g, ((t0 + r) * p.HV + hv) * K + c, p.g_f32);
               if (p.gate_mode == kGateSoftplus) {
                 gv = -decay_a * softplus(gv + bias);
               } else if (p.gate_mode == kGateLowerBound) {
@@ -272,7 +320,7 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
             const int r = 2 * lane + e;
             gv[e] = 0.f;
             if (r < Cn) {
-              gv[e] = load_any(p.g, (t0 + r) * p.HV + hv, p.g_f32);
+              gv[e] = e ? g_nx1 : g_nx0;
               if (p.gate_mode == kGateSoftplus) gv[e] = -decay_a * softplus(gv[e] + bias);
             }
             gv[e] *= kLog2e;
@@ -293,27 +341,31 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
     // ---- S1: q/k l2norm in place (fp32 math, bf16 result as FLA)
     if (p.l2norm) {
       constexpr int PER = K / 32;  // elements per lane (2 or 4)
-      for (int rr = 0; rr < 16; ++rr) {
-        const int r = warp * 16 + rr;
+      for (int r4 = 0; r4 < 16; r4 += 4) {  // 8 independent rows in flight per warp
+        float x[8][PER], ss[8];
 #pragma unroll
-        for (int which = 0; which < 2; ++which) {
-          bf16* row = which ? &s.k[r][0] : &s.q[r][0];
-          float x[PER];
+        for (int u = 0; u < 8; ++u) {
+          const bf16* row = (u & 1) ? &sk[warp * 16 + r4 + (u >> 1)][0] : &sq[warp * 16 + r4 + (u >> 1)][0];
+          ss[u] = 0.f;
 #pragma unroll
           for (int e = 0; e < PER; e += 2) {
             const float2 f = ld_bf2(row + lane * PER + e);
-            x[e] = f.x;
-            x[e + 1] = f.y;
+            x[u][e] = f.x;
+            x[u][e + 1] = f.y;
+            ss[u] += f.x * f.x + f.y * f.y;
           }
-          float ss = 0.f;
+        }
 #pragma unroll
-          for (int e = 0; e < PER; ++e) ss += x[e] * x[e];
+        for (int o = 16; o > 0; o >>= 1)
 #pragma unroll
-          for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-          const float rs = rsqrtf(ss + 1e-6f);
+          for (int u = 0; u < 8; ++u) ss[u] += __shfl_xor_sync(0xffffffffu, ss[u], o);
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+          bf16* row = (u & 1) ? &sk[warp * 16 + r4 + (u >> 1)][0] : &sq[warp * 16 + r4 + (u >> 1)][0];
+          const float rs = rsqrtf(ss[u] + 1e-6f);
 #pragma unroll
           for (int e = 0; e < PER; e += 2)
-            *reinterpret_cast<uint32_t*>(row + lane * PER + e) = pack_bf16(x[e] * rs, x[e + 1] * rs);
+            *reinterpret_cast<uint32_t*>(row + lane * PER + e) = pack_bf16(x[u][e] * rs, x[u][e + 1] * rs);
         }
       }
       __syncthreads();
@@ -334,10 +386,10 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
 #pragma unroll 1
         for (int ks = 0; ks < K / 16; ++ks) {
           const int c0 = ks * 16 + 2 * t, c1 = c0 + 8;
-          const float2 qa0 = ld_bf2(&s.q[rA][c0]), qa1 = ld_bf2(&s.q[rA][c1]);
-          const float2 qb0 = ld_bf2(&s.q[rB][c0]), qb1 = ld_bf2(&s.q[rB][c1]);
-          const float2 ka0 = ld_bf2(&s.k[rA][c0]), ka1 = ld_bf2(&s.k[rA][c1]);
-          const float2 kb0 = ld_bf2(&s.k[rB][c0]), kb1 = ld_bf2(&s.k[rB][c1]);
+          const float2 qa0 = ld_bf2(&sq[rA][c0]), qa1 = ld_bf2(&sq[rA][c1]);
+          const float2 qb0 = ld_bf2(&sq[rB][c0]), qb1 = ld_bf2(&sq[rB][c1]);
+          const float2 ka0 = ld_bf2(&sk[rA][c0]), ka1 = ld_bf2(&sk[rA][c1]);
+          const float2 kb0 = ld_bf2(&sk[rB][c0]), kb1 = ld_bf2(&sk[rB][c1]);
           const float2 ba0 = *reinterpret_cast<const float2*>(&s.b2[rA][c0]);
           const float2 ba1 = *reinterpret_cast<const float2*>(&s.b2[rA][c1]);
           const float2 bb0 = *reinterpret_cast<const float2*>(&s.b2[rB][c0]);
@@ -383,7 +435,7 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
             const float2 r0 = dia ? d0 : no0, r1 = dia ? d1 : no1;
             const float2 bj0 = *reinterpret_cast<const float2*>(&s.b2[j][c0]);
             const float2 bj1 = *reinterpret_cast<const float2*>(&s.b2[j][c1]);
-            const float2 kj0 = ld_bf2(&s.k[j][c0]), kj1 = ld_bf2(&s.k[j][c1]);
+            const float2 kj0 = ld_bf2(&sk[j][c0]), kj1 = ld_bf2(&sk[j][c1]);
             const uint32_t b0 = pack_bf16(kj0.x * ex2(r0.x - bj0.x), kj0.y * ex2(r0.y - bj0.y));
             const uint32_t b1 = pack_bf16(kj1.x * ex2(r1.x - bj1.x), kj1.y * ex2(r1.y - bj1.y));
             if (dia) {  // branch, not a pointer select (which would force the fragments to local memory)
@@ -399,13 +451,13 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
 #pragma unroll
         for (int ks = 0; ks < K / 16; ++ks) {
           uint32_t aq[4], ak[4];
-          ldsm_x4(aq, &s.q[16 * ib + (lane & 15)][ks * 16 + ((lane >> 4) << 3)]);
-          ldsm_x4(ak, &s.k[16 * ib + (lane & 15)][ks * 16 + ((lane >> 4) << 3)]);
+          ldsm_x4(aq, &sq[16 * ib + (lane & 15)][ks * 16 + ((lane >> 4) << 3)]);
+          ldsm_x4(ak, &sk[16 * ib + (lane & 15)][ks * 16 + ((lane >> 4) << 3)]);
 #pragma unroll
           for (int np = 0; np < 4; ++np) {
             if (np > ib) continue;
             uint32_t b[4];
-            ldsm_x4(b, &s.k[np * 16 + (lane & 7) + ((lane >> 4) << 3)][ks * 16 + (((lane >> 3) & 1) << 3)]);
+            ldsm_x4(b, &sk[np * 16 + (lane & 7) + ((lane >> 4) << 3)][ks * 16 + (((lane >> 3) & 1) << 3)]);
             mma_bf16(accA[2 * np], aq, b[0], b[1]);
             mma_bf16(accA[2 * np + 1], aq, b[2], b[3]);
             mma_bf16(accL[2 * np], ak, b[0], b[1]);
@@ -448,7 +500,7 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
           float sa = 0.f, sl = 0.f;
           if (jj <= rr) {
             for (int c = 0; c < K; c += 2) {
-              const float2 qr = ld_bf2(&s.q[r][c]), kr = ld_bf2(&s.k[r][c]), kj = ld_bf2(&s.k[j][c]);
+              const float2 qr = ld_bf2(&sq[r][c]), kr = ld_bf2(&sk[r][c]), kj = ld_bf2(&sk[j][c]);
               const float2 br = *reinterpret_cast<const float2*>(&s.b2[r][c]);
               const float2 bj = *reinterpret_cast<const float2*>(&s.b2[j][c]);
               const float f0 = ex2(br.x - bj.x), f1 = ex2(br.y - bj.y);
@@ -475,7 +527,7 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
         x[i] = acc;
       }
 #pragma unroll
-      for (int i = 0; i < 16; ++i) s.X[o16 + i][o16 + c] = x[i];
+      for (int i = 0; i < 16; ++i) s.u2.X[o16 + i][o16 + c] = x[i];
     }
     __syncthreads();
 #pragma unroll 1
@@ -483,12 +535,12 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
       if (warp >= d) {
         const int i = warp, jc = warp - d;
         float acc[2][4] = {};
-        for (int m = jc; m < i; ++m) blk_mma_tf32(acc, &s.u1.L[16 * i][16 * m], &s.X[16 * m][16 * jc], lane);
-        blk_store(&s.X[16 * jc][16 * i], acc, 1.f, lane);  // scratch: an upper block
+        for (int m = jc; m < i; ++m) blk_mma_tf32(acc, &s.u1.L[16 * i][16 * m], &s.u2.X[16 * m][16 * jc], lane);
+        blk_store(&s.u2.X[16 * jc][16 * i], acc, 1.f, lane);  // scratch: an upper block
         __syncwarp();
         float acc2[2][4] = {};
-        blk_mma_tf32(acc2, &s.X[16 * i][16 * i], &s.X[16 * jc][16 * i], lane);
-        blk_store(&s.X[16 * i][16 * jc], acc2, -1.f, lane);
+        blk_mma_tf32(acc2, &s.u2.X[16 * i][16 * i], &s.u2.X[16 * jc][16 * i], lane);
+        blk_store(&s.u2.X[16 * i][16 * jc], acc2, -1.f, lane);
       }
       __syncthreads();
     }
@@ -500,7 +552,7 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int jj = j + e;
-        const float x = (jj <= r) ? s.X[r][jj] : 0.f;
+        const float x = (jj <= r) ? s.u2.X[r][jj] : 0.f;
         tu[e] = x * s.beta[jj];
         tw[e] = KDA ? 0.f : tu[e] * ex2(s.bs[jj]);
       }
@@ -511,15 +563,24 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
       for (int i = tid; i < kC * K / 2; i += kThreads) {
         const int r = i / (K / 2), c = (i % (K / 2)) * 2;
         const float2 b = *reinterpret_cast<const float2*>(&s.b2[r][c]);
-        const float2 qv = ld_bf2(&s.q[r][c]), kv = ld_bf2(&s.k[r][c]);
+        const float2 qv = ld_bf2(&sq[r][c]), kv = ld_bf2(&sk[r][c]);
         const float e0 = ex2(b.x), e1 = ex2(b.y);
         const float l0 = ex2(s.bL[c] - b.x), l1 = ex2(s.bL[c + 1] - b.y);
-        *reinterpret_cast<uint32_t*>(&s.q[r][c]) = pack_bf16(qv.x * e0, qv.y * e1);
+        *reinterpret_cast<uint32_t*>(&sq[r][c]) = pack_bf16(qv.x * e0, qv.y * e1);
         *reinterpret_cast<uint32_t*>(&s.u1.kb[r][c]) = pack_bf16(kv.x * e0, kv.y * e1);
-        *reinterpret_cast<uint32_t*>(&s.k[r][c]) = pack_bf16(kv.x * l0, kv.y * l1);
+        *reinterpret_cast<uint32_t*>(&sk[r][c]) = pack_bf16(kv.x * l0, kv.y * l1);
       }
     }
     __syncthreads();
+
+    // X is dead from here on: prefetch the next chunk's gate into its space, beta into registers
+    if (ci + 1 < nchunks) {
+      if (g_staged) {
+        issue_g(ci + 1);
+        cp_async_commit();
+      }
+      load_small(ci + 1, beta_nx, g_nx0, g_nx1);
+    }
 
     // ---- S5: u = Tu v; w = Tw kb; v_new = u - w H  (warp w: rows 16w..; w stays in registers)
     {
@@ -542,7 +603,7 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
             uint32_t b[4];
             const int rr = ks * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
             const int cc = half * 64 + np * 16 + ((lane >> 4) << 3);
-            ldsm_x4_t(b, KDA ? &s.u1.kb[rr][cc] : &s.k[rr][cc]);
+            ldsm_x4_t(b, KDA ? &s.u1.kb[rr][cc] : &sk[rr][cc]);
             mma_bf16(accW[2 * np], a, b[0], b[1]);
             mma_bf16(accW[2 * np + 1], a, b[2], b[3]);
           }
@@ -567,7 +628,7 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
 #pragma unroll
         for (int np = 0; np < 4; ++np) {
           uint32_t b[4];
-          ldsm_x4_t(b, &s.v[ks * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)][np * 16 + ((lane >> 4) << 3)]);
+          ldsm_x4_t(b, &sv[ks * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)][np * 16 + ((lane >> 4) << 3)]);
           mma_bf16(accU[2 * np], a, b[0], b[1]);
           mma_bf16(accU[2 * np + 1], a, b[2], b[3]);
         }
@@ -608,7 +669,7 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
 #pragma unroll
       for (int ks = 0; ks < K / 16; ++ks) {
         uint32_t a[4];
-        ldsm_x4(a, &s.q[r0 + (lane & 15)][ks * 16 + ((lane >> 4) << 3)]);
+        ldsm_x4(a, &sq[r0 + (lane & 15)][ks * 16 + ((lane >> 4) << 3)]);
 #pragma unroll
         for (int np = 0; np < 4; ++np) {
           uint32_t b[4];
@@ -668,8 +729,8 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
 #pragma unroll
         for (int ks = 0; ks < kC / 16; ++ks) {
           uint32_t a[4];
-          // A = kg^T: element (m = channel, kk = token) lives at s.k[token][channel]
-          ldsm_x4_t(a, &s.k[ks * 16 + (lane & 7) + ((lane >> 4) << 3)][m0 + (((lane >> 3) & 1) << 3)]);
+          // A = kg^T: element (m = channel, kk = token) lives at sk[token][channel]
+          ldsm_x4_t(a, &sk[ks * 16 + (lane & 7) + ((lane >> 4) << 3)][m0 + (((lane >> 3) & 1) << 3)]);
 #pragma unroll
           for (int np = 0; np < 4; ++np) {
             uint32_t b[4];
