@@ -25,7 +25,7 @@ using bf16 = __nv_bfloat16;
 
 constexpr int kC = 64;        // chunk length
 constexpr int kVT = 64;       // value columns per CTA
-constexpr int kThreads = 128;  // 4 warps; warp w owns token rows [16w, 16w+16) of every C-row product
+constexpr int kThreads = 256;  // 8 warps: warp w works on token rows [16(w/2), +16), half w%2 of the columns
 constexpr float kLog2e = 1.4426950408889634f;
 
 enum GateMode : int { kGateGiven = 0, kGateSoftplus = 1, kGateLowerBound = 2 };
@@ -106,6 +106,9 @@ __device__ __forceinline__ void ldsm_x4(uint32_t r[4], const void* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_u32(p)));
 }
+__device__ __forceinline__ void ldsm_x2(uint32_t r[2], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];" : "=r"(r[0]), "=r"(r[1]) : "r"(smem_u32(p)));
+}
 __device__ __forceinline__ void ldsm_x4_t(uint32_t r[4], const void* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_u32(p)));
@@ -172,8 +175,12 @@ template <bool KDA, int K>
 __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   auto& s = *reinterpret_cast<Smem<KDA, K>*>(smem_raw);
-  constexpr int MT = K / 64;  // state m16 tiles per warp
+  constexpr int WR = K / 16;   // warps along the state's K rows (8 or 4)
+  constexpr int WC = 8 / WR;   // warps along its 64 columns (1 or 2)
+  constexpr int NTS = 8 / WC;  // n8 state tiles per warp
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const int wr = warp >> 1, wh = warp & 1;  // token row block, column half
+  const int sm0 = 16 * (warp % WR), sc0 = (64 / WC) * (warp / WR);  // this warp's state tile
 
   int bid = blockIdx.x;
   const int vt = bid % p.nvt;
@@ -198,26 +205,22 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
   const int vcol0 = vt * kVT;
 
   // ---- state init (fp32 registers + bf16 shared copy)
-  float hacc[MT][8][4];
+  float hacc[NTS][4];
   const long sbase = (static_cast<long>(n) * p.HV + hv) * K * V;
 #pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
+  for (int nt = 0; nt < NTS; ++nt)
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = warp * (K / 4) + mt * 16 + g + (e >> 1) * 8, c = nt * 8 + 2 * t + (e & 1);
-        hacc[mt][nt][e] = p.h0 ? p.h0[sbase + static_cast<long>(r) * V + vcol0 + c] : 0.f;
-      }
+    for (int e = 0; e < 4; ++e) {
+      const int r = sm0 + g + (e >> 1) * 8, c = sc0 + nt * 8 + 2 * t + (e & 1);
+      hacc[nt][e] = p.h0 ? p.h0[sbase + static_cast<long>(r) * V + vcol0 + c] : 0.f;
+    }
   auto store_state_smem = [&]() {
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int nt = 0; nt < 8; ++nt) {
-        const int r = warp * (K / 4) + mt * 16 + g, c = nt * 8 + 2 * t;
-        *reinterpret_cast<uint32_t*>(&s.H[r][c]) = pack_bf16(hacc[mt][nt][0], hacc[mt][nt][1]);
-        *reinterpret_cast<uint32_t*>(&s.H[r + 8][c]) = pack_bf16(hacc[mt][nt][2], hacc[mt][nt][3]);
-      }
+    for (int nt = 0; nt < NTS; ++nt) {
+      const int r = sm0 + g, c = sc0 + nt * 8 + 2 * t;
+      *reinterpret_cast<uint32_t*>(&s.H[r][c]) = pack_bf16(hacc[nt][0], hacc[nt][1]);
+      *reinterpret_cast<uint32_t*>(&s.H[r + 8][c]) = pack_bf16(hacc[nt][2], hacc[nt][3]);
+    }
   };
   store_state_smem();
 
@@ -341,11 +344,11 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
     // ---- S1: q/k l2norm in place (fp32 math, bf16 result as FLA)
     if (p.l2norm) {
       constexpr int PER = K / 32;  // elements per lane (2 or 4)
-      for (int r4 = 0; r4 < 16; r4 += 4) {  // 8 independent rows in flight per warp
+      for (int r4 = 0; r4 < 8; r4 += 4) {  // 8 independent rows in flight per warp
         float x[8][PER], ss[8];
 #pragma unroll
         for (int u = 0; u < 8; ++u) {
-          const bf16* row = (u & 1) ? &sk[warp * 16 + r4 + (u >> 1)][0] : &sq[warp * 16 + r4 + (u >> 1)][0];
+          const bf16* row = (u & 1) ? &sk[warp * 8 + r4 + (u >> 1)][0] : &sq[warp * 8 + r4 + (u >> 1)][0];
           ss[u] = 0.f;
 #pragma unroll
           for (int e = 0; e < PER; e += 2) {
@@ -361,7 +364,7 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
           for (int u = 0; u < 8; ++u) ss[u] += __shfl_xor_sync(0xffffffffu, ss[u], o);
 #pragma unroll
         for (int u = 0; u < 8; ++u) {
-          bf16* row = (u & 1) ? &sk[warp * 16 + r4 + (u >> 1)][0] : &sq[warp * 16 + r4 + (u >> 1)][0];
+          bf16* row = (u & 1) ? &sk[warp * 8 + r4 + (u >> 1)][0] : &sq[warp * 8 + r4 + (u >> 1)][0];
           const float rs = rsqrtf(ss[u] + 1e-6f);
 #pragma unroll
           for (int e = 0; e < PER; e += 2)
@@ -371,12 +374,13 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
       __syncthreads();
     }
 
-    // ---- S2: L (strict lower, times beta_r) and Aqk (lower incl., times scale); warp w: rows 16w..
+    // ---- S2: L (strict lower, times beta_r) and Aqk (lower incl., times scale). Warp (ib, wh): rows
+    // 16ib.., the n8 column tiles nt = 2i + wh (i = column block), so both warps of a row block share it.
     {
-      const int ib = warp;
-      float accA[8][4], accL[8][4];
+      const int ib = wr;
+      float accA[4][4], accL[4][4];
 #pragma unroll
-      for (int nt = 0; nt < 8; ++nt)
+      for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) accA[nt][e] = accL[nt][e] = 0.f;
       const int rA = 16 * ib + g, rB = rA + 8;
@@ -427,8 +431,8 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
           const float2 no0 = *reinterpret_cast<const float2*>(&s.b2[nOff][c0]);
           const float2 no1 = *reinterpret_cast<const float2*>(&s.b2[nOff][c1]);
 #pragma unroll
-          for (int nt = 0; nt < 8; ++nt) {
-            const int jb = nt >> 1;
+          for (int i = 0; i < 4; ++i) {
+            const int jb = i, nt = 2 * i + wh;
             if (jb > ib || (jb == ib && !diag_mma)) continue;
             const bool dia = (jb == ib);
             const int j = nt * 8 + g;
@@ -439,11 +443,11 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
             const uint32_t b0 = pack_bf16(kj0.x * ex2(r0.x - bj0.x), kj0.y * ex2(r0.y - bj0.y));
             const uint32_t b1 = pack_bf16(kj1.x * ex2(r1.x - bj1.x), kj1.y * ex2(r1.y - bj1.y));
             if (dia) {  // branch, not a pointer select (which would force the fragments to local memory)
-              mma_bf16(accA[nt], aqd, b0, b1);
-              mma_bf16(accL[nt], akd, b0, b1);
+              mma_bf16(accA[i], aqd, b0, b1);
+              mma_bf16(accL[i], akd, b0, b1);
             } else {
-              mma_bf16(accA[nt], aqo, b0, b1);
-              mma_bf16(accL[nt], ako, b0, b1);
+              mma_bf16(accA[i], aqo, b0, b1);
+              mma_bf16(accL[i], ako, b0, b1);
             }
           }
         }
@@ -454,21 +458,19 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
           ldsm_x4(aq, &sq[16 * ib + (lane & 15)][ks * 16 + ((lane >> 4) << 3)]);
           ldsm_x4(ak, &sk[16 * ib + (lane & 15)][ks * 16 + ((lane >> 4) << 3)]);
 #pragma unroll
-          for (int np = 0; np < 4; ++np) {
-            if (np > ib) continue;
-            uint32_t b[4];
-            ldsm_x4(b, &sk[np * 16 + (lane & 7) + ((lane >> 4) << 3)][ks * 16 + (((lane >> 3) & 1) << 3)]);
-            mma_bf16(accA[2 * np], aq, b[0], b[1]);
-            mma_bf16(accA[2 * np + 1], aq, b[2], b[3]);
-            mma_bf16(accL[2 * np], ak, b[0], b[1]);
-            mma_bf16(accL[2 * np + 1], ak, b[2], b[3]);
+          for (int i = 0; i < 4; ++i) {
+            if (i > ib) continue;
+            uint32_t b[2];
+            ldsm_x2(b, &sk[(2 * i + wh) * 8 + (lane & 7)][ks * 16 + (((lane >> 3) & 1) << 3)]);
+            mma_bf16(accA[i], aq, b[0], b[1]);
+            mma_bf16(accL[i], ak, b[0], b[1]);
           }
         }
       }
       // epilogue: select (never multiply by a mask), write L fp32 and Aqk bf16
 #pragma unroll
-      for (int nt = 0; nt < 8; ++nt) {
-        const int jb = nt >> 1;
+      for (int i = 0; i < 4; ++i) {
+        const int jb = i, nt = 2 * i + wh;
         if (KDA && jb == ib && !diag_mma) continue;  // exact path below
 #pragma unroll
         for (int hf = 0; hf < 2; ++hf) {
@@ -478,7 +480,7 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
             const int jj = j + e;
-            float a = accA[nt][hf * 2 + e], l = accL[nt][hf * 2 + e];
+            float a = accA[i][hf * 2 + e], l = accL[i][hf * 2 + e];
             if (!KDA) {
               const float gam = ex2(fminf(s.bs[r] - s.bs[jj], 0.f));
               a *= gam;
@@ -494,7 +496,7 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
       }
       if (KDA && !diag_mma) {
         // exact diagonal 16x16 blocks: exps of non-positive differences only
-        for (int e = lane; e < 256; e += 32) {
+        for (int e = lane + 32 * wh; e < 256; e += 64) {
           const int rr = e >> 4, jj = e & 15;
           const int r = 16 * ib + rr, j = 16 * ib + jj;
           float sa = 0.f, sl = 0.f;
@@ -516,7 +518,7 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
     __syncthreads();
 
     // ---- S3: (I+L)^-1: forward substitution on the diagonal 16x16 blocks, then tf32 block merges
-    if (lane < 16) {
+    if (warp < 4 && lane < 16) {
       const int c = lane, o16 = 16 * warp;
       float x[16];
 #pragma unroll
@@ -532,7 +534,7 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
     __syncthreads();
 #pragma unroll 1
     for (int d = 1; d < 4; ++d) {
-      if (warp >= d) {
+      if (warp >= d && warp < 4) {
         const int i = warp, jc = warp - d;
         float acc[2][4] = {};
         for (int m = jc; m < i; ++m) blk_mma_tf32(acc, &s.u1.L[16 * i][16 * m], &s.u2.X[16 * m][16 * jc], lane);
@@ -573,6 +575,98 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
     }
     __syncthreads();
 
+    // ---- S5: u = Tu v; w = Tw kb; v_new = u - w H. Warp (ib, wh): rows 16ib.., w and the w H
+    // reduction over key channels [wh K/2, (wh+1) K/2); -w stays in registers as A fragments; the
+    // wh = 1 partial goes through shared memory (X is dead) and wh = 0 finishes v_new.
+    {
+      constexpr int KH = K / 2;
+      const int r0 = 16 * wr;
+      uint32_t wa[KH / 16][4];
+      {
+        float accW[KH / 8][4];
+#pragma unroll
+        for (int nt = 0; nt < KH / 8; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) accW[nt][e] = 0.f;
+#pragma unroll
+        for (int ks = 0; ks < kC / 16; ++ks) {
+          uint32_t a[4];
+          ldsm_x4(a, KDA ? &s.Tu[r0 + (lane & 15)][ks * 16 + ((lane >> 4) << 3)]
+                         : &s.Tw[r0 + (lane & 15)][ks * 16 + ((lane >> 4) << 3)]);
+#pragma unroll
+          for (int np = 0; np < KH / 16; ++np) {
+            uint32_t b[4];
+            const int rr = ks * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
+            const int cc = wh * KH + np * 16 + ((lane >> 4) << 3);
+            ldsm_x4_t(b, KDA ? &s.u1.kb[rr][cc] : &sk[rr][cc]);
+            mma_bf16(accW[2 * np], a, b[0], b[1]);
+            mma_bf16(accW[2 * np + 1], a, b[2], b[3]);
+          }
+        }
+#pragma unroll
+        for (int kk = 0; kk < KH / 16; ++kk) {
+          wa[kk][0] = pack_bf16(-accW[2 * kk][0], -accW[2 * kk][1]);
+          wa[kk][1] = pack_bf16(-accW[2 * kk][2], -accW[2 * kk][3]);
+          wa[kk][2] = pack_bf16(-accW[2 * kk + 1][0], -accW[2 * kk + 1][1]);
+          wa[kk][3] = pack_bf16(-accW[2 * kk + 1][2], -accW[2 * kk + 1][3]);
+        }
+      }
+      float accU[8][4];
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) accU[nt][e] = 0.f;
+      if (wh == 0) {
+#pragma unroll
+        for (int ks = 0; ks < kC / 16; ++ks) {
+          uint32_t a[4];
+          ldsm_x4(a, &s.Tu[r0 + (lane & 15)][ks * 16 + ((lane >> 4) << 3)]);
+#pragma unroll
+          for (int np = 0; np < 4; ++np) {
+            uint32_t b[4];
+            ldsm_x4_t(b, &sv[ks * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)][np * 16 + ((lane >> 4) << 3)]);
+            mma_bf16(accU[2 * np], a, b[0], b[1]);
+            mma_bf16(accU[2 * np + 1], a, b[2], b[3]);
+          }
+        }
+      }
+#pragma unroll
+      for (int ks = 0; ks < KH / 16; ++ks) {
+#pragma unroll
+        for (int np = 0; np < 4; ++np) {
+          uint32_t b[4];
+          ldsm_x4_t(b, &s.H[wh * KH + ks * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)][np * 16 + ((lane >> 4) << 3)]);
+          mma_bf16(accU[2 * np], wa[ks], b[0], b[1]);
+          mma_bf16(accU[2 * np + 1], wa[ks], b[2], b[3]);
+        }
+      }
+      if (wh == 1) {
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+          for (int hf = 0; hf < 2; ++hf)
+            *reinterpret_cast<float2*>(&s.u2.X[r0 + g + 8 * hf][nt * 8 + 2 * t]) =
+                make_float2(accU[nt][2 * hf], accU[nt][2 * hf + 1]);
+      }
+      __syncthreads();
+      if (wh == 0) {
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+          for (int hf = 0; hf < 2; ++hf) {
+            const int r = r0 + g + 8 * hf, c = nt * 8 + 2 * t;
+            const float2 part = *reinterpret_cast<const float2*>(&s.u2.X[r][c]);
+            const float x0 = accU[nt][2 * hf] + part.x, x1 = accU[nt][2 * hf + 1] + part.y;
+            *reinterpret_cast<uint32_t*>(&s.vn[r][c]) = pack_bf16(x0, x1);
+            if (!KDA) {
+              const float f = ex2(fminf(s.bs[kC - 1] - s.bs[r], 0.f));
+              *reinterpret_cast<uint32_t*>(&s.vg[r][c]) = pack_bf16(x0 * f, x1 * f);
+            }
+          }
+      }
+    }
+    __syncthreads();
+
     // X is dead from here on: prefetch the next chunk's gate into its space, beta into registers
     if (ci + 1 < nchunks) {
       if (g_staged) {
@@ -582,88 +676,12 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
       load_small(ci + 1, beta_nx, g_nx0, g_nx1);
     }
 
-    // ---- S5: u = Tu v; w = Tw kb; v_new = u - w H  (warp w: rows 16w..; w stays in registers)
+    // ---- S6: o = scale * (q exp(b)) H + Aqk v_new; warp (ib, wh): rows 16ib.., columns 32wh..
     {
-      const int r0 = 16 * warp;
-      uint32_t wa[K / 16][4];  // -w as bf16 A fragments
+      const int r0 = 16 * wr, c0 = 32 * wh;
+      float accO[4][4];
 #pragma unroll
-      for (int half = 0; half < K / 64; ++half) {
-        float accW[8][4];
-#pragma unroll
-        for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) accW[nt][e] = 0.f;
-#pragma unroll
-        for (int ks = 0; ks < kC / 16; ++ks) {
-          uint32_t a[4];
-          ldsm_x4(a, KDA ? &s.Tu[r0 + (lane & 15)][ks * 16 + ((lane >> 4) << 3)]
-                         : &s.Tw[r0 + (lane & 15)][ks * 16 + ((lane >> 4) << 3)]);
-#pragma unroll
-          for (int np = 0; np < 4; ++np) {
-            uint32_t b[4];
-            const int rr = ks * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
-            const int cc = half * 64 + np * 16 + ((lane >> 4) << 3);
-            ldsm_x4_t(b, KDA ? &s.u1.kb[rr][cc] : &sk[rr][cc]);
-            mma_bf16(accW[2 * np], a, b[0], b[1]);
-            mma_bf16(accW[2 * np + 1], a, b[2], b[3]);
-          }
-        }
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk) {
-          wa[half * 4 + kk][0] = pack_bf16(-accW[2 * kk][0], -accW[2 * kk][1]);
-          wa[half * 4 + kk][1] = pack_bf16(-accW[2 * kk][2], -accW[2 * kk][3]);
-          wa[half * 4 + kk][2] = pack_bf16(-accW[2 * kk + 1][0], -accW[2 * kk + 1][1]);
-          wa[half * 4 + kk][3] = pack_bf16(-accW[2 * kk + 1][2], -accW[2 * kk + 1][3]);
-        }
-      }
-      float accU[8][4];
-#pragma unroll
-      for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) accU[nt][e] = 0.f;
-#pragma unroll
-      for (int ks = 0; ks < kC / 16; ++ks) {
-        uint32_t a[4];
-        ldsm_x4(a, &s.Tu[r0 + (lane & 15)][ks * 16 + ((lane >> 4) << 3)]);
-#pragma unroll
-        for (int np = 0; np < 4; ++np) {
-          uint32_t b[4];
-          ldsm_x4_t(b, &sv[ks * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)][np * 16 + ((lane >> 4) << 3)]);
-          mma_bf16(accU[2 * np], a, b[0], b[1]);
-          mma_bf16(accU[2 * np + 1], a, b[2], b[3]);
-        }
-      }
-#pragma unroll
-      for (int ks = 0; ks < K / 16; ++ks) {
-#pragma unroll
-        for (int np = 0; np < 4; ++np) {
-          uint32_t b[4];
-          ldsm_x4_t(b, &s.H[ks * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)][np * 16 + ((lane >> 4) << 3)]);
-          mma_bf16(accU[2 * np], wa[ks], b[0], b[1]);
-          mma_bf16(accU[2 * np + 1], wa[ks], b[2], b[3]);
-        }
-      }
-#pragma unroll
-      for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-        for (int hf = 0; hf < 2; ++hf) {
-          const int r = r0 + g + 8 * hf, c = nt * 8 + 2 * t;
-          const float x0 = accU[nt][2 * hf], x1 = accU[nt][2 * hf + 1];
-          *reinterpret_cast<uint32_t*>(&s.vn[r][c]) = pack_bf16(x0, x1);
-          if (!KDA) {
-            const float f = ex2(fminf(s.bs[kC - 1] - s.bs[r], 0.f));
-            *reinterpret_cast<uint32_t*>(&s.vg[r][c]) = pack_bf16(x0 * f, x1 * f);
-          }
-        }
-    }
-    __syncthreads();
-
-    // ---- S6: o = scale * (q exp(b)) H + Aqk v_new
-    {
-      const int r0 = 16 * warp;
-      float accO[8][4];
-#pragma unroll
-      for (int nt = 0; nt < 8; ++nt)
+      for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) accO[nt][e] = 0.f;
 #pragma unroll
@@ -671,9 +689,9 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
         uint32_t a[4];
         ldsm_x4(a, &sq[r0 + (lane & 15)][ks * 16 + ((lane >> 4) << 3)]);
 #pragma unroll
-        for (int np = 0; np < 4; ++np) {
+        for (int np = 0; np < 2; ++np) {
           uint32_t b[4];
-          ldsm_x4_t(b, &s.H[ks * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)][np * 16 + ((lane >> 4) << 3)]);
+          ldsm_x4_t(b, &s.H[ks * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)][c0 + np * 16 + ((lane >> 4) << 3)]);
           mma_bf16(accO[2 * np], a, b[0], b[1]);
           mma_bf16(accO[2 * np + 1], a, b[2], b[3]);
         }
@@ -682,7 +700,7 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
         const float fa = KDA ? p.scale : p.scale * ex2(s.bs[r0 + g]);
         const float fb = KDA ? p.scale : p.scale * ex2(s.bs[r0 + g + 8]);
 #pragma unroll
-        for (int nt = 0; nt < 8; ++nt) {
+        for (int nt = 0; nt < 4; ++nt) {
           accO[nt][0] *= fa;
           accO[nt][1] *= fa;
           accO[nt][2] *= fb;
@@ -694,51 +712,47 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
         uint32_t a[4];
         ldsm_x4(a, &s.Aqk[r0 + (lane & 15)][ks * 16 + ((lane >> 4) << 3)]);
 #pragma unroll
-        for (int np = 0; np < 4; ++np) {
+        for (int np = 0; np < 2; ++np) {
           uint32_t b[4];
-          ldsm_x4_t(b, &s.vn[ks * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)][np * 16 + ((lane >> 4) << 3)]);
+          ldsm_x4_t(b, &s.vn[ks * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)][c0 + np * 16 + ((lane >> 4) << 3)]);
           mma_bf16(accO[2 * np], a, b[0], b[1]);
           mma_bf16(accO[2 * np + 1], a, b[2], b[3]);
         }
       }
 #pragma unroll
-      for (int nt = 0; nt < 8; ++nt)
+      for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
         for (int hf = 0; hf < 2; ++hf) {
-          const int r = r0 + g + 8 * hf, c = nt * 8 + 2 * t;
+          const int r = r0 + g + 8 * hf, c = c0 + nt * 8 + 2 * t;
           if (r < Cn)
             *reinterpret_cast<uint32_t*>(p.o + ((t0 + r) * p.HV + hv) * V + vcol0 + c) =
                 pack_bf16(accO[nt][2 * hf], accO[nt][2 * hf + 1]);
         }
     }
 
-    // ---- S7: H = diag(exp(bL)) H + (k exp(bL - b))^T v_new
+    // ---- S7: H = diag(exp(bL)) H + (k exp(bL - b))^T v_new on this warp's state tile
     {
+      const float da = KDA ? ex2(s.bL[sm0 + g]) : ex2(s.bs[kC - 1]);
+      const float db = KDA ? ex2(s.bL[sm0 + g + 8]) : da;
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
-        const int m0 = warp * (K / 4) + mt * 16;
-        const float da = KDA ? ex2(s.bL[m0 + g]) : ex2(s.bs[kC - 1]);
-        const float db = KDA ? ex2(s.bL[m0 + g + 8]) : da;
+      for (int nt = 0; nt < NTS; ++nt) {
+        hacc[nt][0] *= da;
+        hacc[nt][1] *= da;
+        hacc[nt][2] *= db;
+        hacc[nt][3] *= db;
+      }
 #pragma unroll
-        for (int nt = 0; nt < 8; ++nt) {
-          hacc[mt][nt][0] *= da;
-          hacc[mt][nt][1] *= da;
-          hacc[mt][nt][2] *= db;
-          hacc[mt][nt][3] *= db;
-        }
+      for (int ks = 0; ks < kC / 16; ++ks) {
+        uint32_t a[4];
+        // A = kg^T: element (m = channel, kk = token) lives at sk[token][channel]
+        ldsm_x4_t(a, &sk[ks * 16 + (lane & 7) + ((lane >> 4) << 3)][sm0 + (((lane >> 3) & 1) << 3)]);
 #pragma unroll
-        for (int ks = 0; ks < kC / 16; ++ks) {
-          uint32_t a[4];
-          // A = kg^T: element (m = channel, kk = token) lives at sk[token][channel]
-          ldsm_x4_t(a, &sk[ks * 16 + (lane & 7) + ((lane >> 4) << 3)][m0 + (((lane >> 3) & 1) << 3)]);
-#pragma unroll
-          for (int np = 0; np < 4; ++np) {
-            uint32_t b[4];
-            const int rr = ks * 16 + (lane & 7) + (((lane >> 3) & 1) << 3), cc = np * 16 + ((lane >> 4) << 3);
-            ldsm_x4_t(b, KDA ? &s.vn[rr][cc] : &s.vg[rr][cc]);
-            mma_bf16(hacc[mt][2 * np], a, b[0], b[1]);
-            mma_bf16(hacc[mt][2 * np + 1], a, b[2], b[3]);
-          }
+        for (int np = 0; np < NTS / 2; ++np) {
+          uint32_t b[4];
+          const int rr = ks * 16 + (lane & 7) + (((lane >> 3) & 1) << 3), cc = sc0 + np * 16 + ((lane >> 4) << 3);
+          ldsm_x4_t(b, KDA ? &s.vn[rr][cc] : &s.vg[rr][cc]);
+          mma_bf16(hacc[2 * np], a, b[0], b[1]);
+          mma_bf16(hacc[2 * np + 1], a, b[2], b[3]);
         }
       }
     }
@@ -748,15 +762,13 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
 
   if (p.ht) {
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
+    for (int nt = 0; nt < NTS; ++nt)
 #pragma unroll
-      for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-        for (int hf = 0; hf < 2; ++hf) {
-          const int r = warp * (K / 4) + mt * 16 + g + 8 * hf, c = nt * 8 + 2 * t;
-          *reinterpret_cast<float2*>(p.ht + sbase + static_cast<long>(r) * V + vcol0 + c) =
-              make_float2(hacc[mt][nt][2 * hf], hacc[mt][nt][2 * hf + 1]);
-        }
+      for (int hf = 0; hf < 2; ++hf) {
+        const int r = sm0 + g + 8 * hf, c = sc0 + nt * 8 + 2 * t;
+        *reinterpret_cast<float2*>(p.ht + sbase + static_cast<long>(r) * V + vcol0 + c) =
+            make_float2(hacc[nt][2 * hf], hacc[nt][2 * hf + 1]);
+      }
   }
 }
 
