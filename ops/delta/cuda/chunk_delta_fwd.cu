@@ -374,19 +374,24 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
       __syncthreads();
     }
 
-    // ---- S2: L (strict lower, times beta_r) and Aqk (lower incl., times scale). Warp (ib, wh): rows
-    // 16ib.., the n8 column tiles nt = 2i + wh (i = column block), so both warps of a row block share it.
-    {
-      const int ib = wr;
-      float accA[4][4], accL[4][4];
+    // ---- S2: L (strict lower, times beta_r) and Aqk (lower incl., times scale)
+    if constexpr (KDA) {
+      // Per-channel gates: operands are pre-scaled through a reference row (spec section 5). Jobs:
+      // the off-diagonal blocks of row block ib (reference = its first row, all factors <= 1) or its
+      // diagonal block (middle row with safe_gate, else exact exps). The job table balances the
+      // exps over the 4 SM sub-partitions (warps w and w+4 share one).
+      const unsigned code = (0xB987A123u >> (4 * warp)) & 0xFu;
+      const bool idle = code == 7u, dia = (code & 8u) != 0u;
+      const int ib = static_cast<int>(code & 7u);
+      const bool diag_mma = p.safe != 0;
+      if (!idle && (!dia || diag_mma)) {
+        float accA[6][4], accL[6][4];
 #pragma unroll
-      for (int nt = 0; nt < 4; ++nt)
+        for (int i = 0; i < 6; ++i)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) accA[nt][e] = accL[nt][e] = 0.f;
-      const int rA = 16 * ib + g, rB = rA + 8;
-      const bool diag_mma = KDA ? (p.safe != 0) : true;
-      if constexpr (KDA) {
-        const int nOff = 16 * ib, nDia = 16 * ib + 8;
+          for (int e = 0; e < 4; ++e) accA[i][e] = accL[i][e] = 0.f;
+        const int rA = 16 * ib + g, rB = rA + 8;
+        const int nRef = dia ? 16 * ib + 8 : 16 * ib;
 #pragma unroll 1
         for (int ks = 0; ks < K / 16; ++ks) {
           const int c0 = ks * 16 + 2 * t, c1 = c0 + 8;
@@ -398,105 +403,58 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
           const float2 ba1 = *reinterpret_cast<const float2*>(&s.b2[rA][c1]);
           const float2 bb0 = *reinterpret_cast<const float2*>(&s.b2[rB][c0]);
           const float2 bb1 = *reinterpret_cast<const float2*>(&s.b2[rB][c1]);
-          uint32_t aqo[4], ako[4], aqd[4], akd[4];
+          const float2 n0 = *reinterpret_cast<const float2*>(&s.b2[nRef][c0]);
+          const float2 n1 = *reinterpret_cast<const float2*>(&s.b2[nRef][c1]);
+          uint32_t aq[4], ak[4];
           {
-            const float2 n0 = *reinterpret_cast<const float2*>(&s.b2[nOff][c0]);
-            const float2 n1 = *reinterpret_cast<const float2*>(&s.b2[nOff][c1]);
-            float f[8] = {ex2(ba0.x - n0.x), ex2(ba0.y - n0.y), ex2(bb0.x - n0.x), ex2(bb0.y - n0.y),
-                          ex2(ba1.x - n1.x), ex2(ba1.y - n1.y), ex2(bb1.x - n1.x), ex2(bb1.y - n1.y)};
-            aqo[0] = pack_bf16(qa0.x * f[0], qa0.y * f[1]);
-            aqo[1] = pack_bf16(qb0.x * f[2], qb0.y * f[3]);
-            aqo[2] = pack_bf16(qa1.x * f[4], qa1.y * f[5]);
-            aqo[3] = pack_bf16(qb1.x * f[6], qb1.y * f[7]);
-            ako[0] = pack_bf16(ka0.x * f[0], ka0.y * f[1]);
-            ako[1] = pack_bf16(kb0.x * f[2], kb0.y * f[3]);
-            ako[2] = pack_bf16(ka1.x * f[4], ka1.y * f[5]);
-            ako[3] = pack_bf16(kb1.x * f[6], kb1.y * f[7]);
+            const float f[8] = {ex2(ba0.x - n0.x), ex2(ba0.y - n0.y), ex2(bb0.x - n0.x), ex2(bb0.y - n0.y),
+                                ex2(ba1.x - n1.x), ex2(ba1.y - n1.y), ex2(bb1.x - n1.x), ex2(bb1.y - n1.y)};
+            aq[0] = pack_bf16(qa0.x * f[0], qa0.y * f[1]);
+            aq[1] = pack_bf16(qb0.x * f[2], qb0.y * f[3]);
+            aq[2] = pack_bf16(qa1.x * f[4], qa1.y * f[5]);
+            aq[3] = pack_bf16(qb1.x * f[6], qb1.y * f[7]);
+            ak[0] = pack_bf16(ka0.x * f[0], ka0.y * f[1]);
+            ak[1] = pack_bf16(kb0.x * f[2], kb0.y * f[3]);
+            ak[2] = pack_bf16(ka1.x * f[4], ka1.y * f[5]);
+            ak[3] = pack_bf16(kb1.x * f[6], kb1.y * f[7]);
           }
-          float2 d0 = make_float2(0.f, 0.f), d1 = d0;
-          if (diag_mma) {
-            d0 = *reinterpret_cast<const float2*>(&s.b2[nDia][c0]);
-            d1 = *reinterpret_cast<const float2*>(&s.b2[nDia][c1]);
-            float f[8] = {ex2(ba0.x - d0.x), ex2(ba0.y - d0.y), ex2(bb0.x - d0.x), ex2(bb0.y - d0.y),
-                          ex2(ba1.x - d1.x), ex2(ba1.y - d1.y), ex2(bb1.x - d1.x), ex2(bb1.y - d1.y)};
-            aqd[0] = pack_bf16(qa0.x * f[0], qa0.y * f[1]);
-            aqd[1] = pack_bf16(qb0.x * f[2], qb0.y * f[3]);
-            aqd[2] = pack_bf16(qa1.x * f[4], qa1.y * f[5]);
-            aqd[3] = pack_bf16(qb1.x * f[6], qb1.y * f[7]);
-            akd[0] = pack_bf16(ka0.x * f[0], ka0.y * f[1]);
-            akd[1] = pack_bf16(kb0.x * f[2], kb0.y * f[3]);
-            akd[2] = pack_bf16(ka1.x * f[4], ka1.y * f[5]);
-            akd[3] = pack_bf16(kb1.x * f[6], kb1.y * f[7]);
-          }
-          const float2 no0 = *reinterpret_cast<const float2*>(&s.b2[nOff][c0]);
-          const float2 no1 = *reinterpret_cast<const float2*>(&s.b2[nOff][c1]);
 #pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            const int jb = i, nt = 2 * i + wh;
-            if (jb > ib || (jb == ib && !diag_mma)) continue;
-            const bool dia = (jb == ib);
+          for (int i = 0; i < 6; ++i) {
+            if (dia ? (i >= 2) : (i >= 2 * ib)) continue;
+            const int nt = dia ? 2 * ib + i : i;
             const int j = nt * 8 + g;
-            const float2 r0 = dia ? d0 : no0, r1 = dia ? d1 : no1;
             const float2 bj0 = *reinterpret_cast<const float2*>(&s.b2[j][c0]);
             const float2 bj1 = *reinterpret_cast<const float2*>(&s.b2[j][c1]);
             const float2 kj0 = ld_bf2(&sk[j][c0]), kj1 = ld_bf2(&sk[j][c1]);
-            const uint32_t b0 = pack_bf16(kj0.x * ex2(r0.x - bj0.x), kj0.y * ex2(r0.y - bj0.y));
-            const uint32_t b1 = pack_bf16(kj1.x * ex2(r1.x - bj1.x), kj1.y * ex2(r1.y - bj1.y));
-            if (dia) {  // branch, not a pointer select (which would force the fragments to local memory)
-              mma_bf16(accA[i], aqd, b0, b1);
-              mma_bf16(accL[i], akd, b0, b1);
-            } else {
-              mma_bf16(accA[i], aqo, b0, b1);
-              mma_bf16(accL[i], ako, b0, b1);
-            }
+            const uint32_t b0 = pack_bf16(kj0.x * ex2(n0.x - bj0.x), kj0.y * ex2(n0.y - bj0.y));
+            const uint32_t b1 = pack_bf16(kj1.x * ex2(n1.x - bj1.x), kj1.y * ex2(n1.y - bj1.y));
+            mma_bf16(accA[i], aq, b0, b1);
+            mma_bf16(accL[i], ak, b0, b1);
           }
         }
-      } else {
+        // epilogue: select (never multiply by a mask); L fp32, Aqk bf16
 #pragma unroll
-        for (int ks = 0; ks < K / 16; ++ks) {
-          uint32_t aq[4], ak[4];
-          ldsm_x4(aq, &sq[16 * ib + (lane & 15)][ks * 16 + ((lane >> 4) << 3)]);
-          ldsm_x4(ak, &sk[16 * ib + (lane & 15)][ks * 16 + ((lane >> 4) << 3)]);
+        for (int i = 0; i < 6; ++i) {
+          if (dia ? (i >= 2) : (i >= 2 * ib)) continue;
+          const int nt = dia ? 2 * ib + i : i;
 #pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            if (i > ib) continue;
-            uint32_t b[2];
-            ldsm_x2(b, &sk[(2 * i + wh) * 8 + (lane & 7)][ks * 16 + (((lane >> 3) & 1) << 3)]);
-            mma_bf16(accA[i], aq, b[0], b[1]);
-            mma_bf16(accL[i], ak, b[0], b[1]);
+          for (int hf = 0; hf < 2; ++hf) {
+            const int r = 16 * ib + g + hf * 8, j = nt * 8 + 2 * t;
+            float av[2], lv[2];
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              av[e] = (j + e <= r) ? p.scale * accA[i][hf * 2 + e] : 0.f;
+              lv[e] = (j + e < r) ? s.beta[r] * accL[i][hf * 2 + e] : 0.f;
+            }
+            *reinterpret_cast<uint32_t*>(&s.Aqk[r][j]) = pack_bf16(av[0], av[1]);
+            s.u1.L[r][j] = lv[0];
+            s.u1.L[r][j + 1] = lv[1];
           }
         }
       }
-      // epilogue: select (never multiply by a mask), write L fp32 and Aqk bf16
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int jb = i, nt = 2 * i + wh;
-        if (KDA && jb == ib && !diag_mma) continue;  // exact path below
-#pragma unroll
-        for (int hf = 0; hf < 2; ++hf) {
-          const int r = 16 * ib + g + hf * 8;
-          const int j = nt * 8 + 2 * t;
-          float av[2], lv[2];
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int jj = j + e;
-            float a = accA[i][hf * 2 + e], l = accL[i][hf * 2 + e];
-            if (!KDA) {
-              const float gam = ex2(fminf(s.bs[r] - s.bs[jj], 0.f));
-              a *= gam;
-              l *= gam;
-            }
-            av[e] = (jb <= ib && jj <= r) ? p.scale * a : 0.f;
-            lv[e] = (jb <= ib && jj < r) ? s.beta[r] * l : 0.f;
-          }
-          *reinterpret_cast<uint32_t*>(&s.Aqk[r][j]) = pack_bf16(av[0], av[1]);
-          s.u1.L[r][j] = lv[0];
-          s.u1.L[r][j + 1] = lv[1];
-        }
-      }
-      if (KDA && !diag_mma) {
-        // exact diagonal 16x16 blocks: exps of non-positive differences only
-        for (int e = lane + 32 * wh; e < 256; e += 64) {
+      if (!idle && dia && !diag_mma) {
+        // exact diagonal 16x16 block: exps of non-positive differences only
+        for (int e = lane; e < 256; e += 32) {
           const int rr = e >> 4, jj = e & 15;
           const int r = 16 * ib + rr, j = 16 * ib + jj;
           float sa = 0.f, sl = 0.f;
@@ -512,6 +470,55 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
           }
           s.Aqk[r][j] = __float2bfloat16_rn(jj <= rr ? p.scale * sa : 0.f);
           s.u1.L[r][j] = jj < rr ? s.beta[r] * sl : 0.f;
+        }
+      }
+      if (!idle && dia) {  // Aqk above the diagonal block is zero (o reads all 64 columns)
+        for (int e = lane; e < 16 * (kC - 16 * (ib + 1)) / 2; e += 32) {
+          const int w2 = (kC - 16 * (ib + 1)) / 2;
+          const int r = 16 * ib + e / w2, j = 16 * (ib + 1) + 2 * (e % w2);
+          *reinterpret_cast<uint32_t*>(&s.Aqk[r][j]) = 0u;
+        }
+      }
+    } else {
+      // GDN: plain q k^T and k k^T on tensor cores, then the scalar decay exp(b_r - b_j) (selected).
+      // Warp (ib, wh): rows 16ib.., the n8 column tiles nt = 2i + wh.
+      const int ib = wr;
+      float accA[4][4], accL[4][4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) accA[i][e] = accL[i][e] = 0.f;
+#pragma unroll
+      for (int ks = 0; ks < K / 16; ++ks) {
+        uint32_t aq[4], ak[4];
+        ldsm_x4(aq, &sq[16 * ib + (lane & 15)][ks * 16 + ((lane >> 4) << 3)]);
+        ldsm_x4(ak, &sk[16 * ib + (lane & 15)][ks * 16 + ((lane >> 4) << 3)]);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          if (i > ib) continue;
+          uint32_t b[2];
+          ldsm_x2(b, &sk[(2 * i + wh) * 8 + (lane & 7)][ks * 16 + (((lane >> 3) & 1) << 3)]);
+          mma_bf16(accA[i], aq, b[0], b[1]);
+          mma_bf16(accL[i], ak, b[0], b[1]);
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int jb = i, nt = 2 * i + wh;
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+          const int r = 16 * ib + g + hf * 8, j = nt * 8 + 2 * t;
+          float av[2], lv[2];
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int jj = j + e;
+            const float gam = ex2(fminf(s.bs[r] - s.bs[jj], 0.f));
+            av[e] = (jb <= ib && jj <= r) ? p.scale * accA[i][hf * 2 + e] * gam : 0.f;
+            lv[e] = (jb <= ib && jj < r) ? s.beta[r] * accL[i][hf * 2 + e] * gam : 0.f;
+          }
+          *reinterpret_cast<uint32_t*>(&s.Aqk[r][j]) = pack_bf16(av[0], av[1]);
+          s.u1.L[r][j] = lv[0];
+          s.u1.L[r][j + 1] = lv[1];
         }
       }
     }
