@@ -61,19 +61,18 @@ struct Smem {
   alignas(16) bf16 k[2][kC][K + 8];  // normalized k; KDA later k*exp(bL-b)
   alignas(16) float b2[KDA ? kC : 1][K + 4];  // KDA: per-channel log2 cumsum of g
   union alignas(16) {
-    float L[kC][68];     // strict-lower L (fp32)
-    bf16 kb[kC][K + 8];  // KDA: k*exp(b), built after the solve
+    float L[kC][68];  // strict-lower L (fp32)
   } u1;
   union alignas(16) {
     float X[kC][68];     // (I+L)^-1 in fp32, upper blocks used as merge scratch
     bf16 graw[kC][K + 8];  // KDA: the next chunk's raw bf16 gate, prefetched once X is dead
   } u2;
   alignas(16) bf16 Tu[kC][72];       // Tinv * diag(beta)
-  alignas(16) bf16 Tw[kC][72];       // GDN: Tinv * diag(beta*exp(b)); KDA unused (== Tu)
+  alignas(16) bf16 Tw[kC][72];       // GDN: Tinv * diag(beta*exp(b)); KDA: with vg, k*exp(bL-b)
+  alignas(16) bf16 vg[kC][72];       // GDN: v_new * exp(bL - b); must follow Tw (see above)
   alignas(16) bf16 Aqk[kC][72];      // scale * gated q k^T, lower incl.
   alignas(16) bf16 v[2][kC][72];     // value tile
   alignas(16) bf16 vn[kC][72];       // v_new
-  alignas(16) bf16 vg[kC][72];       // GDN: v_new * exp(bL - b)
   alignas(16) bf16 H[K][72];         // bf16 copy of the state H_n (rows: key channel, cols: value)
   alignas(16) float beta[kC];
   alignas(16) float bs[kC];          // GDN: scalar log2 cumsum
@@ -162,6 +161,24 @@ __device__ __forceinline__ void blk_store(float* D, const float acc[2][4], float
     D[g * 68 + nt * 8 + 2 * t + 1] = sign * acc[nt][1];
     D[(g + 8) * 68 + nt * 8 + 2 * t] = sign * acc[nt][2];
     D[(g + 8) * 68 + nt * 8 + 2 * t + 1] = sign * acc[nt][3];
+  }
+}
+
+// Inverse of the unit lower-triangular diagonal block (I + L_bb), 16x16, by forward substitution in
+// fp32; lanes 0..15 each own one column. L and X are fp32 with pitch 68.
+__device__ __forceinline__ void invert_diag_block(const float (*L)[68], float (*X)[68], int blk, int lane) {
+  if (lane < 16) {
+    const int c = lane, o16 = 16 * blk;
+    float x[16];
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      float acc = (i == c) ? 1.f : 0.f;
+#pragma unroll
+      for (int j = 0; j < i; ++j) acc -= L[o16 + i][o16 + j] * x[j];
+      x[i] = acc;
+    }
+#pragma unroll
+    for (int i = 0; i < 16; ++i) X[o16 + i][o16 + c] = x[i];
   }
 }
 
@@ -279,6 +296,8 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
     bf16 (&sq)[kC][K + 8] = s.q[cur];
     bf16 (&sk)[kC][K + 8] = s.k[cur];
     bf16 (&sv)[kC][72] = s.v[cur];
+    bf16 (*kgb)[K + 8] = reinterpret_cast<bf16 (*)[K + 8]>(&s.Tw[0][0]);  // KDA: k*exp(bL-b)
+    static_assert(sizeof(s.Tw) + sizeof(s.vg) >= sizeof(bf16) * kC * (K + 8), "Tw+vg too small for k*exp(bL-b)");
     cp_async_wait_all();
     __syncthreads();
     if (ci + 1 < nchunks) {  // the other buffer was last read before the previous chunk's final barrier
@@ -472,6 +491,10 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
           s.u1.L[r][j] = jj < rr ? s.beta[r] * sl : 0.f;
         }
       }
+      if (!idle && dia) {  // invert this diagonal block right away (no block barrier needed)
+        __syncwarp();
+        invert_diag_block(s.u1.L, s.u2.X, ib, lane);
+      }
       if (!idle && dia) {  // Aqk above the diagonal block is zero (o reads all 64 columns)
         for (int e = lane; e < 16 * (kC - 16 * (ib + 1)) / 2; e += 32) {
           const int w2 = (kC - 16 * (ib + 1)) / 2;
@@ -525,22 +548,23 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
     __syncthreads();
 
     // ---- S3: (I+L)^-1: forward substitution on the diagonal 16x16 blocks, then tf32 block merges
-    if (warp < 4 && lane < 16) {
-      const int c = lane, o16 = 16 * warp;
-      float x[16];
-#pragma unroll
-      for (int i = 0; i < 16; ++i) {
-        float acc = (i == c) ? 1.f : 0.f;
-#pragma unroll
-        for (int j = 0; j < i; ++j) acc -= s.u1.L[o16 + i][o16 + j] * x[j];
-        x[i] = acc;
-      }
-#pragma unroll
-      for (int i = 0; i < 16; ++i) s.u2.X[o16 + i][o16 + c] = x[i];
+    // (KDA: the diagonal blocks were inverted by their S2 warps already.)
+    if constexpr (!KDA) {
+      if (warp < 4) invert_diag_block(s.u1.L, s.u2.X, warp, lane);
+      __syncthreads();
     }
-    __syncthreads();
 #pragma unroll 1
     for (int d = 1; d < 4; ++d) {
+      if (KDA && d == 1 && warp >= 4) {
+        // idle warps: q*exp(b) in place and k*exp(bL-b) into the Tw/vg space (k stays for S4)
+        for (int i = tid - 128; i < kC * K / 2; i += kThreads - 128) {
+          const int r = i / (K / 2), c = (i % (K / 2)) * 2;
+          const float2 b = *reinterpret_cast<const float2*>(&s.b2[r][c]);
+          const float2 qv = ld_bf2(&sq[r][c]), kv = ld_bf2(&sk[r][c]);
+          *reinterpret_cast<uint32_t*>(&sq[r][c]) = pack_bf16(qv.x * ex2(b.x), qv.y * ex2(b.y));
+          *reinterpret_cast<uint32_t*>(&kgb[r][c]) = pack_bf16(kv.x * ex2(s.bL[c] - b.x), kv.y * ex2(s.bL[c + 1] - b.y));
+        }
+      }
       if (warp >= d && warp < 4) {
         const int i = warp, jc = warp - d;
         float acc[2][4] = {};
@@ -554,7 +578,7 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
       __syncthreads();
     }
 
-    // ---- S4: Tinv -> bf16 with beta (and GDN exp(b)) folded into the columns; KDA gated operands
+    // ---- S4: Tinv -> bf16 with beta (and GDN exp(b)) folded into the columns; KDA: k*exp(b)
     for (int i = tid; i < kC * kC / 2; i += kThreads) {
       const int r = i / (kC / 2), j = (i % (kC / 2)) * 2;
       float tu[2], tw[2];
@@ -569,15 +593,11 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
       if (!KDA) *reinterpret_cast<uint32_t*>(&s.Tw[r][j]) = pack_bf16(tw[0], tw[1]);
     }
     if constexpr (KDA) {
-      for (int i = tid; i < kC * K / 2; i += kThreads) {
+      for (int i = tid; i < kC * K / 2; i += kThreads) {  // k*exp(b) in place (w's operand)
         const int r = i / (K / 2), c = (i % (K / 2)) * 2;
         const float2 b = *reinterpret_cast<const float2*>(&s.b2[r][c]);
-        const float2 qv = ld_bf2(&sq[r][c]), kv = ld_bf2(&sk[r][c]);
-        const float e0 = ex2(b.x), e1 = ex2(b.y);
-        const float l0 = ex2(s.bL[c] - b.x), l1 = ex2(s.bL[c + 1] - b.y);
-        *reinterpret_cast<uint32_t*>(&sq[r][c]) = pack_bf16(qv.x * e0, qv.y * e1);
-        *reinterpret_cast<uint32_t*>(&s.u1.kb[r][c]) = pack_bf16(kv.x * e0, kv.y * e1);
-        *reinterpret_cast<uint32_t*>(&sk[r][c]) = pack_bf16(kv.x * l0, kv.y * l1);
+        const float2 kv = ld_bf2(&sk[r][c]);
+        *reinterpret_cast<uint32_t*>(&sk[r][c]) = pack_bf16(kv.x * ex2(b.x), kv.y * ex2(b.y));
       }
     }
     __syncthreads();
@@ -605,7 +625,7 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
             uint32_t b[4];
             const int rr = ks * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
             const int cc = wh * KH + np * 16 + ((lane >> 4) << 3);
-            ldsm_x4_t(b, KDA ? &s.u1.kb[rr][cc] : &sk[rr][cc]);
+            ldsm_x4_t(b, &sk[rr][cc]);  // KDA: k*exp(b); GDN: k
             mma_bf16(accW[2 * np], a, b[0], b[1]);
             mma_bf16(accW[2 * np + 1], a, b[2], b[3]);
           }
@@ -752,7 +772,8 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
       for (int ks = 0; ks < kC / 16; ++ks) {
         uint32_t a[4];
         // A = kg^T: element (m = channel, kk = token) lives at sk[token][channel]
-        ldsm_x4_t(a, &sk[ks * 16 + (lane & 7) + ((lane >> 4) << 3)][sm0 + (((lane >> 3) & 1) << 3)]);
+        ldsm_x4_t(a, KDA ? &kgb[ks * 16 + (lane & 7) + ((lane >> 4) << 3)][sm0 + (((lane >> 3) & 1) << 3)]
+                       : &sk[ks * 16 + (lane & 7) + ((lane >> 4) << 3)][sm0 + (((lane >> 3) & 1) << 3)]);
 #pragma unroll
         for (int np = 0; np < NTS / 2; ++np) {
           uint32_t b[4];
