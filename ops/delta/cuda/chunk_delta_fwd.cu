@@ -504,55 +504,67 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
       }
     } else {
       // GDN: plain q k^T and k k^T on tensor cores, then the scalar decay exp(b_r - b_j) (selected).
-      // Warp (ib, wh): rows 16ib.., the n8 column tiles nt = 2i + wh.
-      const int ib = wr;
-      float accA[4][4], accL[4][4];
+      // Same job table as KDA: off-diagonal blocks of row block ib, or its diagonal block, which that
+      // warp then inverts at once.
+      const unsigned code = (0xB987A123u >> (4 * warp)) & 0xFu;
+      const bool idle = code == 7u, dia = (code & 8u) != 0u;
+      const int ib = static_cast<int>(code & 7u);
+      if (!idle) {
+        float accA[6][4], accL[6][4];
 #pragma unroll
-      for (int i = 0; i < 4; ++i)
+        for (int i = 0; i < 6; ++i)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) accA[i][e] = accL[i][e] = 0.f;
+          for (int e = 0; e < 4; ++e) accA[i][e] = accL[i][e] = 0.f;
 #pragma unroll
-      for (int ks = 0; ks < K / 16; ++ks) {
-        uint32_t aq[4], ak[4];
-        ldsm_x4(aq, &sq[16 * ib + (lane & 15)][ks * 16 + ((lane >> 4) << 3)]);
-        ldsm_x4(ak, &sk[16 * ib + (lane & 15)][ks * 16 + ((lane >> 4) << 3)]);
+        for (int ks = 0; ks < K / 16; ++ks) {
+          uint32_t aq[4], ak[4];
+          ldsm_x4(aq, &sq[16 * ib + (lane & 15)][ks * 16 + ((lane >> 4) << 3)]);
+          ldsm_x4(ak, &sk[16 * ib + (lane & 15)][ks * 16 + ((lane >> 4) << 3)]);
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          if (i > ib) continue;
-          uint32_t b[2];
-          ldsm_x2(b, &sk[(2 * i + wh) * 8 + (lane & 7)][ks * 16 + (((lane >> 3) & 1) << 3)]);
-          mma_bf16(accA[i], aq, b[0], b[1]);
-          mma_bf16(accL[i], ak, b[0], b[1]);
+          for (int i = 0; i < 6; ++i) {
+            if (dia ? (i >= 2) : (i >= 2 * ib)) continue;
+            const int nt = dia ? 2 * ib + i : i;
+            uint32_t b[2];
+            ldsm_x2(b, &sk[nt * 8 + (lane & 7)][ks * 16 + (((lane >> 3) & 1) << 3)]);
+            mma_bf16(accA[i], aq, b[0], b[1]);
+            mma_bf16(accL[i], ak, b[0], b[1]);
+          }
+        }
+#pragma unroll
+        for (int i = 0; i < 6; ++i) {
+          if (dia ? (i >= 2) : (i >= 2 * ib)) continue;
+          const int nt = dia ? 2 * ib + i : i;
+#pragma unroll
+          for (int hf = 0; hf < 2; ++hf) {
+            const int r = 16 * ib + g + hf * 8, j = nt * 8 + 2 * t;
+            float av[2], lv[2];
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int jj = j + e;
+              const float gam = ex2(fminf(s.bs[r] - s.bs[jj], 0.f));
+              av[e] = (jj <= r) ? p.scale * accA[i][hf * 2 + e] * gam : 0.f;
+              lv[e] = (jj < r) ? s.beta[r] * accL[i][hf * 2 + e] * gam : 0.f;
+            }
+            *reinterpret_cast<uint32_t*>(&s.Aqk[r][j]) = pack_bf16(av[0], av[1]);
+            s.u1.L[r][j] = lv[0];
+            s.u1.L[r][j + 1] = lv[1];
+          }
         }
       }
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int jb = i, nt = 2 * i + wh;
-#pragma unroll
-        for (int hf = 0; hf < 2; ++hf) {
-          const int r = 16 * ib + g + hf * 8, j = nt * 8 + 2 * t;
-          float av[2], lv[2];
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int jj = j + e;
-            const float gam = ex2(fminf(s.bs[r] - s.bs[jj], 0.f));
-            av[e] = (jb <= ib && jj <= r) ? p.scale * accA[i][hf * 2 + e] * gam : 0.f;
-            lv[e] = (jb <= ib && jj < r) ? s.beta[r] * accL[i][hf * 2 + e] * gam : 0.f;
-          }
-          *reinterpret_cast<uint32_t*>(&s.Aqk[r][j]) = pack_bf16(av[0], av[1]);
-          s.u1.L[r][j] = lv[0];
-          s.u1.L[r][j + 1] = lv[1];
+      if (!idle && dia) {
+        __syncwarp();
+        invert_diag_block(s.u1.L, s.u2.X, ib, lane);
+        for (int e = lane; e < 16 * (kC - 16 * (ib + 1)) / 2; e += 32) {  // Aqk above the diagonal block
+          const int w2 = (kC - 16 * (ib + 1)) / 2;
+          const int r = 16 * ib + e / w2, j = 16 * (ib + 1) + 2 * (e % w2);
+          *reinterpret_cast<uint32_t*>(&s.Aqk[r][j]) = 0u;
         }
       }
     }
     __syncthreads();
 
     // ---- S3: (I+L)^-1: forward substitution on the diagonal 16x16 blocks, then tf32 block merges
-    // (KDA: the diagonal blocks were inverted by their S2 warps already.)
-    if constexpr (!KDA) {
-      if (warp < 4) invert_diag_block(s.u1.L, s.u2.X, warp, lane);
-      __syncthreads();
-    }
+    // (the diagonal blocks were inverted by their S2 warps already)
 #pragma unroll 1
     for (int d = 1; d < 4; ++d) {
       if (KDA && d == 1 && warp >= 4) {
