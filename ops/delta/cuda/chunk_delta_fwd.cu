@@ -166,7 +166,9 @@ __device__ __forceinline__ void blk_store(float* D, const float acc[2][4], float
 
 // Inverse of the unit lower-triangular diagonal block (I + L_bb), 16x16, by forward substitution in
 // fp32; lanes 0..15 each own one column. L and X are fp32 with pitch 68.
-__device__ __forceinline__ void invert_diag_block(const float (*L)[68], float (*X)[68], int blk, int lane) {
+// Also writes the block of Tu = X diag(beta) (and GDN's Tw = X diag(beta exp(b)) when Tw is given).
+__device__ __forceinline__ void invert_diag_block(const float (*L)[68], float (*X)[68], int blk, int lane,
+                                                  bf16 (*Tu)[72], bf16 (*Tw)[72], const float* beta, const float* bs) {
   if (lane < 16) {
     const int c = lane, o16 = 16 * blk;
     float x[16];
@@ -177,8 +179,13 @@ __device__ __forceinline__ void invert_diag_block(const float (*L)[68], float (*
       for (int j = 0; j < i; ++j) acc -= L[o16 + i][o16 + j] * x[j];
       x[i] = acc;
     }
+    const float bu = beta[o16 + c], bw = Tw ? bu * ex2(bs[o16 + c]) : 0.f;
 #pragma unroll
-    for (int i = 0; i < 16; ++i) X[o16 + i][o16 + c] = x[i];
+    for (int i = 0; i < 16; ++i) {
+      X[o16 + i][o16 + c] = x[i];
+      Tu[o16 + i][o16 + c] = __float2bfloat16_rn(x[i] * bu);
+      if (Tw) Tw[o16 + i][o16 + c] = __float2bfloat16_rn(x[i] * bw);
+    }
   }
 }
 
@@ -240,6 +247,10 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
     }
   };
   store_state_smem();
+  for (int i = tid; i < kC * 72 / 2; i += kThreads) {  // Tu/Tw upper blocks are never written again
+    reinterpret_cast<uint32_t*>(&s.Tu[0][0])[i] = 0u;
+    reinterpret_cast<uint32_t*>(&s.Tw[0][0])[i] = 0u;
+  }
 
   const float decay_a = (p.gate_mode != kGateGiven && p.A_log) ? __expf(p.A_log[hv]) : 1.f;
   const long nchunks = (len + kC - 1) / kC;
@@ -493,7 +504,7 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
       }
       if (!idle && dia) {  // invert this diagonal block right away (no block barrier needed)
         __syncwarp();
-        invert_diag_block(s.u1.L, s.u2.X, ib, lane);
+        invert_diag_block(s.u1.L, s.u2.X, ib, lane, s.Tu, KDA ? nullptr : s.Tw, s.beta, s.bs);
       }
       if (!idle && dia) {  // Aqk above the diagonal block is zero (o reads all 64 columns)
         for (int e = lane; e < 16 * (kC - 16 * (ib + 1)) / 2; e += 32) {
@@ -553,7 +564,7 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
       }
       if (!idle && dia) {
         __syncwarp();
-        invert_diag_block(s.u1.L, s.u2.X, ib, lane);
+        invert_diag_block(s.u1.L, s.u2.X, ib, lane, s.Tu, KDA ? nullptr : s.Tw, s.beta, s.bs);
         for (int e = lane; e < 16 * (kC - 16 * (ib + 1)) / 2; e += 32) {  // Aqk above the diagonal block
           const int w2 = (kC - 16 * (ib + 1)) / 2;
           const int r = 16 * ib + e / w2, j = 16 * (ib + 1) + 2 * (e % w2);
@@ -586,33 +597,32 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
         float acc2[2][4] = {};
         blk_mma_tf32(acc2, &s.u2.X[16 * i][16 * i], &s.u2.X[16 * jc][16 * i], lane);
         blk_store(&s.u2.X[16 * i][16 * jc], acc2, -1.f, lane);
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt)  // final block: emit Tu (and GDN Tw) straight from registers
+#pragma unroll
+          for (int hf = 0; hf < 2; ++hf) {
+            const int r = 16 * i + g + 8 * hf, j = 16 * jc + nt * 8 + 2 * t;
+            const float x0 = -acc2[nt][2 * hf], x1 = -acc2[nt][2 * hf + 1];
+            const float b0 = s.beta[j], b1 = s.beta[j + 1];
+            *reinterpret_cast<uint32_t*>(&s.Tu[r][j]) = pack_bf16(x0 * b0, x1 * b1);
+            if (!KDA)
+              *reinterpret_cast<uint32_t*>(&s.Tw[r][j]) = pack_bf16(x0 * b0 * ex2(s.bs[j]), x1 * b1 * ex2(s.bs[j + 1]));
+          }
       }
       __syncthreads();
     }
 
-    // ---- S4: Tinv -> bf16 with beta (and GDN exp(b)) folded into the columns; KDA: k*exp(b)
-    for (int i = tid; i < kC * kC / 2; i += kThreads) {
-      const int r = i / (kC / 2), j = (i % (kC / 2)) * 2;
-      float tu[2], tw[2];
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int jj = j + e;
-        const float x = (jj <= r) ? s.u2.X[r][jj] : 0.f;
-        tu[e] = x * s.beta[jj];
-        tw[e] = KDA ? 0.f : tu[e] * ex2(s.bs[jj]);
-      }
-      *reinterpret_cast<uint32_t*>(&s.Tu[r][j]) = pack_bf16(tu[0], tu[1]);
-      if (!KDA) *reinterpret_cast<uint32_t*>(&s.Tw[r][j]) = pack_bf16(tw[0], tw[1]);
-    }
+    // ---- S4 (KDA): k*exp(b) in place (w's operand). Tu/Tw were emitted block by block above;
+    // their upper blocks stay zero from the kernel start.
     if constexpr (KDA) {
-      for (int i = tid; i < kC * K / 2; i += kThreads) {  // k*exp(b) in place (w's operand)
+      for (int i = tid; i < kC * K / 2; i += kThreads) {
         const int r = i / (K / 2), c = (i % (K / 2)) * 2;
         const float2 b = *reinterpret_cast<const float2*>(&s.b2[r][c]);
         const float2 kv = ld_bf2(&sk[r][c]);
         *reinterpret_cast<uint32_t*>(&sk[r][c]) = pack_bf16(kv.x * ex2(b.x), kv.y * ex2(b.y));
       }
+      __syncthreads();
     }
-    __syncthreads();
 
     // ---- S5: u = Tu v; w = Tw kb; v_new = u - w H. Warp (ib, wh): rows 16ib.., w and the w H
     // reduction over key channels [wh K/2, (wh+1) K/2); -w stays in registers as A fragments; the
@@ -655,9 +665,10 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
       for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) accU[nt][e] = 0.f;
-      if (wh == 0) {
+      {  // u = Tu v, its token reduction split between the two warps of the row block
 #pragma unroll
-        for (int ks = 0; ks < kC / 16; ++ks) {
+        for (int kh = 0; kh < 2; ++kh) {
+          const int ks = 2 * wh + kh;
           uint32_t a[4];
           ldsm_x4(a, &s.Tu[r0 + (lane & 15)][ks * 16 + ((lane >> 4) << 3)]);
 #pragma unroll
