@@ -369,7 +369,7 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
         }
       }
     }
-    __syncthreads();
+    // (no barrier: S1 touches only q and k, which S0 does not)
 
     // ---- S1: q/k l2norm in place (fp32 math, bf16 result as FLA)
     if (p.l2norm) {
@@ -401,8 +401,8 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
             *reinterpret_cast<uint32_t*>(row + lane * PER + e) = pack_bf16(x[u][e] * rs, x[u][e + 1] * rs);
         }
       }
-      __syncthreads();
     }
+    __syncthreads();
 
     // ---- S2: L (strict lower, times beta_r) and Aqk (lower incl., times scale)
     if constexpr (KDA) {
