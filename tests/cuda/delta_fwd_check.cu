@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 
@@ -303,9 +304,12 @@ double time_one(bool kda, const Shape4& s, std::FILE* log) {
 
 int main(int argc, char** argv) {
   bool do_time = true, do_check = true;
+  int only_op = -1, only_shape = -1;  // --op kda|gdn, --shape INDEX (for profiling one cell)
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--no-time")) do_time = false;
     if (!std::strcmp(argv[i], "--no-check")) do_check = false;
+    if (!std::strcmp(argv[i], "--op") && i + 1 < argc) only_op = !std::strcmp(argv[++i], "kda") ? 1 : 0;
+    if (!std::strcmp(argv[i], "--shape") && i + 1 < argc) only_shape = std::atoi(argv[++i]);
   }
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
@@ -343,7 +347,9 @@ int main(int argc, char** argv) {
                                         {4, 2048, 16, 128, 1.513, 0.883},  {4, 4096, 64, 128, 3.303, 1.968},
                                         {8, 2048, 32, 256, 0, 0},          {8, 1024, 8, 64, 0, 0}};
     for (bool kda : {true, false})
-      for (const auto& s : shapes) time_one(kda, s, log);
+      for (size_t i = 0; i < shapes.size(); ++i)
+        if ((only_op < 0 || only_op == static_cast<int>(kda)) && (only_shape < 0 || only_shape == static_cast<int>(i)))
+          time_one(kda, shapes[i], log);
     if (log) std::fclose(log);
   }
   std::printf("%s (%d failing checks)\n", fails ? "FAILED" : "ALL CHECKS PASSED", fails);
