@@ -61,18 +61,19 @@ struct Smem {
   alignas(16) bf16 k[2][kC][K + 8];  // normalized k; KDA later k*exp(bL-b)
   alignas(16) float b2[KDA ? kC : 1][K + 4];  // KDA: per-channel log2 cumsum of g
   union alignas(16) {
-    float L[kC][68];  // strict-lower L (fp32)
+    float L[kC][68];     // strict-lower L (fp32)
+    bf16 kb[kC][K + 8];  // KDA: k*exp(b), built after the solve
   } u1;
   union alignas(16) {
     float X[kC][68];     // (I+L)^-1 in fp32, upper blocks used as merge scratch
     bf16 graw[kC][K + 8];  // KDA: the next chunk's raw bf16 gate, prefetched once X is dead
   } u2;
   alignas(16) bf16 Tu[kC][72];       // Tinv * diag(beta)
-  alignas(16) bf16 Tw[kC][72];       // GDN: Tinv * diag(beta*exp(b)); KDA: with vg, k*exp(bL-b)
-  alignas(16) bf16 vg[kC][72];       // GDN: v_new * exp(bL - b); must follow Tw (see above)
+  alignas(16) bf16 Tw[kC][72];       // GDN: Tinv * diag(beta*exp(b)); KDA unused (== Tu)
   alignas(16) bf16 Aqk[kC][72];      // scale * gated q k^T, lower incl.
   alignas(16) bf16 v[2][kC][72];     // value tile
   alignas(16) bf16 vn[kC][72];       // v_new
+  alignas(16) bf16 vg[kC][72];       // GDN: v_new * exp(bL - b)
   alignas(16) bf16 H[K][72];         // bf16 copy of the state H_n (rows: key channel, cols: value)
   alignas(16) float beta[kC];
   alignas(16) float bs[kC];          // GDN: scalar log2 cumsum
@@ -164,31 +165,6 @@ __device__ __forceinline__ void blk_store(float* D, const float acc[2][4], float
   }
 }
 
-// Inverse of the unit lower-triangular diagonal block (I + L_bb), 16x16, by forward substitution in
-// fp32; lanes 0..15 each own one column. L and X are fp32 with pitch 68.
-// Also writes the block of Tu = X diag(beta) (and GDN's Tw = X diag(beta exp(b)) when Tw is given).
-__device__ __forceinline__ void invert_diag_block(const float (*L)[68], float (*X)[68], int blk, int lane,
-                                                  bf16 (*Tu)[72], bf16 (*Tw)[72], const float* beta, const float* bs) {
-  if (lane < 16) {
-    const int c = lane, o16 = 16 * blk;
-    float x[16];
-#pragma unroll
-    for (int i = 0; i < 16; ++i) {
-      float acc = (i == c) ? 1.f : 0.f;
-#pragma unroll
-      for (int j = 0; j < i; ++j) acc -= L[o16 + i][o16 + j] * x[j];
-      x[i] = acc;
-    }
-    const float bu = beta[o16 + c], bw = Tw ? bu * ex2(bs[o16 + c]) : 0.f;
-#pragma unroll
-    for (int i = 0; i < 16; ++i) {
-      X[o16 + i][o16 + c] = x[i];
-      Tu[o16 + i][o16 + c] = __float2bfloat16_rn(x[i] * bu);
-      if (Tw) Tw[o16 + i][o16 + c] = __float2bfloat16_rn(x[i] * bw);
-    }
-  }
-}
-
 __device__ __forceinline__ float load_any(const void* p, long i, int is_f32) {
   return is_f32 ? static_cast<const float*>(p)[i] : __bfloat162float(static_cast<const bf16*>(p)[i]);
 }
@@ -247,10 +223,6 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
     }
   };
   store_state_smem();
-  for (int i = tid; i < kC * 72 / 2; i += kThreads) {  // Tu/Tw upper blocks are never written again
-    reinterpret_cast<uint32_t*>(&s.Tu[0][0])[i] = 0u;
-    reinterpret_cast<uint32_t*>(&s.Tw[0][0])[i] = 0u;
-  }
 
   const float decay_a = (p.gate_mode != kGateGiven && p.A_log) ? __expf(p.A_log[hv]) : 1.f;
   const long nchunks = (len + kC - 1) / kC;
@@ -307,8 +279,6 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
     bf16 (&sq)[kC][K + 8] = s.q[cur];
     bf16 (&sk)[kC][K + 8] = s.k[cur];
     bf16 (&sv)[kC][72] = s.v[cur];
-    bf16 (*kgb)[K + 8] = reinterpret_cast<bf16 (*)[K + 8]>(&s.Tw[0][0]);  // KDA: k*exp(bL-b)
-    static_assert(sizeof(s.Tw) + sizeof(s.vg) >= sizeof(bf16) * kC * (K + 8), "Tw+vg too small for k*exp(bL-b)");
     cp_async_wait_all();
     __syncthreads();
     if (ci + 1 < nchunks) {  // the other buffer was last read before the previous chunk's final barrier
@@ -369,7 +339,7 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
         }
       }
     }
-    // (no barrier: S1 touches only q and k, which S0 does not)
+    __syncthreads();
 
     // ---- S1: q/k l2norm in place (fp32 math, bf16 result as FLA)
     if (p.l2norm) {
@@ -401,8 +371,8 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
             *reinterpret_cast<uint32_t*>(row + lane * PER + e) = pack_bf16(x[u][e] * rs, x[u][e + 1] * rs);
         }
       }
+      __syncthreads();
     }
-    __syncthreads();
 
     // ---- S2: L (strict lower, times beta_r) and Aqk (lower incl., times scale)
     if constexpr (KDA) {
@@ -502,10 +472,6 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
           s.u1.L[r][j] = jj < rr ? s.beta[r] * sl : 0.f;
         }
       }
-      if (!idle && dia) {  // invert this diagonal block right away (no block barrier needed)
-        __syncwarp();
-        invert_diag_block(s.u1.L, s.u2.X, ib, lane, s.Tu, KDA ? nullptr : s.Tw, s.beta, s.bs);
-      }
       if (!idle && dia) {  // Aqk above the diagonal block is zero (o reads all 64 columns)
         for (int e = lane; e < 16 * (kC - 16 * (ib + 1)) / 2; e += 32) {
           const int w2 = (kC - 16 * (ib + 1)) / 2;
@@ -515,79 +481,66 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
       }
     } else {
       // GDN: plain q k^T and k k^T on tensor cores, then the scalar decay exp(b_r - b_j) (selected).
-      // Same job table as KDA: off-diagonal blocks of row block ib, or its diagonal block, which that
-      // warp then inverts at once.
-      const unsigned code = (0xB987A123u >> (4 * warp)) & 0xFu;
-      const bool idle = code == 7u, dia = (code & 8u) != 0u;
-      const int ib = static_cast<int>(code & 7u);
-      if (!idle) {
-        float accA[6][4], accL[6][4];
+      // Warp (ib, wh): rows 16ib.., the n8 column tiles nt = 2i + wh.
+      const int ib = wr;
+      float accA[4][4], accL[4][4];
 #pragma unroll
-        for (int i = 0; i < 6; ++i)
+      for (int i = 0; i < 4; ++i)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) accA[i][e] = accL[i][e] = 0.f;
+        for (int e = 0; e < 4; ++e) accA[i][e] = accL[i][e] = 0.f;
 #pragma unroll
-        for (int ks = 0; ks < K / 16; ++ks) {
-          uint32_t aq[4], ak[4];
-          ldsm_x4(aq, &sq[16 * ib + (lane & 15)][ks * 16 + ((lane >> 4) << 3)]);
-          ldsm_x4(ak, &sk[16 * ib + (lane & 15)][ks * 16 + ((lane >> 4) << 3)]);
+      for (int ks = 0; ks < K / 16; ++ks) {
+        uint32_t aq[4], ak[4];
+        ldsm_x4(aq, &sq[16 * ib + (lane & 15)][ks * 16 + ((lane >> 4) << 3)]);
+        ldsm_x4(ak, &sk[16 * ib + (lane & 15)][ks * 16 + ((lane >> 4) << 3)]);
 #pragma unroll
-          for (int i = 0; i < 6; ++i) {
-            if (dia ? (i >= 2) : (i >= 2 * ib)) continue;
-            const int nt = dia ? 2 * ib + i : i;
-            uint32_t b[2];
-            ldsm_x2(b, &sk[nt * 8 + (lane & 7)][ks * 16 + (((lane >> 3) & 1) << 3)]);
-            mma_bf16(accA[i], aq, b[0], b[1]);
-            mma_bf16(accL[i], ak, b[0], b[1]);
-          }
-        }
-#pragma unroll
-        for (int i = 0; i < 6; ++i) {
-          if (dia ? (i >= 2) : (i >= 2 * ib)) continue;
-          const int nt = dia ? 2 * ib + i : i;
-#pragma unroll
-          for (int hf = 0; hf < 2; ++hf) {
-            const int r = 16 * ib + g + hf * 8, j = nt * 8 + 2 * t;
-            float av[2], lv[2];
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              const int jj = j + e;
-              const float gam = ex2(fminf(s.bs[r] - s.bs[jj], 0.f));
-              av[e] = (jj <= r) ? p.scale * accA[i][hf * 2 + e] * gam : 0.f;
-              lv[e] = (jj < r) ? s.beta[r] * accL[i][hf * 2 + e] * gam : 0.f;
-            }
-            *reinterpret_cast<uint32_t*>(&s.Aqk[r][j]) = pack_bf16(av[0], av[1]);
-            s.u1.L[r][j] = lv[0];
-            s.u1.L[r][j + 1] = lv[1];
-          }
+        for (int i = 0; i < 4; ++i) {
+          if (i > ib) continue;
+          uint32_t b[2];
+          ldsm_x2(b, &sk[(2 * i + wh) * 8 + (lane & 7)][ks * 16 + (((lane >> 3) & 1) << 3)]);
+          mma_bf16(accA[i], aq, b[0], b[1]);
+          mma_bf16(accL[i], ak, b[0], b[1]);
         }
       }
-      if (!idle && dia) {
-        __syncwarp();
-        invert_diag_block(s.u1.L, s.u2.X, ib, lane, s.Tu, KDA ? nullptr : s.Tw, s.beta, s.bs);
-        for (int e = lane; e < 16 * (kC - 16 * (ib + 1)) / 2; e += 32) {  // Aqk above the diagonal block
-          const int w2 = (kC - 16 * (ib + 1)) / 2;
-          const int r = 16 * ib + e / w2, j = 16 * (ib + 1) + 2 * (e % w2);
-          *reinterpret_cast<uint32_t*>(&s.Aqk[r][j]) = 0u;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int jb = i, nt = 2 * i + wh;
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+          const int r = 16 * ib + g + hf * 8, j = nt * 8 + 2 * t;
+          float av[2], lv[2];
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int jj = j + e;
+            const float gam = ex2(fminf(s.bs[r] - s.bs[jj], 0.f));
+            av[e] = (jb <= ib && jj <= r) ? p.scale * accA[i][hf * 2 + e] * gam : 0.f;
+            lv[e] = (jb <= ib && jj < r) ? s.beta[r] * accL[i][hf * 2 + e] * gam : 0.f;
+          }
+          *reinterpret_cast<uint32_t*>(&s.Aqk[r][j]) = pack_bf16(av[0], av[1]);
+          s.u1.L[r][j] = lv[0];
+          s.u1.L[r][j + 1] = lv[1];
         }
       }
     }
     __syncthreads();
 
     // ---- S3: (I+L)^-1: forward substitution on the diagonal 16x16 blocks, then tf32 block merges
-    // (the diagonal blocks were inverted by their S2 warps already)
+    if (warp < 4 && lane < 16) {
+      const int c = lane, o16 = 16 * warp;
+      float x[16];
+#pragma unroll
+      for (int i = 0; i < 16; ++i) {
+        float acc = (i == c) ? 1.f : 0.f;
+#pragma unroll
+        for (int j = 0; j < i; ++j) acc -= s.u1.L[o16 + i][o16 + j] * x[j];
+        x[i] = acc;
+      }
+#pragma unroll
+      for (int i = 0; i < 16; ++i) s.u2.X[o16 + i][o16 + c] = x[i];
+    }
+    __syncthreads();
 #pragma unroll 1
     for (int d = 1; d < 4; ++d) {
-      if (KDA && d == 1 && warp >= 4) {
-        // idle warps: q*exp(b) in place and k*exp(bL-b) into the Tw/vg space (k stays for S4)
-        for (int i = tid - 128; i < kC * K / 2; i += kThreads - 128) {
-          const int r = i / (K / 2), c = (i % (K / 2)) * 2;
-          const float2 b = *reinterpret_cast<const float2*>(&s.b2[r][c]);
-          const float2 qv = ld_bf2(&sq[r][c]), kv = ld_bf2(&sk[r][c]);
-          *reinterpret_cast<uint32_t*>(&sq[r][c]) = pack_bf16(qv.x * ex2(b.x), qv.y * ex2(b.y));
-          *reinterpret_cast<uint32_t*>(&kgb[r][c]) = pack_bf16(kv.x * ex2(s.bL[c] - b.x), kv.y * ex2(s.bL[c + 1] - b.y));
-        }
-      }
       if (warp >= d && warp < 4) {
         const int i = warp, jc = warp - d;
         float acc[2][4] = {};
@@ -597,32 +550,37 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
         float acc2[2][4] = {};
         blk_mma_tf32(acc2, &s.u2.X[16 * i][16 * i], &s.u2.X[16 * jc][16 * i], lane);
         blk_store(&s.u2.X[16 * i][16 * jc], acc2, -1.f, lane);
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt)  // final block: emit Tu (and GDN Tw) straight from registers
-#pragma unroll
-          for (int hf = 0; hf < 2; ++hf) {
-            const int r = 16 * i + g + 8 * hf, j = 16 * jc + nt * 8 + 2 * t;
-            const float x0 = -acc2[nt][2 * hf], x1 = -acc2[nt][2 * hf + 1];
-            const float b0 = s.beta[j], b1 = s.beta[j + 1];
-            *reinterpret_cast<uint32_t*>(&s.Tu[r][j]) = pack_bf16(x0 * b0, x1 * b1);
-            if (!KDA)
-              *reinterpret_cast<uint32_t*>(&s.Tw[r][j]) = pack_bf16(x0 * b0 * ex2(s.bs[j]), x1 * b1 * ex2(s.bs[j + 1]));
-          }
       }
       __syncthreads();
     }
 
-    // ---- S4 (KDA): k*exp(b) in place (w's operand). Tu/Tw were emitted block by block above;
-    // their upper blocks stay zero from the kernel start.
+    // ---- S4: Tinv -> bf16 with beta (and GDN exp(b)) folded into the columns; KDA gated operands
+    for (int i = tid; i < kC * kC / 2; i += kThreads) {
+      const int r = i / (kC / 2), j = (i % (kC / 2)) * 2;
+      float tu[2], tw[2];
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int jj = j + e;
+        const float x = (jj <= r) ? s.u2.X[r][jj] : 0.f;
+        tu[e] = x * s.beta[jj];
+        tw[e] = KDA ? 0.f : tu[e] * ex2(s.bs[jj]);
+      }
+      *reinterpret_cast<uint32_t*>(&s.Tu[r][j]) = pack_bf16(tu[0], tu[1]);
+      if (!KDA) *reinterpret_cast<uint32_t*>(&s.Tw[r][j]) = pack_bf16(tw[0], tw[1]);
+    }
     if constexpr (KDA) {
       for (int i = tid; i < kC * K / 2; i += kThreads) {
         const int r = i / (K / 2), c = (i % (K / 2)) * 2;
         const float2 b = *reinterpret_cast<const float2*>(&s.b2[r][c]);
-        const float2 kv = ld_bf2(&sk[r][c]);
-        *reinterpret_cast<uint32_t*>(&sk[r][c]) = pack_bf16(kv.x * ex2(b.x), kv.y * ex2(b.y));
+        const float2 qv = ld_bf2(&sq[r][c]), kv = ld_bf2(&sk[r][c]);
+        const float e0 = ex2(b.x), e1 = ex2(b.y);
+        const float l0 = ex2(s.bL[c] - b.x), l1 = ex2(s.bL[c + 1] - b.y);
+        *reinterpret_cast<uint32_t*>(&sq[r][c]) = pack_bf16(qv.x * e0, qv.y * e1);
+        *reinterpret_cast<uint32_t*>(&s.u1.kb[r][c]) = pack_bf16(kv.x * e0, kv.y * e1);
+        *reinterpret_cast<uint32_t*>(&sk[r][c]) = pack_bf16(kv.x * l0, kv.y * l1);
       }
-      __syncthreads();
     }
+    __syncthreads();
 
     // ---- S5: u = Tu v; w = Tw kb; v_new = u - w H. Warp (ib, wh): rows 16ib.., w and the w H
     // reduction over key channels [wh K/2, (wh+1) K/2); -w stays in registers as A fragments; the
@@ -647,7 +605,7 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
             uint32_t b[4];
             const int rr = ks * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
             const int cc = wh * KH + np * 16 + ((lane >> 4) << 3);
-            ldsm_x4_t(b, &sk[rr][cc]);  // KDA: k*exp(b); GDN: k
+            ldsm_x4_t(b, KDA ? &s.u1.kb[rr][cc] : &sk[rr][cc]);
             mma_bf16(accW[2 * np], a, b[0], b[1]);
             mma_bf16(accW[2 * np + 1], a, b[2], b[3]);
           }
@@ -665,10 +623,9 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
       for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) accU[nt][e] = 0.f;
-      {  // u = Tu v, its token reduction split between the two warps of the row block
+      if (wh == 0) {
 #pragma unroll
-        for (int kh = 0; kh < 2; ++kh) {
-          const int ks = 2 * wh + kh;
+        for (int ks = 0; ks < kC / 16; ++ks) {
           uint32_t a[4];
           ldsm_x4(a, &s.Tu[r0 + (lane & 15)][ks * 16 + ((lane >> 4) << 3)]);
 #pragma unroll
@@ -795,8 +752,7 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
       for (int ks = 0; ks < kC / 16; ++ks) {
         uint32_t a[4];
         // A = kg^T: element (m = channel, kk = token) lives at sk[token][channel]
-        ldsm_x4_t(a, KDA ? &kgb[ks * 16 + (lane & 7) + ((lane >> 4) << 3)][sm0 + (((lane >> 3) & 1) << 3)]
-                       : &sk[ks * 16 + (lane & 7) + ((lane >> 4) << 3)][sm0 + (((lane >> 3) & 1) << 3)]);
+        ldsm_x4_t(a, &sk[ks * 16 + (lane & 7) + ((lane >> 4) << 3)][sm0 + (((lane >> 3) & 1) << 3)]);
 #pragma unroll
         for (int np = 0; np < NTS / 2; ++np) {
           uint32_t b[4];
