@@ -13,9 +13,7 @@ namespace {
 
 bool compiled() { return true; }
 RunInfo chunk_gla_backward(const Problem&, const ChunkGlaArgs&, const AttentionGradInputs&, const ChunkGlaGrads&, const ExecOptions&) { pending("chunk_gla"); }
-RunInfo chunk_kda_forward(const Problem&, const ChunkKdaArgs&, const AttentionOutputs&, ForwardMode, const ExecOptions&) { pending("chunk_kda"); }
 RunInfo chunk_kda_backward(const Problem&, const ChunkKdaArgs&, const AttentionGradInputs&, const DeltaRuleGrads&, const ExecOptions&) { pending("chunk_kda"); }
-RunInfo chunk_gdn_forward(const Problem&, const ChunkGdnArgs&, const AttentionOutputs&, ForwardMode, const ExecOptions&) { pending("chunk_gdn"); }
 RunInfo chunk_gdn_backward(const Problem&, const ChunkGdnArgs&, const AttentionGradInputs&, const DeltaRuleGrads&, const ExecOptions&) { pending("chunk_gdn"); }
 
 }  // namespace lina::detail::cuda

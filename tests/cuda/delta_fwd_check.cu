@@ -1,0 +1,357 @@
+// Standalone check + timing of the CUDA chunk_kda / chunk_gdn forward through the public API.
+// Correctness: fp64 host recurrence (spec section 2) on the same bf16-rounded inputs, FLA's metric
+// RMS(ref - out) / RMS(ref) with tolerance 0.005 on o and the final state; outputs poisoned with NaN.
+// Timing: FLA's benchmark inputs and shapes, CUDA events, median of 30 samples, 256 MB L2 flush.
+// Exit code: 0 all checks passed, 1 a check failed.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include <cuda_bf16.h>
+#include <string>
+#include <vector>
+
+#include "harness/accuracy.h"
+#include "lina/chunk_delta.h"
+#include "lina/error.h"
+#include "tests/support/random.h"
+
+using namespace lina;
+
+#define CK(x)                                                                             \
+  do {                                                                                    \
+    cudaError_t e_ = (x);                                                                 \
+    if (e_ != cudaSuccess) {                                                              \
+      std::fprintf(stderr, "CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
+      std::exit(2);                                                                       \
+    }                                                                                     \
+  } while (0)
+
+namespace {
+
+struct DevBuf {
+  void* p = nullptr;
+  size_t n = 0;
+  DevBuf() = default;
+  explicit DevBuf(size_t bytes) : n(bytes) { CK(cudaMalloc(&p, bytes ? bytes : 16)); }
+  ~DevBuf() { if (p) cudaFree(p); }
+  DevBuf(const DevBuf&) = delete;
+  DevBuf& operator=(const DevBuf&) = delete;
+};
+
+TensorView dev_view(DevBuf& b, DType dt, Shape s) { return TensorView::contiguous(b.p, dt, s, Device::cuda, 0); }
+
+DevBuf* upload(const HostTensor& h) {
+  auto* b = new DevBuf(h.nbytes());
+  CK(cudaMemcpy(b->p, h.data(), h.nbytes(), cudaMemcpyHostToDevice));
+  return b;
+}
+
+enum Gate { kGiven = 0, kSoftplus = 1, kLowerBound = 2 };
+
+struct Case {
+  const char* name;
+  bool kda;
+  int B, T, H, HV, D;
+  std::vector<int> cu;  // empty: dense
+  Gate gate;
+  bool safe;
+  bool beta_sigmoid;
+  bool h0;
+};
+
+double softplus(double x) { return x > 20 ? x : std::log1p(std::exp(x)); }
+
+int run_case(const Case& c, std::uint64_t seed) {
+  testing::Rng rng(seed);
+  const int K = c.D, V = c.D, B = c.B, T = c.T, H = c.H, HV = c.HV, G = HV / H;
+  const bool varlen = !c.cu.empty();
+  const int N = varlen ? static_cast<int>(c.cu.size()) - 1 : B;
+  HostTensor q = testing::normal(rng, DType::bf16, {B, T, H, K});
+  HostTensor k = testing::normal(rng, DType::bf16, {B, T, H, K});
+  HostTensor v = testing::normal(rng, DType::bf16, {B, T, HV, V});
+  Shape gshape = c.kda ? Shape{B, T, HV, K} : Shape{B, T, HV};
+  HostTensor g = testing::make(DType::bf16, gshape, [&] {
+    const double x = rng.normal();
+    if (c.gate != kGiven) return x;
+    const double ls = testing::logsigmoid(x);
+    return c.safe ? std::max(ls, -5.0) : ls;
+  });
+  HostTensor beta = testing::make(DType::bf16, {B, T, HV}, [&] {
+    const double x = rng.normal();
+    return c.beta_sigmoid ? x : testing::sigmoid(x);
+  });
+  HostTensor A_log, dt_bias;
+  const bool has_alog = c.gate == kSoftplus || (c.gate == kLowerBound && (seed & 1));
+  if (has_alog) A_log = testing::make(DType::f32, {HV}, [&] { return c.gate == kSoftplus ? std::log(1.0 + 15.0 * rng.uniform()) : 0.3 * rng.normal(); });
+  if (c.gate != kGiven) dt_bias = testing::make(DType::f32, c.kda ? Shape{HV * K} : Shape{HV}, [&] { return rng.normal(); });
+  HostTensor h0;
+  if (c.h0) h0 = testing::normal(rng, DType::f32, {N, HV, K, V});
+  HostTensor cu;
+  if (varlen) {
+    cu = HostTensor(DType::i32, {static_cast<std::int64_t>(c.cu.size())});
+    for (size_t i = 0; i < c.cu.size(); ++i) cu.set(static_cast<std::int64_t>(i), c.cu[i]);
+  }
+  const double scale = 1.0 / std::sqrt(static_cast<double>(K));
+  const double lower_bound = -5.0;
+
+  // ---- fp64 reference: S' = decay S; u = beta (v - S'^T k); S = S' + k u^T; o = S^T (scale q)
+  std::vector<double> o_ref(static_cast<size_t>(B) * T * HV * V), ht_ref(static_cast<size_t>(N) * HV * K * V);
+  const auto qd = q.to_f64(), kd = k.to_f64(), vd = v.to_f64(), gd = g.to_f64(), bd = beta.to_f64();
+  std::vector<double> S(static_cast<size_t>(K) * V), qn(K), kn(K), gk(K), u(V);
+  for (int n = 0; n < N; ++n) {
+    const long bos = varlen ? c.cu[n] : static_cast<long>(n) * T;
+    const long len = varlen ? c.cu[n + 1] - c.cu[n] : T;
+    for (int hv = 0; hv < HV; ++hv) {
+      const int h = hv / G;
+      for (int i = 0; i < K * V; ++i) S[i] = c.h0 ? h0.get((static_cast<long>(n) * HV + hv) * K * V + i) : 0.0;
+      for (long tt = bos; tt < bos + len; ++tt) {
+        double sq = 0, sk = 0;
+        for (int x = 0; x < K; ++x) {
+          qn[x] = qd[(tt * H + h) * K + x];
+          kn[x] = kd[(tt * H + h) * K + x];
+          sq += qn[x] * qn[x];
+          sk += kn[x] * kn[x];
+        }
+        for (int x = 0; x < K; ++x) {  // use_qk_l2norm_in_kernel
+          qn[x] /= std::sqrt(sq + 1e-6);
+          kn[x] /= std::sqrt(sk + 1e-6);
+        }
+        for (int x = 0; x < K; ++x) {
+          const double raw = c.kda ? gd[(tt * HV + hv) * K + x] : gd[tt * HV + hv];
+          double gv = raw;
+          if (c.gate == kSoftplus) {
+            const double bias = c.kda ? dt_bias.get(hv * K + x) : dt_bias.get(hv);
+            gv = -std::exp(A_log.get(hv)) * softplus(raw + bias);
+          } else if (c.gate == kLowerBound) {
+            const double e = has_alog ? std::exp(A_log.get(hv)) : 1.0;
+            gv = lower_bound * testing::sigmoid(e * (raw + dt_bias.get(hv * K + x)));
+          }
+          gk[x] = gv;
+        }
+        double bt = bd[tt * HV + hv];
+        if (c.beta_sigmoid) bt = testing::sigmoid(bt);
+        for (int x = 0; x < K; ++x) {
+          const double a = std::exp(gk[x]);
+          for (int y = 0; y < V; ++y) S[x * V + y] *= a;
+        }
+        for (int y = 0; y < V; ++y) {
+          double p = 0;
+          for (int x = 0; x < K; ++x) p += S[x * V + y] * kn[x];
+          u[y] = bt * (vd[(tt * HV + hv) * V + y] - p);
+        }
+        for (int x = 0; x < K; ++x)
+          for (int y = 0; y < V; ++y) S[x * V + y] += kn[x] * u[y];
+        for (int y = 0; y < V; ++y) {
+          double o = 0;
+          for (int x = 0; x < K; ++x) o += S[x * V + y] * qn[x] * scale;
+          o_ref[(tt * HV + hv) * V + y] = o;
+        }
+      }
+      for (int i = 0; i < K * V; ++i) ht_ref[(static_cast<size_t>(n) * HV + hv) * K * V + i] = S[i];
+    }
+  }
+
+  // ---- CUDA path through the public API
+  std::unique_ptr<DevBuf> dq(upload(q)), dk(upload(k)), dv(upload(v)), dg(upload(g)), dbeta(upload(beta));
+  std::unique_ptr<DevBuf> dalog, ddt, dh0, dcu;
+  if (has_alog) dalog.reset(upload(A_log));
+  if (c.gate != kGiven) ddt.reset(upload(dt_bias));
+  if (c.h0) dh0.reset(upload(h0));
+  if (varlen) dcu.reset(upload(cu));
+  DevBuf dout(static_cast<size_t>(B) * T * HV * V * 2), dht(static_cast<size_t>(N) * HV * K * V * 4);
+  CK(cudaMemset(dout.p, 0xff, dout.n));  // NaN poison
+  CK(cudaMemset(dht.p, 0xff, dht.n));
+  AttentionOutputs out{dev_view(dout, DType::bf16, {B, T, HV, V}), dev_view(dht, DType::f32, {N, HV, K, V})};
+  auto fill = [&](DeltaRuleArgs& a) {
+    a.q = dev_view(*dq, DType::bf16, {B, T, H, K});
+    a.k = dev_view(*dk, DType::bf16, {B, T, H, K});
+    a.v = dev_view(*dv, DType::bf16, {B, T, HV, V});
+    a.g = dev_view(*dg, DType::bf16, gshape);
+    a.beta = dev_view(*dbeta, DType::bf16, {B, T, HV});
+    if (c.h0) a.initial_state = dev_view(*dh0, DType::f32, {N, HV, K, V});
+    if (varlen) a.cu_seqlens = dev_view(*dcu, DType::i32, {static_cast<std::int64_t>(c.cu.size())});
+    a.use_qk_l2norm_in_kernel = true;
+    a.use_beta_sigmoid_in_kernel = c.beta_sigmoid;
+    a.use_gate_in_kernel = c.gate != kGiven;
+    if (dalog) a.A_log = dev_view(*dalog, DType::f32, {HV});
+    if (ddt) a.dt_bias = dev_view(*ddt, DType::f32, c.kda ? Shape{HV * K} : Shape{HV});
+  };
+  ExecOptions opts;
+  opts.backend = Backend::cuda;
+  try {
+    if (c.kda) {
+      ChunkKdaArgs a;
+      fill(a);
+      a.safe_gate = c.safe;
+      if (c.safe || c.gate == kLowerBound) a.lower_bound = lower_bound;
+      chunk_kda_forward(a, out, ForwardMode::inference, opts);
+    } else {
+      ChunkGdnArgs a;
+      fill(a);
+      chunk_gdn_forward(a, out, ForwardMode::inference, opts);
+    }
+    CK(cudaDeviceSynchronize());
+  } catch (const Error& e) {
+    std::printf("%-44s ERROR %s\n", c.name, e.what());
+    return 1;
+  }
+  HostTensor o_h(DType::bf16, {B, T, HV, V}), ht_h(DType::f32, {N, HV, K, V});
+  CK(cudaMemcpy(o_h.data(), dout.p, o_h.nbytes(), cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(ht_h.data(), dht.p, ht_h.nbytes(), cudaMemcpyDeviceToHost));
+  const auto co = harness::assert_close(o_ref, o_h.to_f64(), 0.005);
+  const auto ch = harness::assert_close(ht_ref, ht_h.to_f64(), 0.005);
+  const bool pass = co.pass && ch.pass;
+  std::printf("%-44s o: err %.2e max %.2e nan %d | ht: err %.2e max %.2e nan %d  %s\n", c.name, co.err_ratio, co.max_abs,
+              co.has_nan, ch.err_ratio, ch.max_abs, ch.has_nan, pass ? "PASS" : "FAIL");
+  return pass ? 0 : 1;
+}
+
+// ---- timing on FLA's benchmark inputs (device-side seeded RNG; the host would take too long)
+__device__ float hash_normal(unsigned long long i, unsigned long long seed) {
+  unsigned long long x = i * 0x9E3779B97F4A7C15ull + seed;
+  x ^= x >> 30; x *= 0xBF58476D1CE4E5B9ull; x ^= x >> 27; x *= 0x94D049BB133111EBull; x ^= x >> 31;
+  const float u1 = ((x >> 40) + 1) * (1.0f / 16777217.0f), u2 = ((x >> 16) & 0xFFFFFF) * (1.0f / 16777216.0f);
+  return sqrtf(-2.f * logf(u1)) * cospif(2.f * u2);
+}
+
+__global__ void fill_kernel(__nv_bfloat16* p, long n, unsigned long long seed, int transform) {
+  for (long i = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x; i < n; i += static_cast<long>(gridDim.x) * blockDim.x) {
+    float x = __bfloat162float(__float2bfloat16(hash_normal(i, seed)));  // randn in bf16, then transform
+    if (transform == 1) x = x >= 0 ? -log1pf(expf(-x)) : x - log1pf(expf(x));  // logsigmoid
+    if (transform == 2) x = 1.f / (1.f + expf(-x));                             // sigmoid
+    p[i] = __float2bfloat16(x);
+  }
+}
+
+struct Shape4 {
+  int B, T, H, D;
+  double fla_kda, fla_gdn;  // ms, 0 = not measured
+};
+
+double time_one(bool kda, const Shape4& s, std::FILE* log) {
+  const long BT = static_cast<long>(s.B) * s.T, n_qk = BT * s.H * s.D;
+  DevBuf q(n_qk * 2), k(n_qk * 2), v(n_qk * 2), o(n_qk * 2), g((kda ? n_qk : BT * s.H) * 2), beta(BT * s.H * 2);
+  fill_kernel<<<1024, 256>>>(static_cast<__nv_bfloat16*>(q.p), n_qk, 1, 0);
+  fill_kernel<<<1024, 256>>>(static_cast<__nv_bfloat16*>(k.p), n_qk, 2, 0);
+  fill_kernel<<<1024, 256>>>(static_cast<__nv_bfloat16*>(v.p), n_qk, 3, 0);
+  fill_kernel<<<1024, 256>>>(static_cast<__nv_bfloat16*>(g.p), kda ? n_qk : BT * s.H, 4, 1);
+  fill_kernel<<<1024, 256>>>(static_cast<__nv_bfloat16*>(beta.p), BT * s.H, 5, 2);
+  CK(cudaGetLastError());
+  DevBuf flush(256ull << 20);
+  AttentionOutputs out{dev_view(o, DType::bf16, {s.B, s.T, s.H, s.D}), std::nullopt};
+  ExecOptions opts;
+  opts.backend = Backend::cuda;
+  ChunkKdaArgs ka;
+  ChunkGdnArgs ga;
+  DeltaRuleArgs& a = kda ? static_cast<DeltaRuleArgs&>(ka) : static_cast<DeltaRuleArgs&>(ga);
+  a.q = dev_view(q, DType::bf16, {s.B, s.T, s.H, s.D});
+  a.k = dev_view(k, DType::bf16, {s.B, s.T, s.H, s.D});
+  a.v = dev_view(v, DType::bf16, {s.B, s.T, s.H, s.D});
+  a.g = kda ? dev_view(g, DType::bf16, {s.B, s.T, s.H, s.D}) : dev_view(g, DType::bf16, {s.B, s.T, s.H});
+  a.beta = dev_view(beta, DType::bf16, {s.B, s.T, s.H});
+  a.use_qk_l2norm_in_kernel = true;
+  ka.safe_gate = true;
+  ka.lower_bound = -5.0;
+  auto call = [&] {
+    if (kda) chunk_kda_forward(ka, out, ForwardMode::inference, opts);
+    else chunk_gdn_forward(ga, out, ForwardMode::inference, opts);
+  };
+  char name[64];
+  std::snprintf(name, sizeof name, "B%d_T%d_H%d_D%d", s.B, s.T, s.H, s.D);
+  try {
+    for (int i = 0; i < 3; ++i) call();
+    CK(cudaDeviceSynchronize());
+  } catch (const Error& e) {
+    std::printf("%-4s %-22s unsupported: %s\n", kda ? "kda" : "gdn", name, e.what());
+    return 0;
+  }
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  std::vector<float> ms;
+  for (int i = 0; i < 30; ++i) {
+    CK(cudaMemsetAsync(flush.p, i & 0xff, flush.n));
+    CK(cudaEventRecord(e0));
+    call();
+    CK(cudaEventRecord(e1));
+    CK(cudaEventSynchronize(e1));
+    float x;
+    CK(cudaEventElapsedTime(&x, e0, e1));
+    ms.push_back(x);
+  }
+  CK(cudaGetLastError());
+  std::sort(ms.begin(), ms.end());
+  const double med = ms[ms.size() / 2];
+  const double ns_th = med * 1e6 / (static_cast<double>(BT) * s.H);
+  const double fla = kda ? s.fla_kda : s.fla_gdn;
+  char fla_s[64] = "n/a";
+  if (fla > 0) std::snprintf(fla_s, sizeof fla_s, "%.3f ms (%.2fx)", fla, fla / med);
+  std::printf("%-4s %-22s %8.4f ms  %6.3f ns/th  min %.4f p90 %.4f  FLA %s\n", kda ? "kda" : "gdn", name, med, ns_th, ms.front(),
+              ms[ms.size() * 9 / 10], fla_s);
+  if (log) std::fprintf(log, "%s,%s,%.5f,%.4f,%.5f\n", kda ? "kda" : "gdn", name, med, ns_th, fla);
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  return med;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool do_time = true, do_check = true;
+  int only_op = -1, only_shape = -1;  // --op kda|gdn, --shape INDEX (for profiling one cell)
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--no-time")) do_time = false;
+    if (!std::strcmp(argv[i], "--no-check")) do_check = false;
+    if (!std::strcmp(argv[i], "--op") && i + 1 < argc) only_op = !std::strcmp(argv[++i], "kda") ? 1 : 0;
+    if (!std::strcmp(argv[i], "--shape") && i + 1 < argc) only_shape = std::atoi(argv[++i]);
+  }
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("device: %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
+  int fails = 0;
+  if (do_check) {
+    const std::vector<int> vl = {0, 0, 16, 100, 300};
+    const std::vector<Case> cases = {
+        {"gdn T1 H2 HV2 D64", false, 1, 1, 2, 2, 64, {}, kGiven, false, false, true},
+        {"gdn T63 B2 H2 HV4 D128 h0", false, 2, 63, 2, 4, 128, {}, kGiven, false, false, true},
+        {"gdn T100 H1 HV4 D64 gate-in-kernel", false, 1, 100, 1, 4, 64, {}, kSoftplus, false, true, false},
+        {"gdn T300 varlen H2 HV4 D128 h0", false, 1, 300, 2, 4, 128, vl, kGiven, false, true, true},
+        {"gdn T200 B2 H4 HV4 D128 V-tiles", false, 2, 200, 4, 4, 128, {}, kGiven, false, false, true},
+        {"kda T1 H2 HV2 D64 safe", true, 1, 1, 2, 2, 64, {}, kGiven, true, false, true},
+        {"kda T63 B2 H2 HV4 D128 safe h0", true, 2, 63, 2, 4, 128, {}, kGiven, true, false, true},
+        {"kda T100 H1 HV4 D64 lower-bound gate", true, 1, 100, 1, 4, 64, {}, kLowerBound, true, true, false},
+        {"kda T300 varlen H2 HV4 D128 lb gate h0", true, 1, 300, 2, 4, 128, vl, kLowerBound, true, true, true},
+        {"kda T300 varlen H2 HV4 D128 softplus", true, 1, 300, 2, 4, 128, vl, kSoftplus, false, true, true},
+        {"kda T200 B2 H2 HV2 D64 given unsafe", true, 2, 200, 2, 2, 64, {}, kGiven, false, false, true},
+        {"kda T130 B1 H2 HV4 D128 given safe", true, 1, 130, 2, 4, 128, {}, kGiven, true, false, true},
+    };
+    std::uint64_t seed = 42;
+    for (const auto& c : cases) fails += run_case(c, seed++);
+    // K = 256 is refused clearly (not yet built)
+    for (bool kda : {true, false}) {
+      Case c{kda ? "kda D256 refused" : "gdn D256 refused", kda, 1, 64, 1, 1, 256, {}, kGiven, kda, false, false};
+      std::printf("(expect an unsupported error) ");
+      run_case(c, 7);
+    }
+  }
+  if (do_time) {
+    std::FILE* log = nullptr;
+    if (const char* o = std::getenv("OUT")) log = std::fopen((std::string(o) + "/timing.csv").c_str(), "w");
+    const std::vector<Shape4> shapes = {{1, 8192, 96, 128, 2.581, 1.595}, {2, 16384, 16, 128, 1.847, 1.245},
+                                        {4, 2048, 16, 128, 1.513, 0.883},  {4, 4096, 64, 128, 3.303, 1.968},
+                                        {8, 2048, 32, 256, 0, 0},          {8, 1024, 8, 64, 0, 0}};
+    for (bool kda : {true, false})
+      for (size_t i = 0; i < shapes.size(); ++i)
+        if ((only_op < 0 || only_op == static_cast<int>(kda)) && (only_shape < 0 || only_shape == static_cast<int>(i)))
+          time_one(kda, shapes[i], log);
+    if (log) std::fclose(log);
+  }
+  std::printf("%s (%d failing checks)\n", fails ? "FAILED" : "ALL CHECKS PASSED", fails);
+  return fails ? 1 : 0;
+}
