@@ -28,7 +28,10 @@ std::string shell_quote(const std::string& w) {
 
 std::string shell_join(int argc, const char* const* argv) {
   std::string s;
-  for (int i = 0; i < argc; ++i) s += (i ? " " : "") + shell_quote(argv[i]);
+  for (int i = 0; i < argc; ++i) {
+    if (i) s += ' ';
+    s += shell_quote(argv[i]);
+  }
   return s;
 }
 

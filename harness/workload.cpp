@@ -9,6 +9,7 @@
 #include <sstream>
 #include <thread>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "lina/error.h"
@@ -42,16 +43,16 @@ std::uint64_t stream_of(const std::string& name) {
 // Shape names
 
 std::string dense_name(std::int64_t B, std::int64_t T, std::int64_t H, std::int64_t D, std::int64_t HV) {
-  std::string s = "B" + std::to_string(B) + "_T" + std::to_string(T) + "_H" + std::to_string(H) + "_D" + std::to_string(D);
-  if (HV != H) s += "_HV" + std::to_string(HV);
+  std::string s = fmt::format("B{}_T{}_H{}_D{}", B, T, H, D);
+  if (HV != H) s += fmt::format("_HV{}", HV);
   return s;
 }
 
 namespace {
 
 std::string varlen_name(const std::string& dist, std::int64_t T, std::int64_t H, std::int64_t D, std::int64_t HV) {
-  std::string s = "varlen_" + dist + "_T" + std::to_string(T) + "_H" + std::to_string(H) + "_D" + std::to_string(D);
-  if (HV != H) s += "_HV" + std::to_string(HV);
+  std::string s = fmt::format("varlen_{}_T{}_H{}_D{}", dist, T, H, D);
+  if (HV != H) s += fmt::format("_HV{}", HV);
   return s;
 }
 
@@ -189,8 +190,8 @@ std::vector<Workload> parse_custom_shapes(const std::string& text_in, std::uint6
     w.keys = ShapeKeys{v["B"], v["T"], v["H"], HV, K, V, std::nullopt, v["B"]};
     w.name = dense_name(v["B"], v["T"], v["H"], K, HV);
     if (K != V) {  // D names cannot express K != V: spell both out
-      w.name = "B" + std::to_string(v["B"]) + "_T" + std::to_string(v["T"]) + "_H" + std::to_string(v["H"]) + "_K" +
-               std::to_string(K) + "_V" + std::to_string(V) + (HV != v["H"] ? "_HV" + std::to_string(HV) : "");
+      w.name = fmt::format("B{}_T{}_H{}_K{}_V{}", v["B"], v["T"], v["H"], K, V);
+      if (HV != v["H"]) w.name += fmt::format("_HV{}", HV);
     }
     out.push_back(std::move(w));
   }
