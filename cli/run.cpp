@@ -29,7 +29,7 @@ std::string command_line() {
     }
   std::vector<const char*> argv;
   for (const auto& a : args) argv.push_back(a.c_str());
-  return harness::shell_join(static_cast<int>(argv.size()), argv.data());
+  return harness::quote_command(static_cast<int>(argv.size()), argv.data());
 }
 }  // namespace
 

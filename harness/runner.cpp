@@ -18,7 +18,7 @@ namespace lina::harness {
 
 using nlohmann::json;
 
-std::string shell_quote(const std::string& w) {
+std::string quote_word(const std::string& w) {
   if (!w.empty() && w.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-./=:,+@%") == std::string::npos)
     return w;
   std::string q = "'";
@@ -26,11 +26,11 @@ std::string shell_quote(const std::string& w) {
   return q + "'";
 }
 
-std::string shell_join(int argc, const char* const* argv) {
+std::string quote_command(int argc, const char* const* argv) {
   std::string s;
   for (int i = 0; i < argc; ++i) {
     if (i) s += ' ';
-    s += shell_quote(argv[i]);
+    s += quote_word(argv[i]);
   }
   return s;
 }

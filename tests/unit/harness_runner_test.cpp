@@ -221,12 +221,12 @@ TEST(HarnessRunner, PlanValidatesFlags) {
 }
 
 TEST(HarnessRunner, ShellQuoting) {
-  EXPECT_EQ(shell_quote("--op"), "--op");
-  EXPECT_EQ(shell_quote("[{\"B\":1}]"), "'[{\"B\":1}]'");
-  EXPECT_EQ(shell_quote("it's"), "'it'\\''s'");
-  EXPECT_EQ(shell_quote(""), "''");
+  EXPECT_EQ(quote_word("--op"), "--op");
+  EXPECT_EQ(quote_word("[{\"B\":1}]"), "'[{\"B\":1}]'");
+  EXPECT_EQ(quote_word("it's"), "'it'\\''s'");
+  EXPECT_EQ(quote_word(""), "''");
   const char* argv[] = {"lina", "run", "--custom-shapes", "[1, 2]"};
-  EXPECT_EQ(shell_join(4, argv), "lina run --custom-shapes '[1, 2]'");
+  EXPECT_EQ(quote_command(4, argv), "lina run --custom-shapes '[1, 2]'");
 }
 
 }  // namespace
