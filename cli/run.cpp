@@ -1,0 +1,89 @@
+// `lina run`: benchmark ops on seeded workloads; table on stdout, progress on stderr, JSON on --json.
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "harness/report.h"
+#include "harness/runner.h"
+
+namespace lina::cli {
+
+namespace {
+// The exact command line, from /proc/self/cmdline (main.cpp stays untouched), shell-quoted.
+std::string command_line() {
+  std::FILE* f = std::fopen("/proc/self/cmdline", "rb");
+  if (!f) return "";
+  std::string raw;
+  char buf[4096];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) raw.append(buf, n);
+  std::fclose(f);
+  std::vector<std::string> args;
+  std::size_t start = 0;
+  for (std::size_t i = 0; i < raw.size(); ++i)
+    if (raw[i] == '\0') {
+      args.push_back(raw.substr(start, i - start));
+      start = i + 1;
+    }
+  std::vector<const char*> argv;
+  for (const auto& a : args) argv.push_back(a.c_str());
+  return harness::quote_command(static_cast<int>(argv.size()), argv.data());
+}
+}  // namespace
+
+void register_run(CLI::App& app, Outcome& outcome) {
+  auto* sub = app.add_subcommand("run", "Benchmark ops: time each (op, mode, shape) cell and check it against the reference");
+  auto cfg = std::make_shared<harness::RunConfig>();
+  auto budget = std::make_shared<double>(cfg->policy.time_budget_s);
+  auto no_flush = std::make_shared<bool>(false);
+  auto no_check = std::make_shared<bool>(false);
+  sub->add_option("--op", cfg->ops, "Op name(s), comma separated, or all")->required()->delimiter(',');
+  sub->add_option("--modes", cfg->modes, "Modes: fwd infer bwd fwdbwd (default: fwd fwdbwd)")->delimiter(',')->expected(1, -1);
+  sub->add_option("--shapes", cfg->shapes, "Shape names or set names (default, cpu, varlen, varlen-cpu), comma separated")
+      ->delimiter(',')->expected(1, -1);
+  sub->add_option("--custom-shapes", cfg->custom_shapes, "JSON list of shape names or {B,T,H,D[,HV]} objects, or @file");
+  sub->add_option("--varlen", cfg->varlen, "Varlen workload DIST:T=<tokens>[,H=16][,D=128][,HV=..][,N=..]; DIST uniform|longtail|single")
+      ->expected(1, -1);
+  sub->add_option("--backend", cfg->backend, "cuda or cpu (default: cuda when a GPU is visible)");
+  sub->add_option("--seed", cfg->seed, "Seed of every input (default 42)");
+  sub->add_flag("--graphs", cfg->graphs, "Capture each call in a CUDA graph and time replays");
+  sub->add_flag("--no-l2-flush", *no_flush, "Do not flush L2 before each sample");
+  sub->add_flag("--no-check", *no_check, "Skip the per-cell reference check (recorded in the JSON)");
+  sub->add_option("--min-samples", cfg->policy.min_samples, "Minimum samples per cell (default 10)");
+  sub->add_option("--max-samples", cfg->policy.max_samples, "Maximum samples per cell (default 1000)");
+  sub->add_option("--max-noise", cfg->policy.max_noise, "Stop once std/mean falls below this fraction (default 0.005)");
+  sub->add_option("--time-budget", *budget, "Sampling budget per cell in seconds (default 2)");
+  sub->add_option("--warmup", cfg->policy.warmup, "Untimed calls before sampling (default 3)");
+  sub->add_option("--threads", cfg->threads, "CPU backend threads (default: all cores)");
+  sub->add_option("--json", cfg->json_path, "Write results (schema lina.bench/1) to this file");
+  sub->callback([cfg, budget, no_flush, no_check, &outcome] {
+    cfg->policy.time_budget_s = *budget;
+    cfg->l2_flush = !*no_flush;
+    cfg->check = !*no_check;
+    cfg->command = command_line();
+    const harness::Plan plan = harness::make_plan(*cfg);  // bad flags -> lina::Error -> exit 2
+    const bool tty = isatty(STDERR_FILENO) != 0;
+    const auto progress = [tty](std::size_t i, std::size_t n, const harness::Cell& c, const std::string& state) {
+      const std::string line = harness::progress_line(i, n, c.op->name, harness::mode_name(c.mode), c.workload.name, state);
+      if (tty) {
+        std::fprintf(stderr, "\r\033[K%s", line.c_str());
+      } else if (state == "timing") {  // failures are listed once, after the table
+        std::fprintf(stderr, "%s\n", line.c_str());
+      }
+    };
+    const harness::RunOutput out = harness::run_plan(*cfg, plan, progress);
+    if (tty) std::fprintf(stderr, "\r\033[K");
+    if (!out.rows.empty()) std::fputs(harness::format_table(out.rows).c_str(), stdout);
+    for (const auto& f : out.failures)
+      std::fprintf(stderr, "lina run: %s %s %s failed: %s\n", f.op.c_str(), f.mode.c_str(), f.shape.c_str(), f.error.c_str());
+    if (!cfg->json_path.empty()) {
+      harness::write_json_file(cfg->json_path, out.document);
+      std::fprintf(stderr, "lina run: wrote %s\n", cfg->json_path.c_str());
+    }
+    outcome.code = out.exit_code;
+  });
+}
+
+}  // namespace lina::cli

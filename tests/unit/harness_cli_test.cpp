@@ -1,0 +1,67 @@
+// The built `lina` binary: exit codes and messages of bad flags (DESIGN section 4: usage -> 2).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#ifndef LINA_CLI_PATH
+#error "tests/CMakeLists.txt defines LINA_CLI_PATH"
+#endif
+
+namespace {
+
+struct Result {
+  int code = -1;
+  std::string output;  // stdout + stderr
+};
+
+Result lina(const std::string& args) {
+  Result r;
+  const std::string cmd = std::string("'") + LINA_CLI_PATH + "' " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  for (std::size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) r.output.append(buf, n);
+  const int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+void expect_usage(const std::string& args, const std::string& needle) {
+  const Result r = lina(args);
+  EXPECT_EQ(r.code, 2) << args << "\n" << r.output;
+  EXPECT_NE(r.output.find(needle), std::string::npos) << args << "\n" << r.output;
+}
+
+TEST(HarnessCli, ListPrintsTheRegistry) {
+  const Result r = lina("list");
+  EXPECT_EQ(r.code, 0);
+  for (const char* s : {"chunk_gla", "chunk_kda", "chunk_gdn", "logsigmoid(randn).clamp_min(-5)", "lina_chunk_kda_gate",
+                        "B8_T2048_H32_D256"})
+    EXPECT_NE(r.output.find(s), std::string::npos) << s;
+  const Result j = lina("list --json chunk_gdn");
+  ASSERT_EQ(j.code, 0);
+  const auto doc = nlohmann::json::parse(j.output);
+  ASSERT_EQ(doc.size(), 1u);
+  EXPECT_EQ(doc[0]["name"], "chunk_gdn");
+}
+
+TEST(HarnessCli, BadFlagsExitTwoNamingTheFlag) {
+  expect_usage("list chunk_foo", "chunk_gla, chunk_kda, chunk_gdn");
+  expect_usage("run --op chunk_foo --backend cpu", "--op");
+  expect_usage("run --op chunk_gla --backend cpu --modes sideways", "--modes");
+  expect_usage("run --op chunk_gla --backend cpu --custom-shapes '[{\"B\":1,'", "--custom-shapes");
+  expect_usage("run --op chunk_gla --backend cpu --custom-shapes '[{\"B\":1,\"T\":8,\"H\":1}]'", "without key 'D'");
+  expect_usage("run --op chunk_kda --backend cpu --shapes B1_T64_H2_D512", "B1_T64_H2_D512");
+  expect_usage("run --op chunk_gla --backend cpu --shapes B1_T64_H2_D64_HV4", "GVA");
+  expect_usage("run --op chunk_gla --backend tpu", "--backend");
+  expect_usage("run --op chunk_gla --backend cpu --shapes B1_T64", "--shapes");
+  expect_usage("run --op chunk_gla --backend cpu --varlen zipf:T=100", "--varlen");
+  expect_usage("run --op chunk_gla --backend cpu --min-samples 0", "--min-samples");
+  expect_usage("run --backend cpu", "--op");  // --op is required
+}
+
+}  // namespace

@@ -1,0 +1,233 @@
+// The run engine end to end on the CPU with a stand-in op (the real ops land separately): cells,
+// call counts, timing rows, reference checks (pass, fail, reference unavailable) and the JSON.
+#include <gtest/gtest.h>
+
+#include <atomic>
+
+#include "harness/runner.h"
+#include "lina/error.h"
+
+namespace lina::harness {
+namespace {
+
+double load(const TensorView& t, std::int64_t i) {
+  switch (t.dtype) {
+    case DType::bf16: return bf16_bits_to_float(t.ptr<std::uint16_t>()[i]);
+    case DType::f32: return t.ptr<float>()[i];
+    case DType::f64: return t.ptr<double>()[i];
+    default: throw std::runtime_error("unexpected dtype");
+  }
+}
+void store(const TensorView& t, std::int64_t i, double v) {
+  switch (t.dtype) {
+    case DType::bf16: t.ptr<std::uint16_t>()[i] = float_to_bf16_bits(static_cast<float>(v)); break;
+    case DType::f32: t.ptr<float>()[i] = static_cast<float>(v); break;
+    case DType::f64: t.ptr<double>()[i] = v; break;
+    default: throw std::runtime_error("unexpected dtype");
+  }
+}
+void copy(const TensorView& from, const TensorView& to, double factor = 1) {
+  for (std::int64_t i = 0; i < to.numel(); ++i) store(to, i, factor * load(from, i));
+}
+
+std::atomic<int> g_forward{0}, g_backward{0};
+
+// o = v and each gradient = its input: exact in bf16, so an honest reference matches.
+void fake_forward(const Bound& b) { copy(b.in.at("v"), b.out.o); }
+void fake_backward(const Bound& b) {
+  for (const auto& [name, t] : b.in) copy(t, b.grads.at("d" + name));
+}
+
+OpSpec fake_op(bool wrong_reference, bool reference_missing) {
+  OpSpec s = find_op("chunk_gla");  // its tolerance table applies
+  s.forward = [](const Bound& b, ForwardMode, const ExecOptions&) {
+    ++g_forward;
+    fake_forward(b);
+    return RunInfo{"cpu", {"fake_fwd"}};
+  };
+  s.backward = [](const Bound& b, const ExecOptions&) {
+    ++g_backward;
+    fake_backward(b);
+    return RunInfo{"cpu", {"fake_bwd"}};
+  };
+  if (reference_missing) {
+    s.reference_forward = [](const Bound&) { throw_unsupported("reference", "fake", "a built reference"); };
+  } else if (wrong_reference) {
+    s.reference_forward = [](const Bound& b) { copy(b.in.at("v"), b.out.o, 2.0); };
+  } else {
+    s.reference_forward = fake_forward;
+  }
+  s.reference_backward = fake_backward;
+  return s;
+}
+
+RunConfig quick_config() {
+  RunConfig c;
+  c.ops = {"chunk_gla"};
+  c.backend = "cpu";
+  c.policy.warmup = 1;
+  c.policy.min_samples = 3;
+  c.policy.max_samples = 3;
+  c.policy.time_budget_s = 10;
+  c.policy.max_noise = 1e-12;  // stop on the sample count, not on noise
+  c.command = "lina run --op chunk_gla";
+  return c;
+}
+
+TEST(HarnessRunner, TimesChecksAndWritesEveryCell) {
+  const OpSpec op = fake_op(false, false);
+  Plan plan;
+  plan.backend = Backend::cpu;
+  const Workload dense = parse_shape_name("B2_T32_H2_D16", 1);
+  const Workload varlen = parse_varlen("longtail:T=300,H=2,D=16", 1).at(0);
+  for (Mode m : all_modes()) plan.cells.push_back({&op, m, dense});
+  plan.cells.push_back({&op, Mode::fwdbwd, varlen});
+  g_forward = 0;
+  g_backward = 0;
+  std::size_t progress_calls = 0;
+  const RunOutput out = run_plan(quick_config(), plan, [&](std::size_t, std::size_t n, const Cell&, const std::string&) {
+    ++progress_calls;
+    EXPECT_EQ(n, plan.cells.size());
+  });
+  ASSERT_TRUE(out.failures.empty()) << out.failures.at(0).error;
+  ASSERT_EQ(out.rows.size(), 5u);
+  EXPECT_EQ(out.exit_code, 0);
+  EXPECT_GT(progress_calls, 5u);
+  // Calls per cell: warm-up 1 + samples 3 (+ 1 untimed forward for bwd); nothing per sample extra.
+  // fwd 4 + infer 4 + bwd 1 + fwdbwd 4 + varlen fwdbwd 4 forwards; bwd 4 + fwdbwd 4 + varlen 4 backwards.
+  EXPECT_EQ(g_forward.load(), 17);
+  EXPECT_EQ(g_backward.load(), 12);
+  for (const auto& r : out.rows) {
+    SCOPED_TRACE(r.mode + " " + r.shape);
+    EXPECT_EQ(r.times_ms.size(), 3u);
+    EXPECT_EQ(r.stop_reason, "max_samples");
+    EXPECT_LE(r.stats.min, r.stats.median);
+    EXPECT_EQ(r.backend, "cpu");
+    EXPECT_EQ(r.check.reference, "fp64-host");
+    ASSERT_TRUE(r.check.pass.has_value());
+    EXPECT_TRUE(*r.check.pass);
+    EXPECT_FALSE(r.peak_mem_bytes.has_value());
+    EXPECT_DOUBLE_EQ(r.bytes, op.bytes(r.keys, parse_mode(r.mode)));
+    EXPECT_DOUBLE_EQ(r.flops, op.flops(r.keys, parse_mode(r.mode)));
+  }
+  EXPECT_EQ(out.rows[0].check.tensors.size(), 1u);  // fwd: o
+  EXPECT_EQ(out.rows[2].check.tensors.size(), 4u);  // bwd: dq dk dv dg
+  EXPECT_EQ(out.rows[3].check.tensors.size(), 5u);  // fwdbwd: o + grads
+  EXPECT_EQ(out.rows[3].kernels, (std::vector<std::string>{"fake_fwd", "fake_bwd"}));
+  EXPECT_EQ(*out.rows[4].keys.varlen, "longtail");
+  EXPECT_NO_THROW(validate_document(out.document, "run"));
+  EXPECT_EQ(out.document["config"]["seed"], 42);
+  EXPECT_EQ(out.document["config"]["command"], "lina run --op chunk_gla");
+  EXPECT_EQ(out.document["results"].size(), 5u);
+}
+
+TEST(HarnessRunner, WrongResultFailsTheCheckAndTheExitCode) {
+  const OpSpec op = fake_op(true, false);
+  Plan plan;
+  plan.cells.push_back({&op, Mode::fwd, parse_shape_name("B1_T32_H2_D16", 1)});
+  const RunOutput out = run_plan(quick_config(), plan);
+  ASSERT_EQ(out.rows.size(), 1u);
+  ASSERT_TRUE(out.rows[0].check.pass.has_value());
+  EXPECT_FALSE(*out.rows[0].check.pass);
+  EXPECT_GT(*out.rows[0].check.err_ratio, 0.1);
+  EXPECT_EQ(out.exit_code, 1);
+}
+
+TEST(HarnessRunner, MissingReferenceIsRecordedNotFaked) {
+  const OpSpec op = fake_op(false, true);
+  Plan plan;
+  plan.cells.push_back({&op, Mode::fwd, parse_shape_name("B1_T32_H2_D16", 1)});
+  const RunOutput out = run_plan(quick_config(), plan);
+  ASSERT_EQ(out.rows.size(), 1u);
+  EXPECT_FALSE(out.rows[0].check.pass.has_value());
+  EXPECT_NE(out.rows[0].check.reason.find("could not run"), std::string::npos);
+  EXPECT_TRUE(out.document["results"][0]["check"]["pass"].is_null());
+  EXPECT_EQ(out.exit_code, 0);
+}
+
+TEST(HarnessRunner, NoCheckIsRecorded) {
+  const OpSpec op = fake_op(true, false);
+  Plan plan;
+  plan.cells.push_back({&op, Mode::fwd, parse_shape_name("B1_T32_H2_D16", 1)});
+  RunConfig c = quick_config();
+  c.check = false;
+  const RunOutput out = run_plan(c, plan);
+  EXPECT_EQ(out.rows.at(0).check.reference, "none");
+  EXPECT_FALSE(out.rows[0].check.pass.has_value());
+  EXPECT_EQ(out.document["config"]["check"], false);
+  EXPECT_EQ(out.exit_code, 0);
+}
+
+TEST(HarnessRunner, OpErrorsBecomeFailuresAndOtherCellsStillRun) {
+  OpSpec bad = fake_op(false, false);
+  bad.forward = [](const Bound&, ForwardMode, const ExecOptions&) -> RunInfo { throw_unsupported("q", "x", "y"); };
+  const OpSpec good = fake_op(false, false);
+  Plan plan;
+  plan.cells.push_back({&bad, Mode::fwd, parse_shape_name("B1_T32_H2_D16", 1)});
+  plan.cells.push_back({&good, Mode::fwd, parse_shape_name("B1_T32_H2_D16", 1)});
+  const RunOutput out = run_plan(quick_config(), plan);
+  ASSERT_EQ(out.failures.size(), 1u);
+  EXPECT_EQ(out.rows.size(), 1u);
+  EXPECT_EQ(out.exit_code, 2);
+  EXPECT_EQ(out.document["failures"].size(), 1u);
+}
+
+std::string plan_error(const RunConfig& c) {
+  try {
+    make_plan(c);
+  } catch (const Error& e) {
+    EXPECT_NE(e.code(), ErrorCode::runtime);
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(HarnessRunner, PlanValidatesFlags) {
+  RunConfig c = quick_config();
+  const Plan p = make_plan(c);
+  EXPECT_EQ(p.cells.size(), shape_set("cpu")->size() * 2);  // default modes fwd, fwdbwd
+  EXPECT_EQ(p.backend, Backend::cpu);
+  auto bad = c;
+  bad.ops = {"chunk_foo"};
+  EXPECT_NE(plan_error(bad).find("--op"), std::string::npos);
+  bad = c;
+  bad.modes = {"fwd", "sideways"};
+  EXPECT_NE(plan_error(bad).find("--modes"), std::string::npos);
+  bad = c;
+  bad.backend = "tpu";
+  EXPECT_NE(plan_error(bad).find("--backend"), std::string::npos);
+  bad = c;
+  bad.graphs = true;
+  EXPECT_NE(plan_error(bad).find("--graphs"), std::string::npos);
+  bad = c;
+  bad.ops = {"chunk_kda"};
+  bad.shapes = {"B1_T64_H2_D512"};
+  EXPECT_NE(plan_error(bad).find("B1_T64_H2_D512"), std::string::npos);
+  bad = c;
+  bad.shapes = {"B1_T64_H2_D64_HV4"};
+  EXPECT_NE(plan_error(bad).find("GVA"), std::string::npos);
+  bad = c;
+  bad.custom_shapes = "[{";
+  EXPECT_NE(plan_error(bad).find("--custom-shapes"), std::string::npos);
+  bad = c;
+  bad.policy.max_noise = 0;
+  EXPECT_NE(plan_error(bad).find("--max-noise"), std::string::npos);
+  // --varlen alone replaces the default set; with --shapes both are planned.
+  auto v = c;
+  v.varlen = {"single:T=64,H=2,D=16"};
+  EXPECT_EQ(make_plan(v).cells.size(), 2u);
+  v.shapes = {"B1_T32_H2_D16"};
+  EXPECT_EQ(make_plan(v).cells.size(), 4u);
+}
+
+TEST(HarnessRunner, ShellQuoting) {
+  EXPECT_EQ(quote_word("--op"), "--op");
+  EXPECT_EQ(quote_word("[{\"B\":1}]"), "'[{\"B\":1}]'");
+  EXPECT_EQ(quote_word("it's"), "'it'\\''s'");
+  EXPECT_EQ(quote_word(""), "''");
+  const char* argv[] = {"lina", "run", "--custom-shapes", "[1, 2]"};
+  EXPECT_EQ(quote_command(4, argv), "lina run --custom-shapes '[1, 2]'");
+}
+
+}  // namespace
+}  // namespace lina::harness
