@@ -178,7 +178,7 @@ VerifyOutcome verify(const VerifyOptions& o, std::ostream& out) {
   if (o.op != "chunk_gla" && o.op != "chunk_kda" && o.op != "chunk_gdn")
     throw_invalid("--op", "'" + o.op + "'", "chunk_gla, chunk_kda or chunk_gdn");
   if (o.rounds < 1) throw_invalid("--rounds", std::to_string(o.rounds), "at least 1");
-  if (o.backend == "cuda" && !o.baseline_exe && cuda_device_count() == 0) {
+  if (o.backend == "cuda" && cuda_device_count() == 0) {
     out << "lina verify: --backend cuda needs an NVIDIA GPU, and " << (cuda_backend_compiled() ? "none is visible" : "this build has no CUDA backend")
         << "; use --backend cpu\n";
     res.exit_code = kVerifyUsage;
