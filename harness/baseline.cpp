@@ -64,6 +64,14 @@ bool working_tree_dirty(const fs::path& repo) {
   return r.spawned && r.exit_code == 0 && !trim(r.out).empty();
 }
 
+std::string dirty_head_warning(const fs::path& repo, const std::string& ref, const std::string& sha) {
+  // The candidate build includes uncommitted edits; a baseline is always the committed tree.
+  const ProcessResult head = run_process({"git", "-C", repo.string(), "rev-parse", "HEAD"});
+  if (!head.spawned || head.exit_code != 0 || trim(head.out) != sha || !working_tree_dirty(repo)) return "";
+  return "--base " + ref + " is HEAD and the working tree has uncommitted changes: the baseline is the committed HEAD " +
+         sha.substr(0, 12) + ", without them";
+}
+
 fs::path baseline_cache_root() {
   if (const char* d = std::getenv("LINA_CACHE_DIR"); d && *d) return fs::path(d) / "baselines";
   const char* home = std::getenv("HOME");
@@ -87,11 +95,7 @@ Baseline prepare_baseline(const BaselineOptions& opts) {
   Baseline b;
   b.ref = opts.ref;
   b.sha = resolve_ref(opts.repo, opts.ref);
-  // The candidate build includes uncommitted edits; a baseline is always the committed tree.
-  const ProcessResult head = run_process({"git", "-C", opts.repo.string(), "rev-parse", "HEAD"});
-  if (head.spawned && head.exit_code == 0 && trim(head.out) == b.sha && working_tree_dirty(opts.repo))
-    b.warnings.push_back("--base " + opts.ref + " is HEAD and the working tree has uncommitted changes: the baseline is " +
-                         "the committed HEAD " + b.sha.substr(0, 12) + ", without them");
+  if (std::string w = dirty_head_warning(opts.repo, opts.ref, b.sha); !w.empty()) b.warnings.push_back(w);
 
   b.key = b.sha + "-" + toolchain_key(opts.cmake_args);
   const fs::path root = opts.cache_root.empty() ? baseline_cache_root() : opts.cache_root;

@@ -20,6 +20,10 @@ std::string resolve_ref(const std::filesystem::path& repo, const std::string& re
 // Tracked files modified (untracked files ignored, like the build's own dirty flag).
 bool working_tree_dirty(const std::filesystem::path& repo);
 
+// The warning given when `sha` is the checkout's HEAD and tracked files are modified (the baseline
+// is the committed tree, without the edits); empty when there is nothing to warn about.
+std::string dirty_head_warning(const std::filesystem::path& repo, const std::string& ref, const std::string& sha);
+
 // ${LINA_CACHE_DIR:-$HOME/.cache/lina}/baselines
 std::filesystem::path baseline_cache_root();
 

@@ -243,6 +243,7 @@ VerifyOutcome verify(const VerifyOptions& o, std::ostream& out) {
         b.ref = *o.base;
         b.sha = o.baseline_sha;
         b.lina_exe = *o.baseline_exe;
+        b.reused = true;
         base = b;
       } else {
         BaselineOptions bo;
@@ -257,7 +258,7 @@ VerifyOutcome verify(const VerifyOptions& o, std::ostream& out) {
       return finish(kVerifyBaselineFailed);
     }
     for (const auto& w : base->warnings) out << "warning: " << w << "\n";
-    out << "baseline: " << base->ref << " = " << base->sha << (base->reused ? " (cached build " : " (built ") << base->lina_exe.string() << ")\n";
+    out << "baseline: " << base->ref << " = " << base->sha << (base->reused ? " (ready: " : " (built: ") << base->lina_exe.string() << ")\n";
   }
 
   // 3. Timing: the same `lina run` arguments on both sides, alternating which goes first.
