@@ -51,7 +51,7 @@ std::string resolve_ref(const fs::path& repo, const std::string& ref) {
   if (ref.empty()) throw BaselineError("--base: empty git ref");
   // A leading '-' would be read by git as an option.
   if (ref[0] == '-') throw BaselineError("--base: '" + ref + "' is not a git ref (it starts with '-')");
-  const ProcessResult r = run_process({"git", "-C", repo.string(), "rev-parse", "--verify", "--quiet", ref + "^{commit}"});
+  const ProcessResult r = spawn_process({"git", "-C", repo.string(), "rev-parse", "--verify", "--quiet", ref + "^{commit}"});
   if (!r.spawned) throw BaselineError("cannot run git to resolve --base " + ref + ": " + r.spawn_error);
   const std::string sha = trim(r.out);
   if (r.exit_code != 0 || sha.size() < 40)
@@ -60,13 +60,13 @@ std::string resolve_ref(const fs::path& repo, const std::string& ref) {
 }
 
 bool working_tree_dirty(const fs::path& repo) {
-  const ProcessResult r = run_process({"git", "-C", repo.string(), "status", "--porcelain", "--untracked-files=no"});
+  const ProcessResult r = spawn_process({"git", "-C", repo.string(), "status", "--porcelain", "--untracked-files=no"});
   return r.spawned && r.exit_code == 0 && !trim(r.out).empty();
 }
 
 std::string dirty_head_warning(const fs::path& repo, const std::string& ref, const std::string& sha) {
   // The candidate build includes uncommitted edits; a baseline is always the committed tree.
-  const ProcessResult head = run_process({"git", "-C", repo.string(), "rev-parse", "HEAD"});
+  const ProcessResult head = spawn_process({"git", "-C", repo.string(), "rev-parse", "HEAD"});
   if (!head.spawned || head.exit_code != 0 || trim(head.out) != sha || !working_tree_dirty(repo)) return "";
   return "--base " + ref + " is HEAD and the working tree has uncommitted changes: the baseline is the committed HEAD " +
          sha.substr(0, 12) + ", without them";
@@ -84,7 +84,7 @@ std::string toolchain_key(const std::vector<std::string>& cmake_args) {
   for (const std::vector<std::string>& cmd :
        {std::vector<std::string>{cxx && *cxx ? cxx : "c++", "--version"}, {"cmake", "--version"}, {"nvcc", "--version"},
         {"/usr/local/cuda/bin/nvcc", "--version"}}) {
-    const ProcessResult r = run_process(cmd);
+    const ProcessResult r = spawn_process(cmd);
     id += cmd[0] + ": " + (r.spawned && r.exit_code == 0 ? r.out : std::string("absent")) + "\n";
   }
   for (const auto& a : cmake_args) id += "arg: " + a + "\n";
@@ -126,9 +126,9 @@ Baseline prepare_baseline(const BaselineOptions& opts) {
   fs::remove_all(src, ec);
   fs::create_directories(src);
   const fs::path tar = b.dir / "src.tar";
-  ProcessResult r = run_process({"git", "-C", opts.repo.string(), "archive", "--format=tar", "-o", tar.string(), b.sha});
+  ProcessResult r = spawn_process({"git", "-C", opts.repo.string(), "archive", "--format=tar", "-o", tar.string(), b.sha});
   if (!r.spawned || r.exit_code != 0) throw BaselineError("git archive of " + b.sha + " failed: " + trim(r.err) + r.spawn_error);
-  r = run_process({"tar", "-xf", tar.string(), "-C", src.string()});
+  r = spawn_process({"tar", "-xf", tar.string(), "-C", src.string()});
   fs::remove(tar, ec);
   if (!r.spawned || r.exit_code != 0) throw BaselineError("unpacking the export of " + b.sha + " failed: " + trim(r.err) + r.spawn_error);
 
@@ -138,7 +138,7 @@ Baseline prepare_baseline(const BaselineOptions& opts) {
                         (cml.empty() ? "CMakeLists.txt" : cml.find("project(lina") == std::string::npos ? "project(lina) in CMakeLists.txt" : "cli/") +
                         "; pick a ref that has the `lina` command");
 
-  const bool ninja = run_process({"ninja", "--version"}).exit_code == 0;
+  const bool ninja = spawn_process({"ninja", "--version"}).exit_code == 0;
   std::vector<std::string> configure = {"cmake", "-S", src.string(), "-B", (b.dir / "build").string()};
   if (ninja) {
     configure.push_back("-G");
@@ -152,9 +152,9 @@ Baseline prepare_baseline(const BaselineOptions& opts) {
   fs::remove(b.log, ec);
   {
     std::ofstream l(b.log);
-    l << "# baseline " << opts.ref << " = " << b.sha << "\n# " << shell_quote(configure) << "\n";
+    l << "# baseline " << opts.ref << " = " << b.sha << "\n# " << quote_argv(configure) << "\n";
   }
-  r = run_process(configure, po);
+  r = spawn_process(configure, po);
   if (!r.spawned || r.exit_code != 0)
     throw BaselineError("configuring the baseline " + opts.ref + " (" + b.sha.substr(0, 12) + ") failed; log: " + b.log.string());
   std::vector<std::string> build = {"cmake", "--build", (b.dir / "build").string(), "--target", "lina"};
@@ -162,7 +162,7 @@ Baseline prepare_baseline(const BaselineOptions& opts) {
     build.push_back("-j");
     build.push_back(std::to_string(opts.jobs));
   }
-  r = run_process(build, po);
+  r = spawn_process(build, po);
   if (!r.spawned || r.exit_code != 0 || !fs::is_regular_file(b.lina_exe))
     throw BaselineError("building the baseline " + opts.ref + " (" + b.sha.substr(0, 12) + ") failed; log: " + b.log.string());
 

@@ -18,7 +18,7 @@ double median_of(std::vector<double> v) {
   return 0.5 * (lo + hi);
 }
 
-double geomean(const std::vector<double>& v) {
+double geomean_of(const std::vector<double>& v) {
   if (v.empty()) return NAN;
   double s = 0;
   for (double x : v) {
@@ -50,7 +50,7 @@ double resampled_median(const std::vector<double>& x, std::vector<double>& scrat
 }
 }  // namespace
 
-GeomeanComparison geomean_speedup(const std::vector<std::pair<std::vector<double>, std::vector<double>>>& cells,
+GeomeanComparison bootstrap_geomean(const std::vector<std::pair<std::vector<double>, std::vector<double>>>& cells,
                                   std::uint64_t seed, int resamples) {
   GeomeanComparison g;
   g.cells = static_cast<int>(cells.size());
@@ -63,7 +63,7 @@ GeomeanComparison geomean_speedup(const std::vector<std::pair<std::vector<double
     if (b.empty() || h.empty()) throw_invalid("geomean cells", "a cell without samples", "samples on both sides");
     point.push_back(median_of(b) / median_of(h));
   }
-  g.geomean = geomean(point);
+  g.geomean = geomean_of(point);
   std::mt19937_64 gen(seed);
   std::vector<double> scratch, stats;
   for (int r = 0; r < resamples; ++r) {

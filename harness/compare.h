@@ -14,7 +14,7 @@ inline constexpr double kDefaultThresholdPct = 2.0;
 inline constexpr int kBootstrapResamples = 2000;
 
 double median_of(std::vector<double> v);  // NaN for an empty vector
-double geomean(const std::vector<double>& v);  // NaN for an empty vector; values must be > 0
+double geomean_of(const std::vector<double>& v);  // NaN for an empty vector; values must be > 0
 
 struct CellComparison {
   double base_median_ms = 0, head_median_ms = 0;
@@ -36,7 +36,7 @@ struct GeomeanComparison {
   double geomean = 0, ci_low = 0, ci_high = 0;
   int cells = 0;
 };
-GeomeanComparison geomean_speedup(const std::vector<std::pair<std::vector<double>, std::vector<double>>>& cells,
+GeomeanComparison bootstrap_geomean(const std::vector<std::pair<std::vector<double>, std::vector<double>>>& cells,
                                   std::uint64_t seed, int resamples = kBootstrapResamples);
 
 // Verdict from an interval and a change (exposed for tests and for reports).

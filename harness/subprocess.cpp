@@ -26,7 +26,7 @@ std::string slurp(const std::filesystem::path& p) {
 
 }  // namespace
 
-ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOptions& opts) {
+ProcessResult spawn_process(const std::vector<std::string>& argv, const ProcessOptions& opts) {
   ProcessResult r;
   if (argv.empty()) {
     r.spawn_error = "empty command";
@@ -98,7 +98,7 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
   return r;
 }
 
-std::string shell_quote(const std::vector<std::string>& argv) {
+std::string quote_argv(const std::vector<std::string>& argv) {
   std::string s;
   for (const auto& a : argv) {
     if (!s.empty()) s += ' ';
@@ -114,7 +114,7 @@ std::string shell_quote(const std::vector<std::string>& argv) {
   return s;
 }
 
-std::filesystem::path self_executable() {
+std::filesystem::path current_executable() {
   std::error_code ec;
   auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (ec) return {};

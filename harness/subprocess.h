@@ -26,13 +26,13 @@ struct ProcessOptions {
 };
 
 // argv[0] is looked up on PATH when it has no '/'.
-ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOptions& opts = {});
+ProcessResult spawn_process(const std::vector<std::string>& argv, const ProcessOptions& opts = {});
 
 // A shell-quoted rendering of argv, for messages and JSON `config.command` only (never executed).
-std::string shell_quote(const std::vector<std::string>& argv);
+std::string quote_argv(const std::vector<std::string>& argv);
 
 // Path of the running executable (/proc/self/exe).
-std::filesystem::path self_executable();
+std::filesystem::path current_executable();
 
 // A fresh private directory under $TMPDIR (or /tmp), removed by the destructor.
 class TempDir {

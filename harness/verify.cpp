@@ -184,7 +184,7 @@ VerifyOutcome verify(const VerifyOptions& o, std::ostream& out) {
     res.exit_code = kVerifyUsage;
     return res;
   }
-  const fs::path cand_exe = o.candidate_exe.empty() ? self_executable() : o.candidate_exe;
+  const fs::path cand_exe = o.candidate_exe.empty() ? current_executable() : o.candidate_exe;
   json doc = {{"schema", "lina.bench/1"}, {"kind", "verify"}};
   doc["tool"] = {{"name", "lina"}, {"version", kVersion}, {"git_sha", LINA_BUILD_GIT_SHA}, {"git_dirty", LINA_BUILD_GIT_DIRTY}};
   doc["config"] = {{"op", o.op}, {"seed", o.seed}, {"backend", o.backend.empty() ? json(nullptr) : json(o.backend)},
@@ -284,14 +284,14 @@ VerifyOutcome verify(const VerifyOptions& o, std::ostream& out) {
   };
   Side cand{"candidate", cand_exe, {}, {}, {}, {}, {}};
   Side bside{"baseline", base ? base->lina_exe : fs::path(), {}, {}, {}, {}, {}};
-  doc["config"]["command"] = shell_quote(run_args(cand_exe, "<json>"));
+  doc["config"]["command"] = quote_argv(run_args(cand_exe, "<json>"));
   for (int r = 0; r < o.rounds; ++r) {
     std::vector<Side*> order = {&cand};
     if (base) order = (r % 2 == 0) ? std::vector<Side*>{&cand, &bside} : std::vector<Side*>{&bside, &cand};
     for (Side* s : order) {
       const fs::path jf = tmp.path() / fmt::format("{}-{}.json", s->name, r);
       out << fmt::format("round {}/{}: {} ...\n", r + 1, o.rounds, s->name) << std::flush;
-      const ProcessResult pr = run_process(run_args(s->exe, jf));
+      const ProcessResult pr = spawn_process(run_args(s->exe, jf));
       const bool is_base = s == &bside;
       if (!pr.spawned || pr.exit_code != 0) {
         out << "lina verify: the " << s->name << "'s `lina run` " << (pr.spawned ? "exited with code " + std::to_string(pr.exit_code) : pr.spawn_error)
@@ -412,7 +412,7 @@ VerifyOutcome verify(const VerifyOptions& o, std::ostream& out) {
                 : "hardware '" + (cand.last_file.gpu.empty() ? std::string("cpu") : cand.last_file.gpu) + "' is not an sm_90+ datacenter GPU: supplementary");
   GeomeanComparison gm;
   if (base && !matched.empty()) {
-    gm = geomean_speedup(matched, o.seed);
+    gm = bootstrap_geomean(matched, o.seed);
     out << fmt::format("\ngeomean speedup over {} cells: {:.3f}x [{:.3f}, {:.3f}]  ({} faster, {} slower, {} within noise)\n", gm.cells,
                        gm.geomean, gm.ci_low, gm.ci_high, faster, slower, gm.cells - faster - slower);
     doc["geomean"] = {{"speedup", gm.geomean}, {"ci_low", gm.ci_low}, {"ci_high", gm.ci_high}, {"cells", gm.cells},
