@@ -18,7 +18,6 @@ void pending(CLI::App& app, Outcome& outcome, const char* name, const char* what
 
 void register_list(CLI::App& app, Outcome& o) { pending(app, o, "list", "List the registered ops"); }
 void register_run(CLI::App& app, Outcome& o) { pending(app, o, "run", "Benchmark ops"); }
-void register_check(CLI::App& app, Outcome& o) { pending(app, o, "check", "Run one op on .npy inputs and compare with the reference"); }
 void register_loop(CLI::App& app, Outcome& o) { pending(app, o, "loop", "Optimization-loop log"); }
 void register_compare(CLI::App& app, Outcome& o) { pending(app, o, "compare", "Compare two git refs"); }
 void register_summarize(CLI::App& app, Outcome& o) { pending(app, o, "summarize", "Summarize result files"); }
