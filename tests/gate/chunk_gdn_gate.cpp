@@ -31,6 +31,7 @@ const bool registered = [] {
       gdn("B2_T500_H3_D60", 2, 500, 3, 60, {.scale = 1}),
       gdn("B2_T1000_H3_D64_mask0p5", 2, 1000, 3, 64, {.scale = 0.1, .mask_p = 0.5}),
       gdn("B1_T1024_H2_D128_gzero", 1, 1024, 2, 128, {.scale = 0.1, .mask_p = 1.0}),  // g == 0
+      gdn("B2_T1024_H4_D128", 2, 1024, 4, 128, {.scale = 0.1}),  // FLA's (4, 1024, 4, 4, 128), halved
       gdn("B2_T512_H2_D128_l2", 2, 512, 2, 128, {.scale = 0.1, .l2 = true}),
       gdn("B2_T256_H2_HV4_D64_gva", 2, 256, 2, 64, {.HV = 4, .scale = 1}),
       gdn("B2_T256_H1_HV4_D64_gva4_l2", 2, 256, 1, 64, {.HV = 4, .scale = 1, .norm = 0.1, .l2 = true}),

@@ -26,6 +26,7 @@ const bool registered = [] {
       gla("B1_T1_H2_D64", 1, 1, 2, 64),                       // a single token
       gla("B2_T256_H2_D60", 2, 256, 2, 60),                   // head dim no kernel instantiates (CPU)
       gla("B2_T1024_H4_D128", 2, 1024, 4, 128),
+      gla("B2_T2048_H4_D64", 2, 2048, 4, 64),                 // FLA's (4, 2048, 8, 64), halved
       gla("B2_T512_H2_D128_g0p1", 2, 512, 2, 128, 0.1),       // strong decay
       gla("B2_T512_H2_D128_g10", 2, 512, 2, 128, 10),         // weak decay
       gla("B1_T128_H2_D256", 1, 128, 2, 256),

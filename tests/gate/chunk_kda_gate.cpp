@@ -32,6 +32,7 @@ const bool registered = [] {
       kda("B2_T500_H3_D60_safe", 2, 500, 3, 60, {.scale = 1, .safe = true}),
       kda("B2_T1000_H3_D64_mask0p5", 2, 1000, 3, 64, {.scale = 0.1, .mask_p = 0.5}),
       kda("B2_T512_H2_D128_g0p1", 2, 512, 2, 128, {.scale = 0.1, .norm = 0.1}),
+      kda("B2_T1024_H4_D128_safe", 2, 1024, 4, 128, {.scale = 0.1, .safe = true}),  // FLA's (4, 1024, 4, 4, 128), halved
       kda("B2_T512_H2_D128_l2_safe", 2, 512, 2, 128, {.scale = 0.1, .l2 = true, .safe = true}),
       kda("B2_T512_H2_D128_gate", 2, 512, 2, 128, {.scale = 0.1, .gate = true}),                  // softplus form
       kda("B2_T160_H2_HV4_D64_gate_safe", 2, 160, 2, 64, {.HV = 4, .scale = 0.1, .gate = true, .safe = true}),  // lower-bound form
