@@ -2,6 +2,9 @@
 // outcomes are planted through the environment, and against recorded GoogleTest 1.14 JSON.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
+
 #include "harness/gate.h"
 #include "lina/error.h"
 
@@ -91,9 +94,39 @@ TEST(GateRunner, UnlistableExecutableIsAClearError) {
   }
 }
 
-// GoogleTest 1.14 (Ubuntu 24.04) writes skip messages as an array; 1.12 writes none. NOTRUN entries
+std::string slurp(const std::string& rel) {
+  std::ifstream f(std::string(LINA_TEST_SOURCE_DIR) + "/" + rel);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// Recorded on the GPU machine (Ubuntu 24.04, GoogleTest 1.14.0): one pass, one failure, one skip,
+// one DISABLED_ test (listed by --gtest_list_tests, NOTRUN in the report).
+TEST(GateJson, ParsesRecordedGoogleTest114Report) {
+  const GateResult r = parse_gtest_json(slurp("tests/gate/fake/gtest_1_14_report.json"));
+  EXPECT_TRUE(r.problem.empty()) << r.problem;
+  EXPECT_EQ(r.selected, 3);
+  EXPECT_EQ(r.passed, 1);
+  EXPECT_EQ(r.failed, 1);
+  EXPECT_EQ(r.skipped, 1);
+  EXPECT_EQ(classify_gate(r), GateStatus::red);
+  bool saw_fail = false;
+  for (const auto& t : r.tests)
+    if (t.result == "failed") {
+      saw_fail = true;
+      EXPECT_EQ(t.name, "Fake/Bwd.B2_T256_H2_HV4_D64_gva");
+      EXPECT_NE(t.message.find("planted failure"), std::string::npos);
+    }
+  EXPECT_TRUE(saw_fail);
+  const auto names = parse_gtest_list(slurp("tests/gate/fake/gtest_1_14_list.txt"));
+  ASSERT_EQ(names.size(), 3u);  // DISABLED_x is listed by GoogleTest but can never be selected
+  for (const auto& n : names) EXPECT_EQ(n.find("DISABLED_"), std::string::npos) << n;
+}
+
+// Skip messages as later GoogleTest releases may write them (an array of {message}); NOTRUN entries
 // (disabled tests) are not part of the selection.
-TEST(GateJson, ParsesRecordedReportWithSkipMessagesAndNotRun) {
+TEST(GateJson, ParsesSkipMessagesAndNotRun) {
   const std::string report = R"JSON({
     "tests": 4, "failures": 1, "disabled": 1, "errors": 0, "name": "AllTests",
     "testsuites": [
