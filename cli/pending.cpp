@@ -16,8 +16,6 @@ void pending(CLI::App& app, Outcome& outcome, const char* name, const char* what
 }
 }  // namespace
 
-void register_verify(CLI::App& app, Outcome& o) { pending(app, o, "verify", "Gate, then time candidate vs baseline"); }
-void register_check(CLI::App& app, Outcome& o) { pending(app, o, "check", "Run one op on .npy inputs and compare with the reference"); }
 void register_loop(CLI::App& app, Outcome& o) { pending(app, o, "loop", "Optimization-loop log"); }
 void register_compare(CLI::App& app, Outcome& o) { pending(app, o, "compare", "Compare two git refs"); }
 void register_summarize(CLI::App& app, Outcome& o) { pending(app, o, "summarize", "Summarize result files"); }

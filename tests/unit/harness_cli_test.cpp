@@ -7,8 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
-#ifndef LINA_CLI_PATH
-#error "tests/CMakeLists.txt defines LINA_CLI_PATH"
+#ifndef LINA_TEST_LINA_EXE
+#error "tests/CMakeLists.txt defines LINA_TEST_LINA_EXE"
 #endif
 
 namespace {
@@ -20,7 +20,7 @@ struct Result {
 
 Result lina(const std::string& args) {
   Result r;
-  const std::string cmd = std::string("'") + LINA_CLI_PATH + "' " + args + " 2>&1";
+  const std::string cmd = std::string("'") + LINA_TEST_LINA_EXE + "' " + args + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
   char buf[4096];

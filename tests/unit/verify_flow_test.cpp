@@ -1,0 +1,256 @@
+// `lina verify` end to end with stand-ins: fake `lina run` scripts for candidate and baseline, the
+// fake gate suite, and a temporary "repo" holding profile/<op>-opt/contract.json.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "harness/frozen.h"
+#include "harness/subprocess.h"
+#include "harness/verify.h"
+
+namespace lina::harness {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const std::string kBaseSha = "1111111111111111111111111111111111111111";
+
+json run_doc(const std::string& sha, double ms, const std::string& gpu = "NVIDIA H200", json check_pass = true) {
+  json rows = json::array();
+  for (const char* shape : {"B1_T64_H2_D64", "B2_T128_H2_D64"}) {
+    json t = json::array();
+    for (int i = 0; i < 12; ++i) t.push_back(ms * (1.0 + 0.002 * ((i * 7) % 5)));
+    rows.push_back({{"op", "chunk_gla"}, {"mode", "fwd"}, {"shape", shape}, {"times_ms", t}, {"gbps", 1234.5},
+                    {"check", {{"pass", check_pass}, {"err_ratio", 1e-4}}}});
+  }
+  return {{"schema", "lina.bench/1"}, {"kind", "run"}, {"tool", {{"git_sha", sha}}},
+          {"machine", {{"gpu", gpu}, {"compute_capability", "9.0"}}}, {"results", rows}};
+}
+
+// A `lina` stand-in: logs its arguments (without the --json path), writes `doc` to --json.
+fs::path fake_lina(const fs::path& dir, const std::string& name, const json& doc) {
+  const fs::path script = dir / name;
+  const fs::path payload = dir / (name + ".json");
+  std::ofstream(payload) << doc.dump();
+  std::ofstream f(script);
+  f << "#!/bin/sh\nout=''\nargs=''\nwhile [ $# -gt 0 ]; do\n"
+    << "  if [ \"$1\" = --json ]; then out=\"$2\"; shift; shift; continue; fi\n"
+    << "  args=\"$args $1\"; shift\ndone\n"
+    << "echo \"" << name << ":$args\" >> '" << (dir / "calls.log").string() << "'\n"
+    << "cp '" << payload.string() << "' \"$out\"\n";
+  f.close();
+  fs::permissions(script, fs::perms::owner_all);
+  return script;
+}
+
+std::string read(const fs::path& p) {
+  std::ifstream f(p);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// A minimal source tree with the files frozen_hashes() reads, plus the loop contract.
+void make_repo(const fs::path& root, bool with_profile) {
+  for (const char* f : {"tests/gate/chunk_gla_gate.cpp", "tests/gate/common/fixtures.cpp", "ops/gla/reference.cpp",
+                        "harness/tolerances.cpp", "harness/accuracy.cpp"}) {
+    fs::create_directories((root / f).parent_path());
+    std::ofstream(root / f) << "// " << f << "\n";
+  }
+  const fs::path pd = root / "profile" / "chunk_gla-opt";
+  fs::create_directories(pd);
+  json hashes(frozen_hashes(root, "chunk_gla"));
+  std::ofstream(pd / "contract.json") << json{{"op", "chunk_gla"}, {"frozen_hashes", hashes}}.dump(2);
+  if (with_profile) std::ofstream(pd / "chunk_gla-opt.ncu-rep") << "x";
+}
+
+VerifyOptions base_opts(const fs::path& dir) {
+  VerifyOptions o;
+  o.op = "chunk_gla";
+  o.rounds = 3;
+  o.repo = dir / "repo";
+  o.gate_exe = fs::path(LINA_TEST_FAKE_GATE);
+  o.backend = "cpu";
+  return o;
+}
+
+TEST(VerifyFlow, BaselineReportingAnotherShaIsRefused) {
+  TempDir d("verify");
+  VerifyOptions o = base_opts(d.path());
+  o.no_gate = true;
+  o.base = "HEAD~1";
+  o.candidate_exe = fake_lina(d.path(), "cand", run_doc("cccc", 1.0));
+  o.baseline_exe = fake_lina(d.path(), "base", run_doc("2222222222222222222222222222222222222222", 2.0));
+  o.baseline_sha = kBaseSha;
+  std::ostringstream out;
+  const auto r = verify(o, out);
+  EXPECT_EQ(r.exit_code, kVerifyBaselineFailed) << out.str();
+  EXPECT_NE(out.str().find("2222222222222222222222222222222222222222"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find(kBaseSha), std::string::npos);
+  EXPECT_TRUE(r.json["comparisons"].empty());
+}
+
+TEST(VerifyFlow, GreenGateClearWinWithEvidencePromotes) {
+  TempDir d("verify");
+  make_repo(d.path() / "repo", /*with_profile=*/true);
+  VerifyOptions o = base_opts(d.path());
+  o.base = "main";
+  o.baseline_sha = kBaseSha;
+  o.candidate_exe = fake_lina(d.path(), "cand", run_doc("cccc", 1.0));
+  o.baseline_exe = fake_lina(d.path(), "base", run_doc(kBaseSha, 2.0));
+  o.modes = {"fwd", "bwd"};
+  o.shapes = {"B1_T64_H2_D64", "B2_T128_H2_D64"};
+  o.seed = 7;
+  o.json = d.path() / "verify.json";
+  std::ostringstream out;
+  const auto r = verify(o, out);
+  ASSERT_EQ(r.exit_code, kVerifyOk) << out.str();
+  if (std::getenv("LINA_TEST_SHOW")) std::cout << out.str();
+  const json j = json::parse(read(*o.json));
+  EXPECT_EQ(j["schema"], "lina.bench/1");
+  EXPECT_EQ(j["kind"], "verify");
+  EXPECT_EQ(j["gate"]["status"], "green");
+  EXPECT_EQ(j["baseline"]["sha"], kBaseSha);
+  ASSERT_EQ(j["comparisons"].size(), 2u);
+  for (const auto& c : j["comparisons"]) {
+    EXPECT_EQ(c["verdict"], "faster");
+    EXPECT_NEAR(c["speedup"].get<double>(), 2.0, 0.01);
+    EXPECT_GT(c["ci_low"].get<double>(), 1.0);
+  }
+  EXPECT_EQ(j["results"][0]["times_ms"].size(), 36u);  // 12 samples x 3 rounds pooled
+  EXPECT_TRUE(j["verdict"]["promote"].get<bool>()) << out.str();
+  EXPECT_EQ(j["verdict"]["label"], "promote");
+  // Same arguments on both sides, three rounds each, alternating which side goes first.
+  std::istringstream calls(read(d.path() / "calls.log"));
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(calls, l);) lines.push_back(l);
+  ASSERT_EQ(lines.size(), 6u);
+  EXPECT_EQ(lines[0].substr(0, 5), "cand:");
+  EXPECT_EQ(lines[1].substr(0, 5), "base:");
+  EXPECT_EQ(lines[2].substr(0, 5), "base:");
+  EXPECT_EQ(lines[3].substr(0, 5), "cand:");
+  EXPECT_EQ(lines[0].substr(5), lines[1].substr(5));
+  EXPECT_EQ(lines[0].substr(5), " run --op chunk_gla --modes fwd bwd --shapes B1_T64_H2_D64,B2_T128_H2_D64 --backend cpu --seed 7");
+  EXPECT_NE(out.str().find("geomean speedup over 2 cells"), std::string::npos);
+}
+
+TEST(VerifyFlow, EveryMissingConditionIsAReason) {
+  TempDir d("verify");
+  make_repo(d.path() / "repo", /*with_profile=*/false);
+  // A frozen file changes after `loop init`.
+  std::ofstream(d.path() / "repo" / "harness" / "tolerances.cpp", std::ios::app) << "// loosened\n";
+  VerifyOptions o = base_opts(d.path());
+  o.gate_k = "Fwd";  // filtered gate: partial
+  o.base = "main";
+  o.baseline_sha = kBaseSha;
+  o.candidate_exe = fake_lina(d.path(), "cand", run_doc("cccc", 1.0, "NVIDIA GeForce RTX 4090", nullptr));
+  o.baseline_exe = fake_lina(d.path(), "base", run_doc(kBaseSha, 1.0, "NVIDIA H200"));
+  std::ostringstream out;
+  const auto r = verify(o, out);
+  EXPECT_EQ(r.exit_code, kVerifyOk) << out.str();
+  const json& v = r.json["verdict"];
+  EXPECT_FALSE(v["promote"].get<bool>());
+  std::string all;
+  for (const auto& s : v["reasons"]) all += s.get<std::string>() + "\n";
+  EXPECT_NE(all.find("[no] gate partial"), std::string::npos) << all;
+  EXPECT_NE(all.find("not verified"), std::string::npos) << all;
+  EXPECT_NE(all.find("different GPUs"), std::string::npos) << all;
+  EXPECT_NE(all.find("supplementary"), std::string::npos) << all;
+  EXPECT_NE(all.find("no repeatable win"), std::string::npos) << all;
+  EXPECT_NE(all.find("needs profiler evidence"), std::string::npos) << all;
+  EXPECT_NE(all.find("frozen file changed since `lina loop init`: harness/tolerances.cpp"), std::string::npos) << all;
+  for (const auto& c : r.json["comparisons"]) EXPECT_EQ(c["verdict"], "noise");
+}
+
+TEST(VerifyFlow, SlowerCellsAreARegressionAndCanFailTheRun) {
+  TempDir d("verify");
+  VerifyOptions o = base_opts(d.path());
+  o.no_gate = true;
+  o.base = "main";
+  o.baseline_sha = kBaseSha;
+  o.fail_on_regression = true;
+  o.candidate_exe = fake_lina(d.path(), "cand", run_doc("cccc", 1.5));
+  o.baseline_exe = fake_lina(d.path(), "base", run_doc(kBaseSha, 1.0));
+  std::ostringstream out;
+  const auto r = verify(o, out);
+  EXPECT_EQ(r.exit_code, kVerifyRegression) << out.str();
+  EXPECT_EQ(r.json["comparisons"][0]["verdict"], "slower");
+  EXPECT_EQ(r.json["verdict"]["label"], "UNVERIFIED");  // --no-gate dominates the label
+  EXPECT_NE(out.str().find("UNVERIFIED"), std::string::npos);
+}
+
+TEST(VerifyFlow, RedGateStopsBeforeAnyTiming) {
+  TempDir d("verify");
+  VerifyOptions o = base_opts(d.path());
+  o.gate_env = {{"FAKE_GATE_FAIL", "varlen"}};
+  o.candidate_exe = fake_lina(d.path(), "cand", run_doc("cccc", 1.0));
+  std::ostringstream out;
+  const auto r = verify(o, out);
+  EXPECT_EQ(r.exit_code, kVerifyGateFailed);
+  EXPECT_FALSE(fs::exists(d.path() / "calls.log")) << "timed after a red gate";
+  EXPECT_EQ(r.json["gate"]["status"], "red");
+  EXPECT_NE(out.str().find("Fake/Fwd.B1_T2048_H4_D128_varlen"), std::string::npos) << out.str();
+}
+
+TEST(VerifyFlow, PlantedFaultIsCaughtByTheGate) {
+  TempDir d("verify");
+  VerifyOptions o = base_opts(d.path());
+  o.gate_env = {{"LINA_FAULT_INJECT", "perturb:0.01"}};
+  o.candidate_exe = fake_lina(d.path(), "cand", run_doc("cccc", 1.0));
+  std::ostringstream out;
+  EXPECT_EQ(verify(o, out).exit_code, kVerifyGateFailed) << out.str();
+}
+
+TEST(VerifyFlow, EmptySelectionExitsFourAndIsNotARegression) {
+  TempDir d("verify");
+  VerifyOptions o = base_opts(d.path());
+  o.gate_k = "T123456";
+  o.candidate_exe = fake_lina(d.path(), "cand", run_doc("cccc", 1.0));
+  std::ostringstream out;
+  const auto r = verify(o, out);
+  EXPECT_EQ(r.exit_code, kVerifyGateEmpty);
+  EXPECT_EQ(r.json["gate"]["status"], "empty");
+  EXPECT_NE(out.str().find("selects no test"), std::string::npos);
+  EXPECT_FALSE(fs::exists(d.path() / "calls.log"));
+}
+
+TEST(VerifyFlow, CandidateOnlyWithoutBase) {
+  TempDir d("verify");
+  VerifyOptions o = base_opts(d.path());
+  o.rounds = 2;
+  o.candidate_exe = fake_lina(d.path(), "cand", run_doc("cccc", 1.0));
+  std::ostringstream out;
+  const auto r = verify(o, out);
+  EXPECT_EQ(r.exit_code, kVerifyOk) << out.str();
+  EXPECT_TRUE(r.json["baseline"].is_null());
+  EXPECT_TRUE(r.json["comparisons"].empty());
+  EXPECT_EQ(r.json["results"].size(), 2u);
+  EXPECT_FALSE(r.json["verdict"]["promote"].get<bool>());
+}
+
+TEST(VerifyFlow, BadRunFileNamesTheKey) {
+  TempDir d("verify");
+  std::ofstream(d.path() / "x.json") << R"({"schema": "lina.bench/0", "results": []})";
+  try {
+    read_run_file(d.path() / "x.json");
+    FAIL();
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("schema"), std::string::npos);
+  }
+}
+
+TEST(VerifyGpu, PromotionHardware) {
+  EXPECT_TRUE(is_promotion_gpu("NVIDIA H200", "9.0"));
+  EXPECT_TRUE(is_promotion_gpu("NVIDIA H100 80GB HBM3", "9.0"));
+  EXPECT_FALSE(is_promotion_gpu("NVIDIA A100-SXM4-80GB", "8.0"));
+  EXPECT_FALSE(is_promotion_gpu("NVIDIA GeForce RTX 5090", "12.0"));
+  EXPECT_FALSE(is_promotion_gpu("", ""));
+}
+
+}  // namespace
+}  // namespace lina::harness
