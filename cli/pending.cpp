@@ -22,8 +22,6 @@ void register_verify(CLI::App& app, Outcome& o) { pending(app, o, "verify", "Gat
 void register_check(CLI::App& app, Outcome& o) { pending(app, o, "check", "Run one op on .npy inputs and compare with the reference"); }
 void register_loop(CLI::App& app, Outcome& o) { pending(app, o, "loop", "Optimization-loop log"); }
 void register_compare(CLI::App& app, Outcome& o) { pending(app, o, "compare", "Compare two git refs"); }
-void register_summarize(CLI::App& app, Outcome& o) { pending(app, o, "summarize", "Summarize result files"); }
-void register_cmd(CLI::App& app, Outcome& o) { pending(app, o, "cmd", "Print one safe command"); }
 void register_profile(CLI::App& app, Outcome& o) { pending(app, o, "profile", "Nsight Compute hand-off"); }
 
 }  // namespace lina::cli
