@@ -20,7 +20,5 @@ void register_list(CLI::App& app, Outcome& o) { pending(app, o, "list", "List th
 void register_run(CLI::App& app, Outcome& o) { pending(app, o, "run", "Benchmark ops"); }
 void register_verify(CLI::App& app, Outcome& o) { pending(app, o, "verify", "Gate, then time candidate vs baseline"); }
 void register_check(CLI::App& app, Outcome& o) { pending(app, o, "check", "Run one op on .npy inputs and compare with the reference"); }
-void register_compare(CLI::App& app, Outcome& o) { pending(app, o, "compare", "Compare two git refs"); }
-void register_profile(CLI::App& app, Outcome& o) { pending(app, o, "profile", "Nsight Compute hand-off"); }
 
 }  // namespace lina::cli
