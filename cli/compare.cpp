@@ -96,6 +96,7 @@ void register_compare(CLI::App& app, Outcome& outcome) {
           ops.push_back(o->op.substr(a, b - a));
         }
       }
+      if (ops == std::vector<std::string>{"all"}) ops = harness::all_ops();
       harness::check_cell_selection(ops, o->modes, o->shapes);
       harness::CompareOptions opt;
       opt.ops = ops;

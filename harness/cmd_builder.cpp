@@ -85,7 +85,9 @@ std::vector<std::string> build_command_argv(const CmdRequest& req, const std::st
   if (req.action != "verify" && req.action != "run" && req.action != "profile") {
     throw Error(ErrorCode::invalid_argument, "action", "lina cmd `" + req.action + "`: expected verify, run or profile");
   }
-  check_cell_selection(req.ops, req.modes, req.shapes);
+  // `run --op all` is the run command's own shorthand for every registered op.
+  const bool all = req.action == "run" && req.ops == std::vector<std::string>{"all"};
+  check_cell_selection(all ? std::vector<std::string>(kOps.begin(), kOps.end()) : req.ops, req.modes, req.shapes);
   if (req.action != "run" && req.ops.size() != 1) {
     throw Error(ErrorCode::invalid_argument, "--op", "--op: lina " + req.action + " takes exactly one op");
   }

@@ -73,6 +73,12 @@ TEST(ToolsCmd, BaseRefIsResolvedToSha) {
   EXPECT_EQ(argv[3], "chunk_gla,chunk_gdn");
   EXPECT_EQ(argv[4], "--base");
   EXPECT_EQ(argv[5] + "\n", head.out);
+  r.ops = {"all"};
+  r.base.reset();
+  EXPECT_EQ(build_command_argv(r, "lina", repo)[3], "all");
+  r.action = "verify";
+  EXPECT_THROW(build_command_argv(r, "lina", repo), Error);  // verify takes one real op
+  r.action = "run";
   r.base = "no-such-ref-xyz";
   EXPECT_THROW(build_command_argv(r, "lina", repo), Error);
   r.base = "--output=/etc/passwd";  // would be an option to git
