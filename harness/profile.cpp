@@ -125,12 +125,14 @@ std::vector<KernelProfile> parse_ncu_raw_csv(const std::string& csv, const std::
   const int dur_c = col({"gpu__time_duration.sum"});
   if (name_c < 0) throw Error(ErrorCode::invalid_argument, source, source + ": column `Kernel Name` missing");
   if (dur_c < 0) throw Error(ErrorCode::invalid_argument, source, source + ": column `gpu__time_duration.sum` missing");
-  const int dram_c = col({"dram__throughput.avg.pct_of_peak_sustained_elapsed"});
+  // ncu 2025 (H200) names it gpu__dram_throughput; older releases dram__throughput.
+  const int dram_c = col({"gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", "dram__throughput.avg.pct_of_peak_sustained_elapsed"});
   const int occ_c = col({"sm__warps_active.avg.pct_of_peak_sustained_active"});
   const int reg_c = col({"launch__registers_per_thread"});
   std::vector<std::pair<int, std::string>> stall_cols;
   for (size_t i = 0; i < header.size(); ++i)
-    if (auto r = stall_reason(header[i])) stall_cols.emplace_back(static_cast<int>(i), *r);
+    if (auto r = stall_reason(header[i]); r && *r != "selected")  // `selected` is the issuing warp, not a stall
+      stall_cols.emplace_back(static_cast<int>(i), *r);
   // Prefer the per-issue ratios when both families are present; they do not need source sampling.
   const bool have_ratio = std::any_of(stall_cols.begin(), stall_cols.end(), [&](const auto& sc) {
     return header[sc.first].rfind("smsp__average_warps_issue_stalled_", 0) == 0;

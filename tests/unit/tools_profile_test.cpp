@@ -37,6 +37,27 @@ TEST(ToolsProfile, ParsesNcuRawPagePerKernel) {
   EXPECT_EQ(k[1].stalls[0].first, "barrier");
 }
 
+// Columns cut from a real `ncu --import X --csv --page raw` (ncu 2025.3.1, H200, --set full) of a
+// probe that launched two kernels three times inside lina:timed:chunk_gla:fwd:B1_T64_H2_D64 and
+// one kernel outside it: the NVTX filter kept exactly the six timed launches.
+TEST(ToolsProfile, ParsesRealNcu2025Export) {
+  const auto k = parse_ncu_raw_csv(read_text_file(data("ncu_raw_h200.csv")), "ncu_raw_h200.csv");
+  ASSERT_EQ(k.size(), 2u);
+  EXPECT_EQ(k[0].name, "intra(float *, int)");
+  EXPECT_EQ(k[0].launches, 3);
+  EXPECT_EQ(k[1].name, "inter(const float *, float *, int)");
+  EXPECT_EQ(k[1].launches, 3);
+  ASSERT_TRUE(k[0].dram_pct && k[0].occupancy_pct && k[0].registers);
+  EXPECT_GT(*k[0].dram_pct, 10.0);
+  EXPECT_LT(*k[0].dram_pct, 100.0);
+  EXPECT_DOUBLE_EQ(*k[0].registers, 16);
+  EXPECT_GT(k[0].duration_us, 10.0);  // `us` units: ~49 us, not 0.049
+  EXPECT_LT(k[0].duration_us, 1000.0);
+  ASSERT_FALSE(k[0].stalls.empty());
+  EXPECT_EQ(k[0].stalls[0].first, "long_scoreboard");  // a streaming kernel waits on memory
+  for (const auto& [reason, v] : k[0].stalls) EXPECT_NE(reason, "selected");
+}
+
 TEST(ToolsProfile, UnitsAndSideBySide) {
   const auto head = parse_ncu_raw_csv(read_text_file(data("ncu_raw.csv")), "head");
   const auto base = parse_ncu_raw_csv(read_text_file(data("ncu_raw_base.csv")), "base");
