@@ -180,6 +180,12 @@ std::string render_summary_html(const std::vector<SummaryFile>& files, const Sum
       }
       s += "</table>";
     }
+    const auto warnings = claim_warnings(f);
+    if (!warnings.empty()) {
+      s += "<ul>";
+      for (const auto& w : warnings) s += "<li class=\"bad\">" + html_escape(w) + "</li>";
+      s += "</ul>";
+    }
     s += "<h3>Fraction of roofline (head)</h3>" + roofline_chart(f.rows);
     s += "<h3>Final-claim stats, head (ms)</h3>" + stats_html(f.rows);
     if (!f.base_rows.empty()) s += "<h3>Final-claim stats, base (ms)</h3>" + stats_html(f.base_rows);

@@ -342,7 +342,9 @@ std::vector<std::string> header_lines(const SummaryFile& f) {
   return l;
 }
 
-std::vector<std::string> check_warnings(const SummaryFile& f) {
+}  // namespace
+
+std::vector<std::string> claim_warnings(const SummaryFile& f) {
   std::vector<std::string> w;
   auto scan = [&](const std::vector<SummaryRow>& rows, const char* side) {
     for (const auto& r : rows) {
@@ -355,7 +357,6 @@ std::vector<std::string> check_warnings(const SummaryFile& f) {
   return w;
 }
 
-}  // namespace
 
 std::string render_summary_text(const std::vector<SummaryFile>& files, const SummaryOptions& opt) {
   std::string out;
@@ -371,7 +372,7 @@ std::string render_summary_text(const std::vector<SummaryFile>& files, const Sum
     }
     out += "\n  final-claim stats, head (ms):\n" + stats_table(f.rows).text();
     if (!f.base_rows.empty()) out += "\n  final-claim stats, base (ms):\n" + stats_table(f.base_rows).text();
-    auto w = check_warnings(f);
+    auto w = claim_warnings(f);
     if (!w.empty()) {
       out += "\n";
       for (const auto& s : w) out += "  " + s + "\n";
@@ -394,7 +395,7 @@ std::string render_summary_markdown(const std::vector<SummaryFile>& files, const
     }
     out += "\n### Final-claim stats, head (ms)\n\n" + stats_table(f.rows).markdown();
     if (!f.base_rows.empty()) out += "\n### Final-claim stats, base (ms)\n\n" + stats_table(f.base_rows).markdown();
-    auto w = check_warnings(f);
+    auto w = claim_warnings(f);
     if (!w.empty()) {
       out += "\n";
       for (const auto& s : w) out += "- **" + s + "**\n";

@@ -67,6 +67,9 @@ std::optional<double> geomean_speedup(const std::vector<SummaryComparison>& cmps
 // REGRESSION / IMPROVED / within noise / new / removed / "" (below threshold).
 std::string change_flag(const SummaryComparison& c, double threshold_pct);
 
+// FAILED check / UNVERIFIED / THROTTLED lines for the head cells of `f`.
+std::vector<std::string> claim_warnings(const SummaryFile& f);
+
 std::string render_summary_text(const std::vector<SummaryFile>& files, const SummaryOptions& opt);
 std::string render_summary_markdown(const std::vector<SummaryFile>& files, const SummaryOptions& opt);
 

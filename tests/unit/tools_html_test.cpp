@@ -30,6 +30,7 @@ TEST(ToolsHtml, PageIsSelfContained) {
   EXPECT_EQ(svgs, 7u);
   EXPECT_NE(h.find("REGRESSION"), std::string::npos);
   EXPECT_NE(h.find("UNVERIFIED"), std::string::npos);
+  EXPECT_NE(h.find("<li class=\"bad\">FAILED check: chunk_gla bwd B1_T8192_H96_D128 (head)</li>"), std::string::npos);
 }
 
 TEST(ToolsHtml, FileContentIsEscaped) {
