@@ -55,19 +55,11 @@ void register_compare(CLI::App& app, Outcome& outcome) {
       harness::CompareSide head{"head", o->head, "", o->head_binary};
       if (!o->base.empty()) base.sha = harness::git_resolve_commit(repo, o->base, "--base");
       head.sha = harness::git_resolve_commit(repo, o->head, "--head");
-      // Plug-in point for building refs: harness/baseline (gate branch) prepares <cache>/<sha>/build/cli/lina.
-      // TODO(merge): when base.binary / head.binary is empty, call harness::prepare_baseline({repo, ref, ...}).
-      if (base.binary.empty()) {
-        throw harness::CompareSideError("building --base " + o->base + " needs harness/baseline, which this build lacks; "
-                                        "build that commit and pass its lina as --base-binary PATH");
-      }
+      if (base.binary.empty()) base.binary = harness::build_ref_binary(repo, o->base, "--base");
       if (head.binary.empty()) {
-        if (head.sha == LINA_BUILD_GIT_SHA && !LINA_BUILD_GIT_DIRTY) {
-          head.binary = harness::self_executable();
-        } else {
-          throw harness::CompareSideError("--head " + o->head + " (" + head.sha + ") is not this clean build (" + LINA_BUILD_GIT_SHA +
-                                          (LINA_BUILD_GIT_DIRTY ? ", dirty" : "") + "); pass its lina as --head-binary PATH");
-        }
+        // This very build is the head when it is that commit and clean; otherwise build the ref.
+        if (head.sha == LINA_BUILD_GIT_SHA && !LINA_BUILD_GIT_DIRTY) head.binary = harness::self_executable();
+        else head.binary = harness::build_ref_binary(repo, o->head, "--head");
       }
       for (auto* s : {&base, &head}) {
         if (!fs::exists(s->binary)) throw Error(ErrorCode::invalid_argument, "--" + s->name + "-binary", "--" + s->name + "-binary " + s->binary.string() + ": no such file");

@@ -5,6 +5,7 @@
 
 #include "cli/commands.h"
 #include "harness/cmd_builder.h"
+#include "harness/compare_refs.h"
 #include "harness/profile.h"
 #include "harness/proc_util.h"
 #include "harness/shell_quote.h"
@@ -44,8 +45,13 @@ void register_profile(CLI::App& app, Outcome& outcome) {
       if (gpus == 0) missing += lina::cuda_backend_compiled() ? "no CUDA GPU visible; " : "this lina was built without the CUDA backend (no GPU to profile); ";
       if (!missing.empty()) throw Error(ErrorCode::invalid_argument, "ncu", missing.substr(0, missing.size() - 2));
       if (!o->base.empty() && o->base_binary.empty()) {
-        // TODO(merge): build the ref with harness::prepare_baseline (gate branch) and profile its lina.
-        throw Error(ErrorCode::runtime, "--base", "--base " + o->base + " needs harness/baseline to build the ref, which this build lacks; pass --base-binary PATH");
+        try {
+          o->base_binary = harness::build_ref_binary(harness::git_toplevel("."), o->base, "--base").string();
+        } catch (const harness::CompareSideError& e) {
+          std::fprintf(stderr, "lina profile: %s\n", e.what());
+          outcome.code = kBaselineFailed;
+          return;
+        }
       }
       const fs::path out = o->out.empty() ? fs::path("profile") / o->op : fs::path(o->out);
       fs::create_directories(out);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <random>
 
@@ -13,9 +14,36 @@
 #include "lina/error.h"
 #include "lina/version.h"
 
+#if __has_include("harness/baseline.h")
+#include "harness/baseline.h"
+#define LINA_TOOLS_HAVE_BASELINE 1
+#endif
+
 namespace lina::harness {
 namespace fs = std::filesystem;
 using nlohmann::json;
+
+fs::path build_ref_binary(const fs::path& repo, const std::string& ref, const std::string& flag) {
+#ifdef LINA_TOOLS_HAVE_BASELINE
+  try {
+    BaselineOptions bo;
+    bo.repo = repo;
+    bo.ref = ref;
+    // Same backend choice as this build, so both sides run the same code paths.
+    bo.cmake_args = {std::string("-DLINA_WITH_CUDA=") + (LINA_BUILD_CUDA_ENABLED ? "ON" : "OFF")};
+    const Baseline b = prepare_baseline(bo);
+    for (const auto& w : b.warnings) std::fprintf(stderr, "lina: warning: %s\n", w.c_str());
+    std::fprintf(stderr, "lina: %s %s -> %s (%s)\n", flag.c_str(), ref.c_str(), b.lina_exe.c_str(), b.reused ? "cached" : "built");
+    return b.lina_exe;
+  } catch (const BaselineError& e) {
+    throw CompareSideError(e.what());
+  }
+#else
+  (void)repo;
+  throw CompareSideError("building " + flag + " " + ref + " needs harness/baseline, which this build lacks; "
+                         "build that commit and pass its lina as " + flag + "-binary PATH");
+#endif
+}
 
 std::vector<std::string> lina_run_argv(const std::string& lina, const std::vector<std::string>& ops,
                                        const std::vector<std::string>& modes, const std::vector<std::string>& shapes,

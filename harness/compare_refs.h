@@ -47,6 +47,11 @@ struct CompareSideError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The lina binary of `ref`, built in its own cache tree by harness/baseline (gate branch) when this
+// build has it (detected with __has_include, so the two branches merge without edits here); without
+// it, CompareSideError asking for `flag`-binary. Warnings (dirty HEAD) go to stderr.
+std::filesystem::path build_ref_binary(const std::filesystem::path& repo, const std::string& ref, const std::string& flag);
+
 // Runs both binaries `opt.rounds` times in alternating order (base first in even rounds), writing
 // each run's JSON under `workdir`, and returns compare_documents(...).
 nlohmann::json run_compare(const CompareSide& base, const CompareSide& head, const CompareOptions& opt,
