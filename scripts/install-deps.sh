@@ -2,7 +2,7 @@
 # Installs what lina builds with: Debian packages (apt-get) and, where nvcc is present, the
 # CUTLASS/CuTe headers from the PyPI package nvidia-cutlass. Idempotent; quiet when all is there.
 set -euo pipefail
-debs=(cmake ninja-build g++ git libgtest-dev nlohmann-json3-dev libcli11-dev libfmt-dev python3)
+debs=(cmake ninja-build g++ git libgtest-dev nlohmann-json3-dev libcli11-dev libfmt-dev python3 chromium)
 missing=()
 for d in "${debs[@]}"; do dpkg -s "$d" >/dev/null 2>&1 || missing+=("$d"); done
 if [ ${#missing[@]} -gt 0 ]; then

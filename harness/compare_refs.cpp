@@ -1,0 +1,321 @@
+#include "harness/compare_refs.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "harness/proc_util.h"
+#include "harness/summary.h"
+#include "lina/build_info.h"
+#include "lina/error.h"
+#include "lina/version.h"
+
+#if __has_include("harness/baseline.h")
+#include "harness/baseline.h"
+#define LINA_TOOLS_HAVE_BASELINE 1
+#endif
+
+namespace lina::harness {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+fs::path build_ref_binary(const fs::path& repo, const std::string& ref, const std::string& flag) {
+#ifdef LINA_TOOLS_HAVE_BASELINE
+  try {
+    BaselineOptions bo;
+    bo.repo = repo;
+    bo.ref = ref;
+    // Same backend choice as this build, so both sides run the same code paths.
+    bo.cmake_args = {std::string("-DLINA_WITH_CUDA=") + (LINA_BUILD_CUDA_ENABLED ? "ON" : "OFF")};
+    const Baseline b = prepare_baseline(bo);
+    for (const auto& w : b.warnings) std::fprintf(stderr, "lina: warning: %s\n", w.c_str());
+    std::fprintf(stderr, "lina: %s %s -> %s (%s)\n", flag.c_str(), ref.c_str(), b.lina_exe.c_str(), b.reused ? "cached" : "built");
+    return b.lina_exe;
+  } catch (const BaselineError& e) {
+    throw CompareSideError(e.what());
+  }
+#else
+  (void)repo;
+  throw CompareSideError("building " + flag + " " + ref + " needs harness/baseline, which this build lacks; "
+                         "build that commit and pass its lina as " + flag + "-binary PATH");
+#endif
+}
+
+std::vector<std::string> lina_run_argv(const std::string& lina, const std::vector<std::string>& ops,
+                                       const std::vector<std::string>& modes, const std::vector<std::string>& shapes,
+                                       const std::string& json_path, std::optional<long long> seed) {
+  std::string op_list;
+  for (const auto& o : ops) op_list += (op_list.empty() ? "" : ",") + o;
+  // --no-base: each side is measured alone; the pairing happens here, round by round.
+  std::vector<std::string> a{lina, "run", "--op", op_list, "--no-base"};
+  if (!modes.empty()) {
+    a.push_back("--modes");
+    a.insert(a.end(), modes.begin(), modes.end());
+  }
+  if (!shapes.empty()) {
+    std::string s;
+    for (const auto& x : shapes) s += (s.empty() ? "" : ",") + x;
+    a.insert(a.end(), {"--shapes", s});
+  }
+  if (seed) a.insert(a.end(), {"--seed", std::to_string(*seed)});
+  a.insert(a.end(), {"--json", json_path});
+  return a;
+}
+
+namespace {
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double quantile_sorted(const std::vector<double>& v, double q) {
+  if (v.size() == 1) return v[0];
+  const double pos = q * static_cast<double>(v.size() - 1);
+  const size_t lo = static_cast<size_t>(std::floor(pos));
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+}
+
+std::string row_key(const json& row) {
+  const json keys = row.contains("shape_keys") ? row["shape_keys"] : json(nullptr);
+  return row.value("op", "") + "|" + row.value("mode", "") + "|" + row.value("shape", "") + "|" + keys.dump();
+}
+
+struct Pooled {
+  json row;  // the cell's first row, with pooled samples and statistics
+  std::vector<double> times;
+  int rounds = 0;
+};
+
+// Pools every round's samples per cell, in order of first appearance.
+std::pair<std::vector<std::string>, std::map<std::string, Pooled>> pool(const std::vector<json>& runs) {
+  std::vector<std::string> order;
+  std::map<std::string, Pooled> cells;
+  for (const auto& doc : runs) {
+    for (const auto& row : doc.at("results")) {
+      const std::string k = row_key(row);
+      auto [it, fresh] = cells.try_emplace(k);
+      Pooled& p = it->second;
+      if (fresh) { order.push_back(k); p.row = row; }
+      ++p.rounds;
+      if (row.contains("times_ms") && row["times_ms"].is_array() && !row["times_ms"].empty()) {
+        for (const auto& t : row["times_ms"]) p.times.push_back(t.get<double>());
+      } else {
+        p.times.push_back(row.at("median_ms").get<double>());
+      }
+      // A cell is only as verified as its worst round.
+      const json& chk = row.contains("check") ? row["check"] : json(nullptr);
+      const bool failed = chk.is_object() && chk.contains("pass") && chk["pass"] == false;
+      const bool missing = !chk.is_object() || !chk.contains("pass") || chk["pass"].is_null();
+      const json& cur = p.row.contains("check") ? p.row["check"] : json(nullptr);
+      const bool cur_failed = cur.is_object() && cur.contains("pass") && cur["pass"] == false;
+      if (failed || (missing && !cur_failed)) p.row["check"] = chk;
+      if (row.value("throttled", false)) p.row["throttled"] = true;
+    }
+  }
+  for (auto& [k, p] : cells) {
+    std::vector<double> s = p.times;
+    std::sort(s.begin(), s.end());
+    double mean = 0;
+    for (double x : s) mean += x;
+    mean /= static_cast<double>(s.size());
+    double var = 0;
+    for (double x : s) var += (x - mean) * (x - mean);
+    const double sd = s.size() > 1 ? std::sqrt(var / static_cast<double>(s.size() - 1)) : 0.0;
+    json& r = p.row;
+    r["times_ms"] = p.times;
+    r["samples"] = p.times.size();
+    r["median_ms"] = quantile_sorted(s, 0.5);
+    r["mean_ms"] = mean;
+    r["std_ms"] = sd;
+    r["min_ms"] = s.front();
+    r["p10_ms"] = quantile_sorted(s, 0.1);
+    r["p20_ms"] = quantile_sorted(s, 0.2);
+    r["p80_ms"] = quantile_sorted(s, 0.8);
+    r["p90_ms"] = quantile_sorted(s, 0.9);
+    r["noise"] = mean > 0 ? sd / mean : 0.0;
+    r["rounds"] = p.rounds;
+  }
+  return {order, cells};
+}
+
+}  // namespace
+
+std::pair<double, double> bootstrap_speedup_ci(const std::vector<double>& base, const std::vector<double>& head,
+                                               int iterations, std::uint64_t seed) {
+  if (base.empty() || head.empty()) throw Error(ErrorCode::invalid_argument, "samples", "bootstrap needs samples on both sides");
+  std::mt19937_64 gen(seed);
+  std::vector<double> ratios;
+  ratios.reserve(static_cast<size_t>(iterations));
+  std::vector<double> b(base.size()), h(head.size());
+  std::uniform_int_distribution<size_t> pick_b(0, base.size() - 1), pick_h(0, head.size() - 1);
+  for (int i = 0; i < iterations; ++i) {
+    for (auto& x : b) x = base[pick_b(gen)];
+    for (auto& x : h) x = head[pick_h(gen)];
+    ratios.push_back(median_of(b) / median_of(h));
+  }
+  std::sort(ratios.begin(), ratios.end());
+  return {quantile_sorted(ratios, 0.025), quantile_sorted(ratios, 0.975)};
+}
+
+json compare_documents(const std::vector<json>& base_runs, const std::vector<json>& head_runs, const CompareSide& base,
+                       const CompareSide& head, const CompareOptions& opt) {
+  if (base_runs.empty() || head_runs.empty()) throw Error(ErrorCode::invalid_argument, "rounds", "compare needs at least one run per side");
+  auto [base_order, base_cells] = pool(base_runs);
+  auto [head_order, head_cells] = pool(head_runs);
+  json comparisons = json::array();
+  auto cmp_row = [](const json& r) {
+    return json{{"op", r.value("op", "")}, {"mode", r.value("mode", "")}, {"shape", r.value("shape", "")},
+                {"shape_keys", r.contains("shape_keys") ? r["shape_keys"] : json(nullptr)}};
+  };
+  std::uint64_t salt = 0;
+  for (const auto& k : head_order) {
+    const Pooled& h = head_cells.at(k);
+    json c = cmp_row(h.row);
+    c["head_median_ms"] = h.row["median_ms"];
+    auto it = base_cells.find(k);
+    if (it == base_cells.end()) {
+      c.update(json{{"base_median_ms", nullptr}, {"speedup", nullptr}, {"ci_low", nullptr}, {"ci_high", nullptr},
+                    {"change_pct", nullptr}, {"verdict", "new"}});
+    } else {
+      const Pooled& b = it->second;
+      const double bm = b.row["median_ms"].get<double>(), hm = h.row["median_ms"].get<double>();
+      const auto [lo, hi] = bootstrap_speedup_ci(b.times, h.times, opt.bootstrap, opt.bootstrap_seed + salt++);
+      const double change = (hm / bm - 1.0) * 100.0;
+      std::string verdict = "noise";
+      // Faster / slower only when the interval excludes 1 and the change passes the threshold.
+      if (lo > 1.0 && -change >= opt.threshold_pct) verdict = "faster";
+      if (hi < 1.0 && change >= opt.threshold_pct) verdict = "slower";
+      c.update(json{{"base_median_ms", bm}, {"speedup", bm / hm}, {"ci_low", lo}, {"ci_high", hi},
+                    {"change_pct", change}, {"verdict", verdict}});
+    }
+    comparisons.push_back(c);
+  }
+  for (const auto& k : base_order) {
+    if (head_cells.count(k)) continue;
+    json c = cmp_row(base_cells.at(k).row);
+    c.update(json{{"base_median_ms", base_cells.at(k).row["median_ms"]}, {"head_median_ms", nullptr}, {"speedup", nullptr},
+                  {"ci_low", nullptr}, {"ci_high", nullptr}, {"change_pct", nullptr}, {"verdict", "removed"}});
+    comparisons.push_back(c);
+  }
+  json head_rows = json::array(), base_rows = json::array();
+  for (const auto& k : head_order) head_rows.push_back(head_cells.at(k).row);
+  for (const auto& k : base_order) base_rows.push_back(base_cells.at(k).row);
+
+  const json& last_head = head_runs.back();
+  const json& last_base = base_runs.back();
+  auto sha_of = [](const json& d) { return d.contains("tool") && d["tool"].is_object() ? d["tool"].value("git_sha", "") : std::string(); };
+  auto dirty_of = [](const json& d) { return d.contains("tool") && d["tool"].is_object() && d["tool"].value("git_dirty", false); };
+  auto command_of = [](const json& d) { return d.contains("config") && d["config"].is_object() ? d["config"].value("command", "") : std::string(); };
+  json config = last_head.contains("config") && last_head["config"].is_object() ? last_head["config"] : json::object();
+  config["command"] = opt.command;
+  config["rounds"] = opt.rounds;
+  config["threshold_pct"] = opt.threshold_pct;
+
+  int slower = 0, faster = 0, added = 0, removed = 0;
+  std::vector<std::string> reasons;
+  for (const auto& c : comparisons) {
+    const std::string v = c["verdict"];
+    slower += v == "slower"; faster += v == "faster"; added += v == "new"; removed += v == "removed";
+    if (v == "slower") reasons.push_back(fmt::format("{} {} {} slower by {:.1f}%", c["op"].get<std::string>(), c["mode"].get<std::string>(), c["shape"].get<std::string>(), c["change_pct"].get<double>()));
+  }
+  if (removed) reasons.push_back(fmt::format("{} cells removed", removed));
+  if (added) reasons.push_back(fmt::format("{} cells new", added));
+  reasons.push_back("compare runs no gate: it never promotes (use lina verify)");
+  return json{{"schema", kSchema},
+              {"kind", "compare"},
+              {"tool", {{"name", "lina"}, {"version", lina::kVersion}, {"git_sha", LINA_BUILD_GIT_SHA}, {"git_dirty", static_cast<bool>(LINA_BUILD_GIT_DIRTY)}}},
+              {"machine", last_head.contains("machine") ? last_head["machine"] : json(nullptr)},
+              {"config", config},
+              {"head", {{"ref", head.ref}, {"sha", sha_of(last_head)}, {"git_dirty", dirty_of(last_head)}, {"binary", head.binary.string()}, {"command", command_of(last_head)}}},
+              {"results", head_rows},
+              {"gate", nullptr},
+              {"baseline", {{"ref", base.ref}, {"sha", sha_of(last_base)}, {"git_dirty", dirty_of(last_base)}, {"binary", base.binary.string()}, {"command", command_of(last_base)}, {"results", base_rows}}},
+              {"comparisons", comparisons},
+              {"verdict", {{"promote", false}, {"label", slower ? "regression" : faster ? "faster" : "no significant change"}, {"reasons", reasons}}}};
+}
+
+json run_compare(const CompareSide& base, const CompareSide& head, const CompareOptions& opt, const fs::path& workdir) {
+  std::error_code ec;
+  if (fs::equivalent(base.binary, head.binary, ec)) {
+    throw Error(ErrorCode::invalid_argument, "--base-binary", "base and head are the same binary (" + base.binary.string() + "): a baseline can never be the candidate");
+  }
+  if (opt.rounds < 1) throw Error(ErrorCode::invalid_argument, "--rounds", "--rounds must be >= 1");
+  fs::create_directories(workdir);
+  std::vector<json> runs[2];
+  const CompareSide* sides[2] = {&base, &head};
+  for (int round = 0; round < opt.rounds; ++round) {
+    // Alternate the order so that neither side always runs on a warmer (or hotter) GPU.
+    for (int j = 0; j < 2; ++j) {
+      const int s = (round % 2 == 0) ? j : 1 - j;
+      const CompareSide& side = *sides[s];
+      const fs::path out = workdir / fmt::format("{}_round{}.json", side.name, round);
+      fs::remove(out, ec);
+      const auto argv = lina_run_argv(side.binary.string(), opt.ops, opt.modes, opt.shapes, out.string(), opt.seed);
+      auto r = run_process(argv);
+      if (r.exit_code != 0) {
+        const std::string tail = r.err.size() > 2000 ? r.err.substr(r.err.size() - 2000) : r.err;
+        throw CompareSideError(fmt::format("{} ({}): `{} run` exited {} in round {}:\n{}", side.name, side.binary.string(),
+                                           side.binary.string(), r.exit_code, round, tail));
+      }
+      json doc;
+      try {
+        doc = json::parse(read_text_file(out));
+      } catch (const std::exception& e) {
+        throw CompareSideError(fmt::format("{}: {} did not write a readable result: {}", side.name, out.string(), e.what()));
+      }
+      parse_summary_file(doc, out);  // validates the contract; names file and key on failure
+      const std::string sha = doc["tool"].value("git_sha", "");
+      // A side must be provably the commit it claims to be.
+      if (!side.sha.empty() && sha != side.sha) {
+        throw CompareSideError(fmt::format("{}: {} reports git_sha `{}`, expected {} ({}); refusing the comparison",
+                                           side.name, side.binary.string(), sha, side.sha, side.ref));
+      }
+      runs[s].push_back(std::move(doc));
+    }
+  }
+  return compare_documents(runs[0], runs[1], base, head, opt);
+}
+
+std::vector<std::string> regressions(const json& doc) {
+  std::vector<std::string> out;
+  for (const auto& c : doc.at("comparisons"))
+    if (c.value("verdict", "") == "slower") out.push_back(c.value("op", "") + " " + c.value("mode", "") + " " + c.value("shape", ""));
+  return out;
+}
+
+std::string render_compare_text(const json& doc, double threshold_pct) {
+  const SummaryFile f = parse_summary_file(doc, "(compare)");
+  std::string out = fmt::format("base {} ({})  vs  head {} ({})\n", f.base_sha, f.base_ref, f.head_sha, doc["head"].value("ref", ""));
+  auto section = [&](const char* title, const char* verdict) {
+    std::string s;
+    for (const auto& c : ranked(f.comparisons)) {
+      if (c.verdict != verdict) continue;
+      if (c.speedup) {
+        s += fmt::format("  {} {} {}: {:.4f} -> {:.4f} ms, speedup {:.3f}x [{:.3f}, {:.3f}], {:+.2f}%\n", c.op, c.mode, c.shape,
+                         *c.base_ms, *c.head_ms, *c.speedup, c.ci_low.value_or(NAN), c.ci_high.value_or(NAN), *c.change_pct);
+      } else {
+        s += fmt::format("  {} {} {}\n", c.op, c.mode, c.shape);
+      }
+    }
+    if (!s.empty()) out += std::string(title) + ":\n" + s;
+  };
+  section("regressions", "slower");
+  section("improvements", "faster");
+  section("within noise or under threshold", "noise");
+  section("new cells (head only)", "new");
+  section("removed cells (base only)", "removed");
+  auto g = geomean_speedup(f.comparisons);
+  out += fmt::format("geomean speedup {} over {} paired cells (threshold {}%)\n", g ? fmt::format("{:.3f}x", *g) : "-",
+                     std::count_if(f.comparisons.begin(), f.comparisons.end(), [](const auto& c) { return c.speedup.has_value(); }),
+                     threshold_pct);
+  return out;
+}
+
+}  // namespace lina::harness

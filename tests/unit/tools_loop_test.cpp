@@ -1,0 +1,163 @@
+#include <gtest/gtest.h>
+
+#include "harness/loop_log.h"
+#include "harness/proc_util.h"
+#include "lina/error.h"
+#include "tools_support.h"
+
+namespace lina::harness {
+namespace {
+using nlohmann::json;
+using lina::testing::data;
+
+LoopContract contract() {
+  LoopContract c;
+  c.op = "chunk_kda";
+  c.modes = {"fwd"};
+  c.shapes = {"B1_T8192_H96_D128"};
+  c.backends = {"cuda"};
+  c.base_ref = "main";
+  c.base_sha = std::string(40, 'c');
+  c.validation_command = "lina verify --op chunk_kda";
+  c.benchmark_command = "lina run --op chunk_kda";
+  c.frozen_hashes = {{"tests/gate/chunk_kda_gate.cpp", "h1"}, {"harness/tolerances.cpp", "h2"}};
+  return c;
+}
+
+// verify_ok.json with the target cell's head median (base median is 2.0 ms) and gate/check/verdict set.
+json verify_doc(double head_ms, const std::string& gate = "green", bool pass = true, const std::string& verdict = "faster") {
+  json d = json::parse(read_text_file(data("verify_ok.json")));
+  d["results"][0]["median_ms"] = head_ms;
+  d["results"][0]["check"]["pass"] = pass;
+  d["gate"]["status"] = gate;
+  d["comparisons"][0]["verdict"] = verdict;
+  d["comparisons"][0]["ci_low"] = verdict == "faster" ? 1.1 : 0.95;
+  return d;
+}
+
+LoopEntry entry(const LoopContract& c, std::vector<LoopEntry>& prior, const json& doc, const std::string& dir,
+                std::optional<std::string> decision = std::nullopt) {
+  LogRequest r;
+  r.direction = dir;
+  r.verify_json = "v.json";
+  r.decision = decision;
+  auto e = make_entry(c, prior, r, doc);
+  prior.push_back(e);
+  return e;
+}
+
+TEST(ToolsLoop, RowsTrackBestSoFarAndDecisions) {
+  const auto c = contract();
+  std::vector<LoopEntry> log;
+  auto e1 = entry(c, log, verify_doc(1.6), "fuse\nintra-chunk | output");
+  EXPECT_EQ(e1.iteration, 1);
+  EXPECT_EQ(e1.direction, "fuse intra-chunk | output");  // one line
+  EXPECT_DOUBLE_EQ(*e1.metric_ms, 1.6);                   // only the target cell counts
+  EXPECT_DOUBLE_EQ(*e1.base_metric_ms, 2.0);
+  EXPECT_NEAR(*e1.vs_best_pct, -20.0, 1e-9);               // vs the baseline
+  EXPECT_TRUE(e1.improving);
+  EXPECT_TRUE(e1.repeatable_win);
+  EXPECT_EQ(e1.decision, "keep");
+  const std::string row = opt_log_row(e1);
+  EXPECT_EQ(row.rfind("| 1 | fuse intra-chunk \\| output | green | 1.6000 | -20.00% | keep |", 0), 0u) << row;
+
+  auto e2 = entry(c, log, verify_doc(1.59), "tweak");  // -0.6 % vs best 1.6: under min_gain 1 %
+  EXPECT_NEAR(*e2.vs_best_pct, (1.59 / 1.6 - 1) * 100, 1e-9);
+  EXPECT_FALSE(e2.improving);
+  EXPECT_EQ(e2.decision, "revert");
+  auto e3 = entry(c, log, verify_doc(1.2, "red"), "faster but wrong");
+  EXPECT_FALSE(e3.improving);  // a red gate never improves
+  auto e4 = entry(c, log, verify_doc(1.2, "green", false), "faster, check fails");
+  EXPECT_FALSE(e4.improving);
+  EXPECT_FALSE(e4.all_checks_pass);
+  auto e5 = entry(c, log, verify_doc(1.3), "real win", std::string("keep"));
+  EXPECT_TRUE(e5.improving);
+  EXPECT_NEAR(*e5.vs_best_pct, (1.3 / 1.6 - 1) * 100, 1e-9);  // reverted rows are not the best
+}
+
+TEST(ToolsLoop, ThreeNonImprovingInARowIsFlagged) {
+  const auto c = contract();
+  std::vector<LoopEntry> log;
+  entry(c, log, verify_doc(1.6), "a");
+  entry(c, log, verify_doc(1.7), "b");
+  entry(c, log, verify_doc(1.65), "c");
+  EXPECT_FALSE(loop_status(c, log, c.frozen_hashes).stalled);  // only two in a row
+  entry(c, log, verify_doc(1.61), "d");
+  auto s = loop_status(c, log, c.frozen_hashes);
+  EXPECT_TRUE(s.stalled);
+  EXPECT_NE(render_loop_status(c, s).find("STALLED: three non-improving iterations in a row (#2, #3, #4)"), std::string::npos);
+  entry(c, log, verify_doc(1.2), "e");
+  EXPECT_FALSE(loop_status(c, log, c.frozen_hashes).stalled);
+}
+
+TEST(ToolsLoop, PromotionAndNoGoBars) {
+  const auto c = contract();
+  std::vector<LoopEntry> log;
+  auto met = [](const std::vector<BarItem>& bar, const std::string& name) {
+    for (const auto& b : bar) if (b.name == name) return b.met;
+    ADD_FAILURE() << name;
+    return false;
+  };
+  auto s0 = loop_status(c, log, c.frozen_hashes);
+  EXPECT_FALSE(met(s0.no_go, "a reasoned attempt"));
+  EXPECT_FALSE(met(s0.promotion, "gate green"));
+
+  lina::testing::TempDir tmp;
+  const auto prof = tmp.path / "kda.ncu-rep";
+  write_text_file(prof, "x");
+  LogRequest r;
+  r.direction = "fuse";
+  r.verify_json = "v.json";
+  r.profile = prof.string();
+  r.bound = "HBM 4.3 TB/s at 81%";
+  log.push_back(make_entry(c, log, r, verify_doc(1.5)));
+  auto s = loop_status(c, log, c.frozen_hashes);
+  for (const auto& b : s.promotion) EXPECT_TRUE(b.met) << b.name << " " << b.detail;
+  for (const auto& b : s.no_go) EXPECT_TRUE(b.met) << b.name << " " << b.detail;
+
+  auto changed = c.frozen_hashes;
+  changed["harness/tolerances.cpp"] = "edited";
+  auto s2 = loop_status(c, log, changed);
+  EXPECT_FALSE(met(s2.promotion, "frozen files unchanged"));
+  ASSERT_EQ(s2.frozen_changes.size(), 1u);
+  EXPECT_EQ(s2.frozen_changes[0], "harness/tolerances.cpp (changed)");
+
+  log.back().bound = "memory bound";  // a bound without its number does not count
+  EXPECT_FALSE(met(loop_status(c, log, c.frozen_hashes).no_go, "a named bound with its number"));
+}
+
+TEST(ToolsLoop, InitLogRoundTripOnDisk) {
+  lina::testing::TempDir tmp;
+  const auto dir = loop_dir(tmp.path, "chunk_kda");
+  const auto c = contract();
+  loop_init(dir, c, false);
+  EXPECT_THROW(loop_init(dir, c, false), Error);  // a contract is not overwritten silently
+  const auto back = load_contract(dir);
+  EXPECT_EQ(back.base_sha, c.base_sha);
+  EXPECT_EQ(back.frozen_hashes, c.frozen_hashes);
+  const auto vpath = tmp.path / "verify.json";
+  write_text_file(vpath, verify_doc(1.5).dump());
+  LogRequest r;
+  r.direction = "first";
+  r.verify_json = vpath;
+  loop_log(dir, r);
+  r.direction = "second";
+  r.decision = "floor";
+  loop_log(dir, r);
+  const auto entries = load_entries(dir);
+  ASSERT_EQ(entries.size(), 2u);
+  EXPECT_EQ(entries[1].iteration, 2);
+  EXPECT_EQ(entries[1].decision, "floor");
+  const std::string md = read_text_file(dir / "OPT_LOG.md");
+  EXPECT_NE(md.find("| 1 | first | green | 1.5000 | -25.00% | keep |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 2 | second | green | 1.5000 | +0.00% (not improving) | floor |"), std::string::npos) << md;
+  r.decision = "maybe";
+  EXPECT_THROW(loop_log(dir, r), Error);
+  r.decision.reset();
+  r.verify_json = data("compare_ok.json");  // not a verify file
+  EXPECT_THROW(loop_log(dir, r), Error);
+  EXPECT_EQ(load_entries(dir).size(), 2u);  // refused rows leave the log as it was
+}
+
+}  // namespace
+}  // namespace lina::harness

@@ -1,0 +1,120 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "harness/summary.h"
+#include "lina/error.h"
+#include "tools_support.h"
+
+namespace lina::harness {
+namespace {
+using lina::testing::data;
+
+std::string error_of(const std::string& file) {
+  try {
+    load_summary_file(data(file));
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+    return e.what();
+  }
+  ADD_FAILURE() << file << " was accepted";
+  return {};
+}
+
+TEST(ToolsSummary, RunFileRowsAndChecks) {
+  auto f = load_summary_file(data("run_ok.json"));
+  EXPECT_EQ(f.kind, "run");
+  ASSERT_EQ(f.rows.size(), 3u);
+  EXPECT_EQ(f.rows[0].check, CheckState::pass);
+  EXPECT_EQ(f.rows[1].check, CheckState::unverified);  // check: null
+  EXPECT_EQ(f.rows[2].check, CheckState::fail);
+  EXPECT_TRUE(f.rows[2].throttled);
+  EXPECT_DOUBLE_EQ(f.rows[0].median_ms, 1.25);
+  EXPECT_EQ(f.head_sha, std::string(40, 'a'));
+  EXPECT_EQ(f.gpu, "NVIDIA H200");
+  // Rows with the same shape name but different shape keys are different cells.
+  EXPECT_NE(f.rows[0].key(), f.rows[1].key());
+}
+
+TEST(ToolsSummary, RankingGeomeanAndFlags) {
+  auto f = load_summary_file(data("verify_ok.json"));
+  ASSERT_EQ(f.comparisons.size(), 3u);
+  EXPECT_EQ(f.base_sha, std::string(40, 'c'));
+  EXPECT_EQ(f.base_rows.size(), 3u);
+  auto r = ranked(f.comparisons);
+  // |-20%| > |+12%| > |+0.67%|
+  EXPECT_EQ(r[0].shape, "B1_T8192_H96_D128");
+  EXPECT_EQ(r[1].shape, "B2_T16384_H16_D128");
+  EXPECT_EQ(change_flag(r[0], 5), "IMPROVED");
+  EXPECT_EQ(change_flag(r[1], 5), "REGRESSION");
+  EXPECT_EQ(change_flag(r[1], 15), "");  // under the threshold
+  EXPECT_EQ(change_flag(r[2], 0.5), "within noise");
+  EXPECT_EQ(r[1].check, CheckState::unverified);  // head row's check is null
+  const double expect = std::cbrt((2.0 / 1.6) * (1.0 / 1.12) * (1.5 / 1.51));
+  ASSERT_TRUE(geomean_speedup(f.comparisons));
+  EXPECT_NEAR(*geomean_speedup(f.comparisons), expect, 1e-12);
+}
+
+TEST(ToolsSummary, CompareFileNewAndRemovedRankLast) {
+  auto f = load_summary_file(data("compare_ok.json"));
+  EXPECT_EQ(f.head_sha, std::string(40, 'd'));
+  EXPECT_EQ(f.base_sha, std::string(40, 'e'));
+  auto r = ranked(f.comparisons);
+  ASSERT_EQ(r.size(), 4u);
+  EXPECT_EQ(change_flag(r[2], 5) + "," + change_flag(r[3], 5), "removed,new");
+  // new/removed rows do not enter the geomean
+  EXPECT_NEAR(*geomean_speedup(f.comparisons), std::sqrt((2.0 / 1.6) * (1.0 / 1.12)), 1e-12);
+}
+
+TEST(ToolsSummary, TextBlockCarriesClaimFields) {
+  std::vector<SummaryFile> files{load_summary_file(data("verify_ok.json")), load_summary_file(data("run_ok.json"))};
+  const std::string t = render_summary_text(files, {5.0, 2});
+  for (const char* needle : {"geomean speedup: ", "REGRESSION", "IMPROVED", "UNVERIFIED", "FAILED check", "THROTTLED",
+                             "1980->1600", "lina verify --op chunk_kda", "cccccccccccccccccccccccccccccccccccccccc",
+                             "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb", "NVIDIA H200", "(threshold 5%, 2 of 3)", "p10", "p90"}) {
+    EXPECT_NE(t.find(needle), std::string::npos) << needle << "\n" << t;
+  }
+  // --top 2 keeps the two largest changes only: the noise row is not in the ranked table.
+  const auto cmp_end = t.find("geomean speedup");
+  EXPECT_EQ(t.substr(0, cmp_end).find("noise"), std::string::npos);
+  const std::string md = render_summary_markdown(files, {5.0, 0});
+  EXPECT_NE(md.find("| op | mode | shape |"), std::string::npos);
+  EXPECT_NE(md.find("noise"), std::string::npos);
+}
+
+TEST(ToolsSummary, RefusesWrongSchemaNamingFileAndKey) {
+  const auto m = error_of("bad_schema.json");
+  EXPECT_NE(m.find("bad_schema.json"), std::string::npos) << m;
+  EXPECT_NE(m.find("`schema`"), std::string::npos) << m;
+  EXPECT_NE(m.find("lina.bench/2"), std::string::npos) << m;
+}
+
+TEST(ToolsSummary, RefusesMalformedFiles) {
+  auto m = error_of("bad_median.json");
+  EXPECT_NE(m.find("bad_median.json: key `results[1].median_ms`: expected a number, found string"), std::string::npos) << m;
+  m = error_of("bad_no_results.json");
+  EXPECT_NE(m.find("`results`: missing"), std::string::npos) << m;
+  m = error_of("bad_verdict.json");
+  EXPECT_NE(m.find("`comparisons[0].verdict`"), std::string::npos) << m;
+  m = error_of("malformed.json");
+  EXPECT_NE(m.find("malformed.json: not valid JSON"), std::string::npos) << m;
+  m = error_of("does_not_exist.json");
+  EXPECT_NE(m.find("does_not_exist.json: cannot be read"), std::string::npos) << m;
+}
+
+TEST(ToolsSummary, CliExitCodes) {
+  const auto lina = lina::testing::lina_binary();
+  if (!std::filesystem::exists(lina)) GTEST_SKIP() << "lina binary not built at " << lina;
+  auto ok = run_process({lina.string(), "summarize", data("verify_ok.json").string(), "--top", "1"});
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_NE(ok.out.find("geomean speedup"), std::string::npos);
+  auto bad = run_process({lina.string(), "summarize", data("run_ok.json").string(), data("bad_schema.json").string()});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("bad_schema.json"), std::string::npos) << bad.err;
+  EXPECT_TRUE(bad.out.empty()) << "nothing is printed when any input is refused";
+  auto flag = run_process({lina.string(), "summarize", data("run_ok.json").string(), "--format", "pdf"});
+  EXPECT_EQ(flag.exit_code, 2);
+}
+
+}  // namespace
+}  // namespace lina::harness
