@@ -48,6 +48,9 @@ void register_run(CLI::App& app, Outcome& outcome) {
       ->expected(1, -1);
   sub->add_option("--backend", cfg->backend, "cuda or cpu (default: cuda when a GPU is visible)");
   sub->add_option("--seed", cfg->seed, "Seed of every input (default 42)");
+  // run measures this build alone; comparisons with another ref are `lina verify` / `lina compare`.
+  // The flag keeps DESIGN's `run [--no-base]` spelling (and FLA's) valid.
+  sub->add_flag("--no-base")->description("Measure this build alone (the default; see lina verify / compare for a baseline)");
   sub->add_flag("--graphs", cfg->graphs, "Capture each call in a CUDA graph and time replays");
   sub->add_flag("--no-l2-flush", *no_flush, "Do not flush L2 before each sample");
   sub->add_flag("--no-check", *no_check, "Skip the per-cell reference check (recorded in the JSON)");
