@@ -12,6 +12,7 @@
 #include "harness/stats.h"
 #include "harness/timing.h"
 #include "lina/error.h"
+#include "lina/build_info.h"
 #include "lina/version.h"
 
 #ifdef LINA_WITH_CUDA
@@ -19,32 +20,9 @@
 #include <cuda_runtime_api.h>
 #endif
 
-#ifndef LINA_SOURCE_DIR
-#define LINA_SOURCE_DIR ""
-#endif
-#ifndef LINA_GIT_SHA
-#define LINA_GIT_SHA "unknown"
-#endif
-#ifndef LINA_GIT_DIRTY
-#define LINA_GIT_DIRTY 0
-#endif
-
 namespace lina::harness {
 
 namespace {
-
-std::string run_capture(const std::string& cmd, bool* ok) {
-  std::string out;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) {
-    *ok = false;
-    return out;
-  }
-  char buf[256];
-  while (fgets(buf, sizeof buf, p)) out += buf;
-  *ok = pclose(p) == 0;
-  return out;
-}
 
 std::string trim(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\r')) s.pop_back();
@@ -216,25 +194,13 @@ MachineInfo machine_info(Backend backend, bool measure) {
 }
 
 ToolInfo tool_info() {
+  // The commit this binary was built from (cmake/LinaBuildInfo.cmake), never a run-time `git` query:
+  // a baseline binary must report its own SHA even when the checkout has moved on since.
   ToolInfo t;
   t.version = kVersion;
-  t.git_sha = LINA_GIT_SHA;
-  t.git_dirty = LINA_GIT_DIRTY != 0;
+  t.git_sha = LINA_BUILD_GIT_SHA;
+  t.git_dirty = LINA_BUILD_GIT_DIRTY;
   t.git_source = "configure";
-  const std::string dir = LINA_SOURCE_DIR;
-  if (!dir.empty() && std::filesystem::exists(std::filesystem::path(dir) / ".git")) {
-    bool ok = false;
-    const std::string sha = trim(run_capture("git -C '" + dir + "' rev-parse HEAD 2>/dev/null", &ok));
-    if (ok && sha.size() == 40) {
-      bool ok2 = false;
-      const std::string st = run_capture("git -C '" + dir + "' status --porcelain 2>/dev/null", &ok2);
-      if (ok2) {
-        t.git_sha = sha;
-        t.git_dirty = !trim(st).empty();
-        t.git_source = "runtime";
-      }
-    }
-  }
   return t;
 }
 
