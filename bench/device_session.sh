@@ -25,12 +25,12 @@ if has gate; then
 fi
 if has run; then
   log "run --op all"
-  timeout 110 $L run --op all --modes fwd infer --time-budget 0.5 --json "$OUT/run_all_h200.json" > "$OUT/run_all.log" 2>&1; echo "rc=$?"
+  timeout 120 $L run --op all --modes fwd --time-budget 0.5 --json "$OUT/run_all_h200.json" > "$OUT/run_all.log" 2>&1; echo "rc=$?"
   tail -25 "$OUT/run_all.log"
 fi
 if has verify; then
   log "verify chunk_gla --base $base"
-  timeout 170 $L verify --op chunk_gla --base "$base" --modes fwd --shapes B4_T2048_H16_D128,B8_T1024_H8_D64 --rounds 2 --json "$OUT/verify_gla.json" > "$OUT/verify_gla.log" 2>&1; echo "rc=$?"
+  timeout 120 $L verify --op chunk_gla --base "$base" --modes fwd --shapes B4_T2048_H16_D128,B8_T1024_H8_D64 --rounds 2 --json "$OUT/verify_gla.json" > "$OUT/verify_gla.log" 2>&1; echo "rc=$?"
   tail -30 "$OUT/verify_gla.log"
 fi
 if has profile; then
