@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "harness/report.h"
 #include "harness/runner.h"
+#include "lina/error.h"
 
 namespace lina::cli {
 
@@ -58,7 +59,15 @@ void register_run(CLI::App& app, Outcome& outcome) {
   sub->add_option("--warmup", cfg->policy.warmup, "Untimed calls before sampling (default 3)");
   sub->add_option("--threads", cfg->threads, "CPU backend threads (default: all cores)");
   sub->add_option("--json", cfg->json_path, "Write results (schema lina.bench/1) to this file");
-  sub->callback([cfg, budget, no_flush, no_check, &outcome] {
+  // `lina run` measures this build only; baselines are built and paired by `lina verify` / `lina compare`,
+  // which call `lina run --no-base` on each side.
+  auto base = std::make_shared<std::string>();
+  auto no_base = std::make_shared<bool>(false);
+  sub->add_flag("--no-base", *no_base, "Measure this build alone (the default; accepted for FLA-style command lines)");
+  sub->add_option("--base", *base, "Not taken by run: use `lina verify --base REF` or `lina compare --base REF --head REF`");
+  sub->callback([cfg, budget, no_flush, no_check, base, &outcome] {
+    if (!base->empty())
+      throw_invalid("--base", "'" + *base + "'", "no --base on `lina run` (use `lina verify --base REF` or `lina compare`)");
     cfg->policy.time_budget_s = *budget;
     cfg->l2_flush = !*no_flush;
     cfg->check = !*no_check;
