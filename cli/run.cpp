@@ -51,6 +51,7 @@ void register_run(CLI::App& app, Outcome& outcome) {
   sub->add_option("--seed", cfg->seed, "Seed of every input (default 42)");
   sub->add_flag("--graphs", cfg->graphs, "Capture each call in a CUDA graph and time replays");
   sub->add_flag("--no-l2-flush", *no_flush, "Do not flush L2 before each sample");
+  sub->add_flag("--final-state", cfg->final_state, "Call with output_final_state=True: write ht and check it too");
   sub->add_flag("--no-check", *no_check, "Skip the per-cell reference check (recorded in the JSON)");
   sub->add_option("--min-samples", cfg->policy.min_samples, "Minimum samples per cell (default 10)");
   sub->add_option("--max-samples", cfg->policy.max_samples, "Maximum samples per cell (default 1000)");
