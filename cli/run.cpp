@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "harness/report.h"
 #include "harness/runner.h"
+#include "lina/error.h"
 
 namespace lina::cli {
 
@@ -48,11 +49,9 @@ void register_run(CLI::App& app, Outcome& outcome) {
       ->expected(1, -1);
   sub->add_option("--backend", cfg->backend, "cuda or cpu (default: cuda when a GPU is visible)");
   sub->add_option("--seed", cfg->seed, "Seed of every input (default 42)");
-  // run measures this build alone; comparisons with another ref are `lina verify` / `lina compare`.
-  // The flag keeps DESIGN's `run [--no-base]` spelling (and FLA's) valid.
-  sub->add_flag("--no-base")->description("Measure this build alone (the default; see lina verify / compare for a baseline)");
   sub->add_flag("--graphs", cfg->graphs, "Capture each call in a CUDA graph and time replays");
   sub->add_flag("--no-l2-flush", *no_flush, "Do not flush L2 before each sample");
+  sub->add_flag("--final-state", cfg->final_state, "Call with output_final_state=True: write ht and check it too");
   sub->add_flag("--no-check", *no_check, "Skip the per-cell reference check (recorded in the JSON)");
   sub->add_option("--min-samples", cfg->policy.min_samples, "Minimum samples per cell (default 10)");
   sub->add_option("--max-samples", cfg->policy.max_samples, "Maximum samples per cell (default 1000)");
@@ -61,7 +60,15 @@ void register_run(CLI::App& app, Outcome& outcome) {
   sub->add_option("--warmup", cfg->policy.warmup, "Untimed calls before sampling (default 3)");
   sub->add_option("--threads", cfg->threads, "CPU backend threads (default: all cores)");
   sub->add_option("--json", cfg->json_path, "Write results (schema lina.bench/1) to this file");
-  sub->callback([cfg, budget, no_flush, no_check, &outcome] {
+  // `lina run` measures this build only; baselines are built and paired by `lina verify` / `lina compare`,
+  // which call `lina run --no-base` on each side.
+  auto base = std::make_shared<std::string>();
+  auto no_base = std::make_shared<bool>(false);
+  sub->add_flag("--no-base", *no_base, "Measure this build alone (the default; accepted for FLA-style command lines)");
+  sub->add_option("--base", *base, "Not taken by run: use `lina verify --base REF` or `lina compare --base REF --head REF`");
+  sub->callback([cfg, budget, no_flush, no_check, base, &outcome] {
+    if (!base->empty())
+      throw_invalid("--base", "'" + *base + "'", "no --base on `lina run` (use `lina verify --base REF` or `lina compare`)");
     cfg->policy.time_budget_s = *budget;
     cfg->l2_flush = !*no_flush;
     cfg->check = !*no_check;

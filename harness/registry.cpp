@@ -220,11 +220,12 @@ std::int64_t model_chunk(const OpSpec& op, const ShapeKeys& k) {
 }
 
 // Minimal ("fully fused") traffic: each input read once, each output written once (spec section 7).
-double OpSpec::bytes(const ShapeKeys& k, Mode mode) const {
+double OpSpec::bytes(const ShapeKeys& k, Mode mode, bool final_state) const {
   double in_bytes = 0;
   for (const auto& in : inputs) in_bytes += static_cast<double>(input_shape(in, k).numel() * dtype_size(in.dtype));
   const double o_bytes = static_cast<double>(output_shape(k).numel() * dtype_size(DType::bf16));
-  const double fwd = in_bytes + o_bytes;           // read inputs, write o
+  const double ht_bytes = final_state ? 4.0 * static_cast<double>(k.num_seqs * k.HV * k.K * k.V) : 0;
+  const double fwd = in_bytes + o_bytes + ht_bytes;  // read inputs, write o (and ht)
   const double bwd = in_bytes + o_bytes + in_bytes;  // read inputs and do, write one grad per input
   switch (mode) {
     case Mode::fwd:

@@ -52,7 +52,8 @@ struct OpSpec {
   std::optional<std::string> refuses(const ShapeKeys& keys, Backend backend) const;
   Shape input_shape(const InputSpec& in, const ShapeKeys& keys) const;
   Shape output_shape(const ShapeKeys& keys) const;  // o: [B,T,HV,V]
-  double bytes(const ShapeKeys& keys, Mode mode) const;
+  // final_state: the forward also writes ht ([N,HV,K,V] f32).
+  double bytes(const ShapeKeys& keys, Mode mode, bool final_state = false) const;
   double flops(const ShapeKeys& keys, Mode mode) const;
   double token_heads(const ShapeKeys& keys) const { return static_cast<double>(keys.tokens() * keys.HV); }
 

@@ -90,6 +90,7 @@ json config_json(const RunConfig& c, Backend backend) {
           {"l2_flush", c.l2_flush},
           {"graphs", c.graphs},
           {"check", c.check},
+          {"final_state", c.final_state},
           {"min_samples", c.policy.min_samples},
           {"max_samples", c.policy.max_samples},
           {"max_noise", c.policy.max_noise},
@@ -134,7 +135,7 @@ struct Buffers {
 };
 
 std::unique_ptr<Buffers> make_buffers(const OpSpec& op, const Workload& w, HostInputs& h, std::map<std::string, DeviceTensor>* dev_in,
-                                      bool device, std::optional<DType> dtype, bool grads) {
+                                      bool device, std::optional<DType> dtype, bool grads, bool final_state) {
   auto b = std::make_unique<Buffers>();
   const auto add = [&](const std::string& name, DType dt, const Shape& s) -> TensorView {
     if (device) {
@@ -151,6 +152,7 @@ std::unique_ptr<Buffers> make_buffers(const OpSpec& op, const Workload& w, HostI
     b->bound.cu_seqlens_cpu = h.cu.view();
   }
   b->bound.out.o = add("o", dtype.value_or(DType::bf16), op.output_shape(w.keys));
+  if (final_state) b->bound.out.final_state = add("ht", dtype.value_or(DType::f32), Shape{w.keys.num_seqs, w.keys.HV, w.keys.K, w.keys.V});
   b->bound.grad_in.d_o = device ? dev_in->at("do").view() : h.d_o.view();
   if (grads)
     for (const auto& spec : op.inputs) b->bound.grads[spec.grad] = add(spec.grad, dtype.value_or(spec.dtype), op.input_shape(spec, w.keys));
@@ -162,12 +164,13 @@ HostTensor fetch(const Buffers& b, const std::string& name, bool device) {
 }
 
 void check_cell(const OpSpec& op, const Cell& cell, HostInputs& h, std::map<std::string, DeviceTensor>* dev_in, bool device,
-                const Buffers& out, void* stream, CheckResult& res) {
+                bool final_state, const Buffers& out, void* stream, CheckResult& res) {
   const bool fwd = mode_has_forward(cell.mode), bwd = mode_has_backward(cell.mode);
   res.reference = device ? "fp32-gpu" : "fp64-host";
   std::unique_ptr<Buffers> ref;
   try {
-    ref = make_buffers(op, cell.workload, h, dev_in, device, device ? DType::f32 : DType::f64, bwd);
+    // ht only exists where the timed call ran a forward.
+    ref = make_buffers(op, cell.workload, h, dev_in, device, device ? DType::f32 : DType::f64, bwd, final_state && fwd);
     if (device) {
       if (fwd) op.gpu_reference_forward(ref->bound, stream);
       if (bwd) op.gpu_reference_backward(ref->bound, stream);
@@ -185,6 +188,7 @@ void check_cell(const OpSpec& op, const Cell& cell, HostInputs& h, std::map<std:
   }
   std::vector<std::string> names;
   if (fwd) names.push_back("o");
+  if (fwd && final_state) names.push_back("ht");
   if (bwd)
     for (const auto& spec : op.inputs) names.push_back(spec.grad);
   const auto set = cell.workload.is_varlen() ? ToleranceSet::varlen : ToleranceSet::dense;
@@ -253,7 +257,8 @@ RunOutput run_plan(const RunConfig& cfg, const Plan& plan, const ProgressFn& pro
         }
         current_key = key;
       }
-      auto bufs = make_buffers(op, cell.workload, *inputs, &dev_in, device, std::nullopt, mode_has_backward(cell.mode));
+      auto bufs = make_buffers(op, cell.workload, *inputs, &dev_in, device, std::nullopt, mode_has_backward(cell.mode),
+                               cfg.final_state && mode_has_forward(cell.mode));
       const Bound& b = bufs->bound;
       RunInfo info;
       std::function<void()> call;
@@ -279,7 +284,7 @@ RunOutput run_plan(const RunConfig& cfg, const Plan& plan, const ProgressFn& pro
       row.mode = mode;
       row.shape = cell.workload.name;
       row.keys = cell.workload.keys;
-      row.bytes = op.bytes(row.keys, cell.mode);
+      row.bytes = op.bytes(row.keys, cell.mode, cfg.final_state && mode_has_forward(cell.mode));
       row.flops = op.flops(row.keys, cell.mode);
       row.bytes_model = op.bytes_model;
       row.flops_model = op.flops_model;
@@ -303,7 +308,7 @@ RunOutput run_plan(const RunConfig& cfg, const Plan& plan, const ProgressFn& pro
       derive(row, machine.ceilings.hbm_gbps, machine.ceilings.bf16_tflops, op.token_heads(row.keys));
       if (cfg.check) {
         report("checking");
-        check_cell(op, cell, *inputs, &dev_in, device, *bufs, stream, row.check);
+        check_cell(op, cell, *inputs, &dev_in, device, cfg.final_state, *bufs, stream, row.check);
         if (row.check.pass == false) any_check_failed = true;
       } else {
         row.check.reference = "none";

@@ -26,6 +26,7 @@ struct RunConfig {
   bool l2_flush = true;
   bool graphs = false;
   bool check = true;
+  bool final_state = false;                      // output_final_state: also write and check ht
   int threads = 0;                               // CPU backend threads (0 = all)
   TimingPolicy policy;
   std::string json_path;

@@ -49,6 +49,15 @@ TEST(HarnessCli, ListPrintsTheRegistry) {
   EXPECT_EQ(doc[0]["name"], "chunk_gdn");
 }
 
+TEST(HarnessCli, NoBaseIsAccepted) {
+  // --no-base is what `lina verify` / `lina compare` pass; with --min-samples 0 the run still stops at
+  // flag validation (exit 2 naming --min-samples), proving --no-base itself parsed.
+  const Result r = lina("run --op chunk_gla --backend cpu --no-base --min-samples 0");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find("--min-samples"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("not expected"), std::string::npos) << r.output;
+}
+
 TEST(HarnessCli, BadFlagsExitTwoNamingTheFlag) {
   expect_usage("list chunk_foo", "chunk_gla, chunk_kda, chunk_gdn");
   expect_usage("run --op chunk_foo --backend cpu", "--op");
@@ -62,6 +71,7 @@ TEST(HarnessCli, BadFlagsExitTwoNamingTheFlag) {
   expect_usage("run --op chunk_gla --backend cpu --varlen zipf:T=100", "--varlen");
   expect_usage("run --op chunk_gla --backend cpu --min-samples 0", "--min-samples");
   expect_usage("run --backend cpu", "--op");  // --op is required
+  expect_usage("run --op chunk_gla --backend cpu --base HEAD~1", "lina verify --base");
 }
 
 }  // namespace

@@ -33,7 +33,13 @@ void copy(const TensorView& from, const TensorView& to, double factor = 1) {
 std::atomic<int> g_forward{0}, g_backward{0};
 
 // o = v and each gradient = its input: exact in bf16, so an honest reference matches.
-void fake_forward(const Bound& b) { copy(b.in.at("v"), b.out.o); }
+void fake_forward(const Bound& b) {
+  copy(b.in.at("v"), b.out.o);
+  if (b.out.final_state) {  // ht = the first elements of k, cycled
+    const TensorView& k = b.in.at("k");
+    for (std::int64_t i = 0; i < b.out.final_state->numel(); ++i) store(*b.out.final_state, i, load(k, i % k.numel()));
+  }
+}
 void fake_backward(const Bound& b) {
   for (const auto& [name, t] : b.in) copy(t, b.grads.at("d" + name));
 }
@@ -143,6 +149,27 @@ TEST(HarnessRunner, MissingReferenceIsRecordedNotFaked) {
   EXPECT_NE(out.rows[0].check.reason.find("could not run"), std::string::npos);
   EXPECT_TRUE(out.document["results"][0]["check"]["pass"].is_null());
   EXPECT_EQ(out.exit_code, 0);
+}
+
+TEST(HarnessRunner, FinalStateIsWrittenCheckedAndCounted) {
+  const OpSpec op = fake_op(false, false);
+  Plan plan;
+  const Workload w = parse_shape_name("B2_T32_H2_D16", 1);
+  plan.cells.push_back({&op, Mode::fwd, w});
+  plan.cells.push_back({&op, Mode::bwd, w});
+  RunConfig c = quick_config();
+  c.final_state = true;
+  const RunOutput out = run_plan(c, plan);
+  ASSERT_EQ(out.rows.size(), 2u);
+  const auto& fwd = out.rows[0];
+  ASSERT_EQ(fwd.check.tensors.size(), 2u);
+  EXPECT_EQ(fwd.check.tensors[1].name, "ht");
+  EXPECT_TRUE(fwd.check.tensors[1].pass);
+  EXPECT_DOUBLE_EQ(fwd.bytes - op.bytes(w.keys, Mode::fwd), 4.0 * 2 * 2 * 16 * 16);  // N * HV * K * V f32
+  // bwd mode has no timed forward: no ht, no extra bytes.
+  EXPECT_EQ(out.rows[1].check.tensors.size(), 4u);
+  EXPECT_DOUBLE_EQ(out.rows[1].bytes, op.bytes(w.keys, Mode::bwd));
+  EXPECT_EQ(out.document["config"]["final_state"], true);
 }
 
 TEST(HarnessRunner, NoCheckIsRecorded) {
