@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "harness/shell_quote.h"
 #include "harness/report.h"
 #include "harness/runner.h"
 #include "lina/error.h"
@@ -28,9 +29,7 @@ std::string command_line() {
       args.push_back(raw.substr(start, i - start));
       start = i + 1;
     }
-  std::vector<const char*> argv;
-  for (const auto& a : args) argv.push_back(a.c_str());
-  return harness::quote_command(static_cast<int>(argv.size()), argv.data());
+  return harness::shell_join(args);
 }
 }  // namespace
 

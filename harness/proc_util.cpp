@@ -1,13 +1,10 @@
 #include "harness/proc_util.h"
 
-#include <fcntl.h>
-#include <poll.h>
-#include <sys/wait.h>
+#include "harness/subprocess.h"
+
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -17,57 +14,12 @@ namespace lina::harness {
 namespace fs = std::filesystem;
 
 ProcResult run_process(const std::vector<std::string>& argv, const std::optional<fs::path>& cwd) {
-  ProcResult r;
   if (argv.empty()) throw Error(ErrorCode::invalid_argument, "argv", "run_process: empty argv");
-  int out_pipe[2], err_pipe[2];
-  if (pipe(out_pipe) != 0 || pipe(err_pipe) != 0) {
-    throw Error(ErrorCode::runtime, "", std::string("pipe failed: ") + std::strerror(errno));
-  }
-  std::vector<char*> cargv;
-  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
-  cargv.push_back(nullptr);
-  const pid_t pid = fork();
-  if (pid < 0) throw Error(ErrorCode::runtime, "", std::string("fork failed: ") + std::strerror(errno));
-  if (pid == 0) {
-    dup2(out_pipe[1], 1);
-    dup2(err_pipe[1], 2);
-    close(out_pipe[0]); close(out_pipe[1]); close(err_pipe[0]); close(err_pipe[1]);
-    if (cwd && chdir(cwd->c_str()) != 0) _exit(127);
-    execvp(cargv[0], cargv.data());
-    const char* msg = "exec failed\n";
-    (void)!write(2, msg, std::strlen(msg));
-    _exit(127);
-  }
-  close(out_pipe[1]);
-  close(err_pipe[1]);
-  // Drain both pipes together so that a chatty child can never block on a full pipe.
-  pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
-  std::string* sinks[2] = {&r.out, &r.err};
-  int open_fds = 2;
-  char buf[65536];
-  while (open_fds > 0) {
-    if (poll(fds, 2, -1) < 0) {
-      if (errno == EINTR) continue;
-      break;
-    }
-    for (int i = 0; i < 2; ++i) {
-      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      const ssize_t n = read(fds[i].fd, buf, sizeof buf);
-      if (n > 0) {
-        sinks[i]->append(buf, static_cast<size_t>(n));
-      } else if (n == 0 || errno != EINTR) {
-        close(fds[i].fd);
-        fds[i].fd = -1;
-        --open_fds;
-      }
-    }
-  }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
-  else if (WIFSIGNALED(status)) r.exit_code = 128 + WTERMSIG(status);
-  return r;
+  ProcessOptions opts;
+  opts.cwd = cwd;
+  ProcessResult p = spawn_process(argv, opts);
+  if (!p.spawned) return {127, std::move(p.out), p.err + p.spawn_error + "\n"};
+  return {p.exit_code, std::move(p.out), std::move(p.err)};
 }
 
 std::optional<fs::path> find_on_path(const std::string& name) {
@@ -88,12 +40,7 @@ std::optional<fs::path> find_on_path(const std::string& name) {
   return std::nullopt;
 }
 
-fs::path self_executable() {
-  std::error_code ec;
-  auto p = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) throw Error(ErrorCode::runtime, "", "cannot read /proc/self/exe: " + ec.message());
-  return p;
-}
+fs::path self_executable() { return current_executable(); }
 
 static std::string trim(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();

@@ -18,23 +18,6 @@ namespace lina::harness {
 
 using nlohmann::json;
 
-std::string quote_word(const std::string& w) {
-  if (!w.empty() && w.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-./=:,+@%") == std::string::npos)
-    return w;
-  std::string q = "'";
-  for (char c : w) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-std::string quote_command(int argc, const char* const* argv) {
-  std::string s;
-  for (int i = 0; i < argc; ++i) {
-    if (i) s += ' ';
-    s += quote_word(argv[i]);
-  }
-  return s;
-}
-
 Backend resolve_backend(const std::string& name) {
   if (name.empty()) return cuda_device_count() > 0 ? Backend::cuda : Backend::cpu;
   if (name == "cpu") return Backend::cpu;

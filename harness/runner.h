@@ -66,9 +66,5 @@ using ProgressFn = std::function<void(std::size_t index, std::size_t total, cons
 RunOutput run_plan(const RunConfig& cfg, const Plan& plan, const ProgressFn& progress = {});
 nlohmann::json config_json(const RunConfig& cfg, Backend backend);
 
-// POSIX shell quoting of one word / of argv (named apart from the tools branch's shell_quote(string_view)
-// so that calls with a string literal stay unambiguous after the merge).
-std::string quote_word(const std::string& word);
-std::string quote_command(int argc, const char* const* argv);
 
 }  // namespace lina::harness

@@ -1,5 +1,7 @@
 #include "harness/subprocess.h"
 
+#include "harness/shell_quote.h"
+
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -98,21 +100,7 @@ ProcessResult spawn_process(const std::vector<std::string>& argv, const ProcessO
   return r;
 }
 
-std::string quote_argv(const std::vector<std::string>& argv) {
-  std::string s;
-  for (const auto& a : argv) {
-    if (!s.empty()) s += ' ';
-    const bool plain = !a.empty() && a.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,+@%") == std::string::npos;
-    if (plain) {
-      s += a;
-      continue;
-    }
-    s += '\'';
-    for (char c : a) s += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    s += '\'';
-  }
-  return s;
-}
+std::string quote_argv(const std::vector<std::string>& argv) { return shell_join(argv); }
 
 std::filesystem::path current_executable() {
   std::error_code ec;

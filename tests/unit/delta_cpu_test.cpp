@@ -638,6 +638,8 @@ TEST(CpuMath, FastExpIsAccurateUnderflowsToZeroAndKeepsNaN) {
   EXPECT_EQ(detail::cpu::fast_exp(-1000.0f), 0.0f);
   EXPECT_EQ(detail::cpu::fast_exp(-64000.0f), 0.0f);
   EXPECT_TRUE(std::isnan(detail::cpu::fast_exp(std::nanf(""))));
+  EXPECT_EQ(detail::cpu::fast_exp(-INFINITY), 0.0f);
+  EXPECT_NEAR(detail::cpu::fast_exp(5.0f), std::exp(5.0), std::exp(5.0) * 3e-7);
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 
 #include <atomic>
 
+#include "harness/shell_quote.h"
+#include "harness/subprocess.h"
 #include "harness/runner.h"
 #include "lina/error.h"
 
@@ -247,13 +249,13 @@ TEST(HarnessRunner, PlanValidatesFlags) {
   EXPECT_EQ(make_plan(v).cells.size(), 4u);
 }
 
-TEST(HarnessRunner, ShellQuoting) {
-  EXPECT_EQ(quote_word("--op"), "--op");
-  EXPECT_EQ(quote_word("[{\"B\":1}]"), "'[{\"B\":1}]'");
-  EXPECT_EQ(quote_word("it's"), "'it'\\''s'");
-  EXPECT_EQ(quote_word(""), "''");
-  const char* argv[] = {"lina", "run", "--custom-shapes", "[1, 2]"};
-  EXPECT_EQ(quote_command(4, argv), "lina run --custom-shapes '[1, 2]'");
+TEST(HarnessRunner, ShellQuotingOfRecordedCommands) {
+  EXPECT_EQ(shell_quote("--op"), "--op");
+  EXPECT_EQ(shell_quote("[{\"B\":1}]"), "'[{\"B\":1}]'");
+  EXPECT_EQ(shell_quote("it's"), "'it'\\''s'");
+  EXPECT_EQ(shell_quote(""), "''");
+  EXPECT_EQ(shell_join({"lina", "run", "--custom-shapes", "[1, 2]"}), "lina run --custom-shapes '[1, 2]'");
+  EXPECT_EQ(quote_argv({"lina", "run", "--custom-shapes", "[1, 2]"}), "lina run --custom-shapes '[1, 2]'");
 }
 
 }  // namespace
