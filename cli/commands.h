@@ -1,6 +1,7 @@
 // Each `lina` subcommand registers itself on the app; its callback returns the process exit code.
 #pragma once
 #include <CLI/CLI.hpp>
+#include <string>
 
 namespace lina::cli {
 
@@ -13,6 +14,22 @@ enum Exit : int {
   kGateSelectedNothing = 4,
   kRegression = 5,
 };
+
+// Percentages such as --threshold: CLI11's Range lets NaN through (every comparison is false).
+inline const CLI::Validator kPercent(
+    [](std::string& text) -> std::string {
+      double v = 0;
+      try {
+        std::size_t used = 0;
+        v = std::stod(text, &used);
+        if (used != text.size()) return "got '" + text + "', expected a number";
+      } catch (const std::exception&) {
+        return "got '" + text + "', expected a number";
+      }
+      if (!(v >= 0.0 && v <= 1000.0)) return "got " + text + ", expected a percentage in [0, 1000]";
+      return {};
+    },
+    "PCT");
 
 // The subcommand that ran stores its exit code here.
 struct Outcome {

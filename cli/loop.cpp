@@ -6,6 +6,8 @@
 #include "harness/cmd_builder.h"
 #include "harness/frozen.h"
 #include "harness/loop_log.h"
+
+#include <cmath>
 #include "harness/proc_util.h"
 #include "harness/shell_quote.h"
 #include "lina/error.h"
@@ -46,12 +48,15 @@ void register_loop(CLI::App& app, Outcome& outcome) {
 
   auto run = [o, &outcome](const std::string& which) {
     try {
+      // The op names a folder under profile/: only registered ops, for every subcommand.
+      harness::check_cell_selection({o->op}, {}, {});
       const auto root = harness::git_toplevel(o->repo);
       const auto dir = harness::loop_dir(root, o->op);
       // Commands in the contract name repo-relative paths so that they work from any clone.
       const auto rel = harness::loop_dir(".", o->op).lexically_normal();
       if (which == "init") {
         harness::check_cell_selection({o->op}, o->modes, o->shapes);
+        if (!std::isfinite(o->min_gain)) throw Error(ErrorCode::invalid_argument, "--min-gain", "--min-gain: got nan, expected a finite percentage");
         for (const auto& b : o->backends)
           if (b != "cuda" && b != "cpu") throw Error(ErrorCode::invalid_argument, "--backends", "--backends `" + b + "`: expected cuda or cpu");
         harness::LoopContract c;

@@ -58,6 +58,7 @@ std::vector<std::int64_t> parse_shape(const std::filesystem::path& f, const std:
       if (t.empty()) continue;
       for (char ch : t)
         if (!std::isdigit(static_cast<unsigned char>(ch))) bad(f, "npy shape has a non-integer entry: " + text);
+      if (t.size() > 15) bad(f, "npy shape entry " + t + " is too large");  // stoll would throw past 2^63
       dims.push_back(std::stoll(t));
     } else {
       cur += c;
@@ -124,6 +125,17 @@ HostTensor read_npy(const std::filesystem::path& file, const NpyReadOptions& opt
   else if (descr == "<u2") bad(file, "dtype '<u2' (uint16): say it holds bfloat16 bits with \"bf16\" in kwargs.json");
   else bad(file, "unsupported dtype '" + descr + "' (supported: <f8 <f4 <f2 <i4 <i8, bfloat16 as <V2 or <u2)");
 
+  // The byte count is checked against the file before anything is allocated, without overflow:
+  // a header can claim any shape.
+  std::int64_t need_elems = 1;
+  for (std::int64_t d : dims)
+    if (__builtin_mul_overflow(need_elems, d, &need_elems))
+      bad(file, "shape entries multiply past 2^63: the header's shape cannot describe this file");
+  std::int64_t need_bytes = 0;
+  if (__builtin_mul_overflow(need_elems, static_cast<std::int64_t>(dtype_size(dt)), &need_bytes) ||
+      static_cast<std::uint64_t>(need_bytes) != bytes.size() - data_begin)
+    bad(file, "data is " + std::to_string(bytes.size() - data_begin) + " bytes, the header's shape of " +
+                  std::string(dtype_name(dt)) + " needs " + (need_bytes >= 0 ? std::to_string(need_bytes) : std::string("more")));
   HostTensor t(dt, Shape::of(dims));
   const std::size_t need = t.nbytes();
   if (bytes.size() - data_begin != need)

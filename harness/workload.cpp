@@ -75,10 +75,23 @@ void check_dist(const std::string& argument, const std::string& dist) {
     throw_invalid(argument, "varlen distribution '" + dist + "'", "one of uniform, longtail, single");
 }
 
+// Refuses workloads whose tensors could not be allocated or indexed: the element count of the
+// largest tensor, computed without overflow, must stay under 2^33 (16 GiB of bf16 per tensor).
+void check_size(const std::string& argument, const std::string& name, const ShapeKeys& k) {
+  constexpr std::int64_t kMaxElements = std::int64_t{1} << 33;
+  std::int64_t n = 1;
+  for (std::int64_t d : {k.B, k.T, std::max(k.H, k.HV), std::max(k.K, k.V)}) {
+    if (__builtin_mul_overflow(n, d, &n) || n > kMaxElements)
+      throw_invalid(argument, "shape '" + name + "' (a tensor of more than 2^33 elements)",
+                    "B*T*H*D at most 2^33 = 8589934592 elements");
+  }
+}
+
 Workload make_varlen(const std::string& dist, std::int64_t T, std::int64_t H, std::int64_t D, std::int64_t HV,
                      std::int64_t N, std::uint64_t seed) {
   Workload w;
   w.name = varlen_name(dist, T, H, D, HV);
+  check_size("--varlen", w.name, ShapeKeys{1, T, H, HV, D, D, dist, 1});
   w.cu_seqlens = make_cu_seqlens(dist, T, seed, N);
   w.keys = ShapeKeys{1, T, H, HV, D, D, dist, static_cast<std::int64_t>(w.cu_seqlens.size()) - 1};
   return w;
@@ -108,6 +121,7 @@ Workload parse_shape_name(const std::string& name, std::uint64_t seed, const std
   const std::int64_t HV = m[5].matched ? positive(argument, "HV in '" + name + "'", m[5]) : H;
   w.keys = ShapeKeys{B, T, H, HV, D, D, std::nullopt, B};
   w.name = dense_name(B, T, H, D, HV);
+  check_size(argument, w.name, w.keys);
   return w;
 }
 
@@ -160,7 +174,7 @@ std::vector<Workload> parse_custom_shapes(const std::string& text_in, std::uint6
   } catch (const nlohmann::json::parse_error& e) {
     throw_invalid(arg, std::string("malformed JSON (") + e.what() + ")", "a JSON list of shape names or {B,T,H,D[,HV]} objects");
   }
-  if (!j.is_array() || j.empty()) throw_invalid(arg, j.dump(), "a non-empty JSON list");
+  if (!j.is_array() || j.empty()) throw_invalid(arg, std::string("a JSON ") + j.type_name(), "a non-empty JSON list");
   std::vector<Workload> out;
   for (std::size_t i = 0; i < j.size(); ++i) {
     const auto& item = j[i];
@@ -169,14 +183,14 @@ std::vector<Workload> parse_custom_shapes(const std::string& text_in, std::uint6
       out.push_back(parse_shape_name(item.get<std::string>(), seed, arg));
       continue;
     }
-    if (!item.is_object()) throw_invalid(arg, where + " = " + item.dump(), "a shape name or an object {B,T,H,D[,HV]}");
+    if (!item.is_object()) throw_invalid(arg, where + " (a JSON " + std::string(item.type_name()) + ")", "a shape name or an object {B,T,H,D[,HV]}");
     std::map<std::string, std::int64_t> v;
     for (auto it = item.begin(); it != item.end(); ++it) {
       static const std::vector<std::string> known{"B", "T", "H", "D", "HV", "K", "V"};
       if (std::find(known.begin(), known.end(), it.key()) == known.end())
         throw_invalid(arg, where + " key '" + it.key() + "'", "keys B, T, H, D, HV (or K and V)");
       if (!it->is_number_integer() || it->get<std::int64_t>() < 1)
-        throw_invalid(arg, where + " key '" + it.key() + "' = " + it->dump(), "a positive integer");
+        throw_invalid(arg, where + " key '" + it.key() + "' = " + (it->is_primitive() ? it->dump() : std::string("a JSON ") + it->type_name()), "a positive integer");
       v[it.key()] = it->get<std::int64_t>();
     }
     for (const char* need : {"B", "T", "H"})
@@ -193,6 +207,7 @@ std::vector<Workload> parse_custom_shapes(const std::string& text_in, std::uint6
       w.name = fmt::format("B{}_T{}_H{}_K{}_V{}", v["B"], v["T"], v["H"], K, V);
       if (HV != v["H"]) w.name += fmt::format("_HV{}", HV);
     }
+    check_size(arg, w.name, w.keys);
     out.push_back(std::move(w));
   }
   return out;
