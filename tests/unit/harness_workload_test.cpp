@@ -44,6 +44,13 @@ TEST(HarnessWorkload, ShapeNameErrorsNameTheFlagAndThePart) {
   EXPECT_NE(error_of([] { parse_shape_name("B1_Tx_H3_D64", 0); }).find("T in"), std::string::npos);
   EXPECT_NE(error_of([] { parse_shape_name("varlen_zipf_T100_H2_D64", 0); }).find("zipf"), std::string::npos);
   EXPECT_NE(error_of([] { parse_shape_name("bogus", 0, "--custom-shapes"); }).find("--custom-shapes"), std::string::npos);
+  // Sizes whose element count overflows (or cannot be allocated) are refused by name, not crashed on.
+  EXPECT_NE(error_of([] { parse_shape_name("B1_T4611686018427387904_H1_D64", 0); }).find("2^33"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_shape_name("B4294967296_T4294967296_H1_D64", 0); }).find("--shapes"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_custom_shapes(R"([{"B": 65536, "T": 65536, "H": 4, "D": 128}])", 0); }).find("2^33"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { parse_custom_shapes("[" + std::string(50000, '[') + std::string(50001, ']'), 0); }).find("a JSON array"),
+            std::string::npos);
 }
 
 TEST(HarnessWorkload, ShapeSets) {

@@ -123,3 +123,19 @@ TEST(Npy, HeaderIsAlignedAndParseableByNumpyRules) {
 
 }  // namespace
 }  // namespace lina::harness
+
+namespace lina::harness {
+namespace {
+
+// A header shape whose byte count wraps modulo 2^64 to the file's real size must still be refused.
+TEST(Npy, ShapesThatOverflowAreRefusedBeforeAllocating) {
+  TempDir d;
+  const std::string data(1024, '\0');
+  write_raw(d.path() / "q.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 4611686018427387904, 1, 1), }", data);
+  EXPECT_NE(expect_error(d.path() / "q.npy").find("multiply past"), std::string::npos);
+  write_raw(d.path() / "k.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 99999999999999999999999999, 1, 16), }", data);
+  EXPECT_NE(expect_error(d.path() / "k.npy").find("too large"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace lina::harness
