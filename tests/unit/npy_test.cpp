@@ -131,10 +131,15 @@ namespace {
 TEST(Npy, ShapesThatOverflowAreRefusedBeforeAllocating) {
   TempDir d;
   const std::string data(1024, '\0');
-  write_raw(d.path() / "q.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 4611686018427387904, 1, 1), }", data);
-  EXPECT_NE(expect_error(d.path() / "q.npy").find("multiply past"), std::string::npos);
-  write_raw(d.path() / "k.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 99999999999999999999999999, 1, 16), }", data);
-  EXPECT_NE(expect_error(d.path() / "k.npy").find("too large"), std::string::npos);
+  const auto header = [](const std::string& shape) {
+    return "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape + ", }";
+  };
+  write_raw(d.path() / "q.npy", header("(1, 4611686018427388160, 1, 1)"), data);  // bytes wrap to 1024
+  EXPECT_NE(expect_error(d.path() / "q.npy").find("too large"), std::string::npos);
+  write_raw(d.path() / "k.npy", header("(999999999999999, 9999)"), data);  // elements past 2^63
+  EXPECT_NE(expect_error(d.path() / "k.npy").find("multiply past"), std::string::npos);
+  write_raw(d.path() / "v.npy", header("(999999999999999, 3000)"), data);  // bytes past 2^63
+  EXPECT_NE(expect_error(d.path() / "v.npy").find("needs more"), std::string::npos);
 }
 
 }  // namespace
