@@ -31,6 +31,16 @@ inline const CLI::Validator kPercent(
     },
     "PCT");
 
+// Seeds: a decimal integer in [0, 2^64) (CLI11 would wrap "-1" or print an unreadable range).
+inline const CLI::Validator kSeed(
+    [](std::string& text) -> std::string {
+      if (text.empty() || text.size() > 20 || text.find_first_not_of("0123456789") != std::string::npos)
+        return "got '" + text + "', expected an integer in [0, 2^64)";
+      if (text.size() == 20 && text > "18446744073709551615") return "got '" + text + "', expected an integer in [0, 2^64)";
+      return {};
+    },
+    "SEED");
+
 // The subcommand that ran stores its exit code here.
 struct Outcome {
   int code = kOk;

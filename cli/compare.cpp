@@ -37,7 +37,7 @@ void register_compare(CLI::App& app, Outcome& outcome) {
   sub->add_option("--shapes", o->shapes, "Shape names")->delimiter(',');
   sub->add_option("--rounds", o->rounds, "Alternating rounds per side (default 3)")->check(CLI::PositiveNumber);
   sub->add_option("--threshold", o->threshold, "Minimum |change| %% for faster / slower (default 5)")->check(kPercent);
-  auto* seed_opt = sub->add_option("--seed", o->seed, "Input seed (same on both sides)");
+  auto* seed_opt = sub->add_option("--seed", o->seed, "Input seed (same on both sides)")->check(kSeed);
   sub->add_option("--output", o->output, "Write the lina.bench/1 compare document here");
   sub->add_flag("--fail-on-regression", o->fail_on_regression, "Exit 5 when any cell is slower");
   sub->add_option("--base-binary", o->base_binary, "Already-built lina of the base ref");

@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "cli/commands.h"
+
+#include <filesystem>
 #include "harness/shell_quote.h"
 #include "harness/report.h"
 #include "harness/runner.h"
@@ -47,7 +49,7 @@ void register_run(CLI::App& app, Outcome& outcome) {
   sub->add_option("--varlen", cfg->varlen, "Varlen workload DIST:T=<tokens>[,H=16][,D=128][,HV=..][,N=..]; DIST uniform|longtail|single")
       ->expected(1, -1);
   sub->add_option("--backend", cfg->backend, "cuda or cpu (default: cuda when a GPU is visible)");
-  sub->add_option("--seed", cfg->seed, "Seed of every input (default 42)");
+  sub->add_option("--seed", cfg->seed, "Seed of every input (default 42)")->check(kSeed);
   sub->add_flag("--graphs", cfg->graphs, "Capture each call in a CUDA graph and time replays");
   sub->add_flag("--no-l2-flush", *no_flush, "Do not flush L2 before each sample");
   sub->add_flag("--final-state", cfg->final_state, "Call with output_final_state=True: write ht and check it too");
@@ -82,6 +84,13 @@ void register_run(CLI::App& app, Outcome& outcome) {
         std::fprintf(stderr, "%s\n", line.c_str());
       }
     };
+    if (!cfg->json_path.empty()) {  // found out before minutes of measuring, not after
+      const bool existed = std::filesystem::exists(cfg->json_path);
+      std::FILE* probe = std::fopen(cfg->json_path.c_str(), "a");
+      if (probe == nullptr) throw Error(ErrorCode::invalid_argument, "--json", "argument `--json`: got '" + cfg->json_path + "' (cannot be opened for writing), expected a writable file path");
+      std::fclose(probe);
+      if (!existed) std::filesystem::remove(cfg->json_path);
+    }
     const harness::RunOutput out = harness::run_plan(*cfg, plan, progress);
     if (tty) std::fprintf(stderr, "\r\033[K");
     if (!out.rows.empty()) std::fputs(harness::format_table(out.rows).c_str(), stdout);

@@ -23,7 +23,7 @@ void register_verify(CLI::App& app, Outcome& outcome) {
   sub->add_option("--gate-k", opts->gate_k, "Gate filter: words joined by and/or/not, matched as substrings of test names");
   sub->add_flag("--no-gate", opts->no_gate, "Skip the gate: time anyway, label everything UNVERIFIED");
   sub->add_option("--rounds", opts->rounds, "Alternating candidate/baseline rounds")->default_val(3);
-  sub->add_option("--seed", opts->seed, "Input seed, the same on both sides")->default_val(42);
+  sub->add_option("--seed", opts->seed, "Input seed, the same on both sides")->default_val(42)->check(kSeed);
   sub->add_option("--threshold", opts->threshold_pct, "Minimum |change| in percent for faster/slower")->default_val(harness::kDefaultThresholdPct)->check(kPercent);
   sub->add_flag("--fail-on-regression", opts->fail_on_regression, "Exit 5 when any cell is slower");
   sub->add_option("--json", *json, "Write a lina.bench/1 verify document here");

@@ -145,6 +145,9 @@ int run_check(const CheckOptions& o, std::ostream& out) {
   const HostTensor& v = in["v"];
   if (q.shape().rank != 4) bad("q", "file " + (o.inputs / "q.npy").string() + ": shape " + q.shape().str() + ", expected [B,T,H,K]");
   if (v.shape().rank != 4) bad("v", "file " + (o.inputs / "v.npy").string() + ": shape " + v.shape().str() + ", expected [B,T,HV,V]");
+  if (in.count("cu_seqlens") && (in["cu_seqlens"].shape().rank != 1 || in["cu_seqlens"].numel() < 2))
+    bad("cu_seqlens", "file " + (o.inputs / "cu_seqlens.npy").string() + ": shape " + in["cu_seqlens"].shape().str() +
+                          ", expected [N+1] with N >= 1");
   const std::int64_t N = in.count("cu_seqlens") ? in["cu_seqlens"].numel() - 1 : q.shape()[0];
   const Shape state{N, v.shape()[2], q.shape()[3], v.shape()[3]};
   const bool varlen = in.count("cu_seqlens") > 0;

@@ -75,3 +75,19 @@ TEST(HarnessCli, BadFlagsExitTwoNamingTheFlag) {
 }
 
 }  // namespace
+
+namespace lina::harness {
+namespace {
+
+// Found by an adversarial pass: each of these crashed, wrapped silently or failed only after measuring.
+TEST(HarnessCli, HostileValuesAreRefusedUpFront) {
+  expect_usage("run --op chunk_gla --backend cpu --seed -1", "--seed");
+  expect_usage("run --op chunk_gla --backend cpu --seed 18446744073709551616", "--seed");
+  expect_usage("run --op chunk_gla --backend cpu --shapes B1_T4611686018427387904_H1_D64", "2^33");
+  expect_usage("run --op chunk_gla --backend cpu --shapes B1_T64_H1_D64 --json /nonexistent-dir/x.json", "--json");
+  expect_usage("summarize --threshold nan x.json", "--threshold");
+  expect_usage("loop status --op ../../evil", "unknown op");
+}
+
+}  // namespace
+}  // namespace lina::harness
