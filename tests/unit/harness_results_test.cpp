@@ -167,6 +167,14 @@ TEST(HarnessReport, TableIsAlignedAndGrouped) {
   EXPECT_EQ(lines[1].find_first_not_of("- "), std::string::npos);
 }
 
+TEST(HarnessReport, AbsoluteFloorPassesAreLabelled) {
+  std::vector<ResultRow> rows{sample_row("chunk_gla", "fwdbwd", "B1_T1_H1_D64", 0.02)};
+  rows[0].check = CheckResult{"fp64-host", true, 0.005, 2.3, 1.2e-7, "", {}};
+  EXPECT_NE(format_table(rows).find("pass 2.3e+00 (abs<=1e-6)"), std::string::npos) << format_table(rows);
+  rows[0].check.err_ratio = 1e-3;
+  EXPECT_EQ(format_table(rows).find("abs<="), std::string::npos);
+}
+
 TEST(HarnessReport, ProgressLine) {
   EXPECT_EQ(progress_line(3, 12, "chunk_gla", "fwd", "B1_T256_H2_D64", "timing"), "[3/12] chunk_gla fwd B1_T256_H2_D64 timing");
 }
