@@ -4,29 +4,15 @@
 #include <cmath>
 #include <random>
 
+#include "harness/stats.h"
 #include "lina/error.h"
 
 namespace lina::harness {
 
-double median_of(std::vector<double> v) {
-  if (v.empty()) return NAN;
-  const std::size_t n = v.size(), mid = n / 2;
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
-  const double hi = v[mid];
-  if (n % 2) return hi;
-  const double lo = *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid));
-  return 0.5 * (lo + hi);
-}
+// The run statistics (harness/stats.h), with NaN rather than an error for an empty side.
+double median_of(std::vector<double> v) { return v.empty() ? NAN : median(std::move(v)); }
 
-double geomean_of(const std::vector<double>& v) {
-  if (v.empty()) return NAN;
-  double s = 0;
-  for (double x : v) {
-    if (!(x > 0)) throw_invalid("geomean", std::to_string(x), "positive values");
-    s += std::log(x);
-  }
-  return std::exp(s / static_cast<double>(v.size()));
-}
+double geomean_of(const std::vector<double>& v) { return v.empty() ? NAN : geomean(v); }
 
 std::string speedup_verdict(double ci_low, double ci_high, double change_pct, double threshold_pct) {
   if (ci_low > 1.0 && change_pct >= threshold_pct) return "faster";

@@ -4,11 +4,12 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
-#include <random>
 
 #include <fmt/format.h>
 
+#include "harness/compare.h"
 #include "harness/proc_util.h"
+#include "harness/stats.h"
 #include "harness/summary.h"
 #include "lina/build_info.h"
 #include "lina/error.h"
@@ -68,20 +69,6 @@ std::vector<std::string> lina_run_argv(const std::string& lina, const std::vecto
 
 namespace {
 
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-double quantile_sorted(const std::vector<double>& v, double q) {
-  if (v.size() == 1) return v[0];
-  const double pos = q * static_cast<double>(v.size() - 1);
-  const size_t lo = static_cast<size_t>(std::floor(pos));
-  const size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
-}
-
 std::string row_key(const json& row) {
   const json keys = row.contains("shape_keys") ? row["shape_keys"] : json(nullptr);
   return row.value("op", "") + "|" + row.value("mode", "") + "|" + row.value("shape", "") + "|" + keys.dump();
@@ -120,26 +107,19 @@ std::pair<std::vector<std::string>, std::map<std::string, Pooled>> pool(const st
     }
   }
   for (auto& [k, p] : cells) {
-    std::vector<double> s = p.times;
-    std::sort(s.begin(), s.end());
-    double mean = 0;
-    for (double x : s) mean += x;
-    mean /= static_cast<double>(s.size());
-    double var = 0;
-    for (double x : s) var += (x - mean) * (x - mean);
-    const double sd = s.size() > 1 ? std::sqrt(var / static_cast<double>(s.size() - 1)) : 0.0;
+    const Summary st = summarize(p.times);
     json& r = p.row;
     r["times_ms"] = p.times;
     r["samples"] = p.times.size();
-    r["median_ms"] = quantile_sorted(s, 0.5);
-    r["mean_ms"] = mean;
-    r["std_ms"] = sd;
-    r["min_ms"] = s.front();
-    r["p10_ms"] = quantile_sorted(s, 0.1);
-    r["p20_ms"] = quantile_sorted(s, 0.2);
-    r["p80_ms"] = quantile_sorted(s, 0.8);
-    r["p90_ms"] = quantile_sorted(s, 0.9);
-    r["noise"] = mean > 0 ? sd / mean : 0.0;
+    r["median_ms"] = st.median;
+    r["mean_ms"] = st.mean;
+    r["std_ms"] = st.std;
+    r["min_ms"] = st.min;
+    r["p10_ms"] = st.p10;
+    r["p20_ms"] = st.p20;
+    r["p80_ms"] = st.p80;
+    r["p90_ms"] = st.p90;
+    r["noise"] = st.noise();
     r["rounds"] = p.rounds;
   }
   return {order, cells};
@@ -149,19 +129,9 @@ std::pair<std::vector<std::string>, std::map<std::string, Pooled>> pool(const st
 
 std::pair<double, double> bootstrap_speedup_ci(const std::vector<double>& base, const std::vector<double>& head,
                                                int iterations, std::uint64_t seed) {
-  if (base.empty() || head.empty()) throw Error(ErrorCode::invalid_argument, "samples", "bootstrap needs samples on both sides");
-  std::mt19937_64 gen(seed);
-  std::vector<double> ratios;
-  ratios.reserve(static_cast<size_t>(iterations));
-  std::vector<double> b(base.size()), h(head.size());
-  std::uniform_int_distribution<size_t> pick_b(0, base.size() - 1), pick_h(0, head.size() - 1);
-  for (int i = 0; i < iterations; ++i) {
-    for (auto& x : b) x = base[pick_b(gen)];
-    for (auto& x : h) x = head[pick_h(gen)];
-    ratios.push_back(median_of(b) / median_of(h));
-  }
-  std::sort(ratios.begin(), ratios.end());
-  return {quantile_sorted(ratios, 0.025), quantile_sorted(ratios, 0.975)};
+  // One bootstrap for verify and compare (harness/compare.h); the threshold does not touch the interval.
+  const CellComparison c = compare_samples(base, head, seed, kDefaultThresholdPct, iterations);
+  return {c.ci_low, c.ci_high};
 }
 
 json compare_documents(const std::vector<json>& base_runs, const std::vector<json>& head_runs, const CompareSide& base,

@@ -60,24 +60,4 @@ double geomean(const std::vector<double>& v) {
   return std::exp(acc / static_cast<double>(v.size()));
 }
 
-RatioCI bootstrap_median_ratio(const std::vector<double>& base, const std::vector<double>& head,
-                               std::uint64_t seed, int resamples, double confidence) {
-  if (base.empty() || head.empty()) throw_invalid("samples", "an empty sample", "samples on both sides");
-  if (resamples < 1) throw_invalid("resamples", std::to_string(resamples), ">= 1");
-  RatioCI r;
-  r.ratio = median(base) / median(head);
-  CounterRng rng(seed, /*stream=*/0xB007);
-  std::vector<double> ratios(static_cast<std::size_t>(resamples));
-  std::vector<double> b(base.size()), h(head.size());
-  for (auto& ratio : ratios) {
-    for (auto& x : b) x = base[rng.next_u64() % base.size()];
-    for (auto& x : h) x = head[rng.next_u64() % head.size()];
-    ratio = median(b) / median(h);
-  }
-  const double tail = (1 - confidence) / 2;
-  r.low = percentile(ratios, tail);
-  r.high = percentile(ratios, 1 - tail);
-  return r;
-}
-
 }  // namespace lina::harness

@@ -23,12 +23,4 @@ Summary summarize(const std::vector<double>& samples);
 // Geometric mean of positive values; throws on empty input or a value <= 0.
 double geomean(const std::vector<double>& values);
 
-// Speedup = median(base) / median(head) with a percentile-bootstrap 95 % interval: both sample
-// sets are resampled with replacement `resamples` times from a generator seeded by `seed`.
-struct RatioCI {
-  double ratio = 0, low = 0, high = 0;
-};
-RatioCI bootstrap_median_ratio(const std::vector<double>& base, const std::vector<double>& head,
-                               std::uint64_t seed, int resamples = 2000, double confidence = 0.95);
-
 }  // namespace lina::harness

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "harness/compare.h"
 #include "harness/stats.h"
 #include "lina/error.h"
 
@@ -49,25 +50,26 @@ TEST(HarnessStats, Geomean) {
 }
 
 TEST(HarnessStats, BootstrapOfConstantSamplesIsExact) {
-  const RatioCI ci = bootstrap_median_ratio({2, 2, 2, 2}, {1, 1, 1}, 7);
-  EXPECT_DOUBLE_EQ(ci.ratio, 2);
-  EXPECT_DOUBLE_EQ(ci.low, 2);
-  EXPECT_DOUBLE_EQ(ci.high, 2);
+  // The one speedup bootstrap (harness/compare.h), used by verify and compare alike.
+  const CellComparison ci = compare_samples({2, 2, 2, 2}, {1, 1, 1}, 7);
+  EXPECT_DOUBLE_EQ(ci.speedup, 2);
+  EXPECT_DOUBLE_EQ(ci.ci_low, 2);
+  EXPECT_DOUBLE_EQ(ci.ci_high, 2);
 }
 
 TEST(HarnessStats, BootstrapIsSeededAndBracketsTheRatio) {
   const std::vector<double> base{2.0, 2.1, 1.9, 2.3, 2.05, 1.95, 2.2, 1.8, 2.0, 2.15};
   const std::vector<double> head{1.0, 1.1, 0.95, 1.05, 1.2, 0.9, 1.0, 1.02, 0.98, 1.1};
-  const RatioCI a = bootstrap_median_ratio(base, head, 1);
-  const RatioCI b = bootstrap_median_ratio(base, head, 1);
-  const RatioCI c = bootstrap_median_ratio(base, head, 2);
-  EXPECT_DOUBLE_EQ(a.low, b.low);
-  EXPECT_DOUBLE_EQ(a.high, b.high);
-  EXPECT_TRUE(a.low != c.low || a.high != c.high);
-  EXPECT_NEAR(a.ratio, median(base) / median(head), 1e-12);
-  EXPECT_LT(a.low, a.ratio);
-  EXPECT_GT(a.high, a.ratio);
-  EXPECT_GT(a.low, 1.0);  // clearly faster: the interval excludes 1
+  const CellComparison a = compare_samples(base, head, 1);
+  const CellComparison b = compare_samples(base, head, 1);
+  const CellComparison c = compare_samples(base, head, 2);
+  EXPECT_DOUBLE_EQ(a.ci_low, b.ci_low);
+  EXPECT_DOUBLE_EQ(a.ci_high, b.ci_high);
+  EXPECT_TRUE(a.ci_low != c.ci_low || a.ci_high != c.ci_high);
+  EXPECT_NEAR(a.speedup, median(base) / median(head), 1e-12);
+  EXPECT_LT(a.ci_low, a.speedup);
+  EXPECT_GT(a.ci_high, a.speedup);
+  EXPECT_GT(a.ci_low, 1.0);  // clearly faster: the interval excludes 1
 }
 
 }  // namespace
