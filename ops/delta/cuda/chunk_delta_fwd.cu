@@ -17,11 +17,13 @@
 #include "lina/chunk_delta.h"
 #include "lina/error.h"
 #include "ops/common/backends.h"
+#include "ops/common/cuda/mma_primitives.cuh"
 
 namespace lina::detail::cuda {
 namespace {
 
 using bf16 = __nv_bfloat16;
+using namespace cuda_util;
 
 constexpr int kC = 64;        // chunk length
 constexpr int kVT = 64;       // value columns per CTA
@@ -83,73 +85,17 @@ struct Smem {
 static_assert(sizeof(Smem<true, 128>) <= 227 * 1024, "KDA K=128 shared memory over the sm_90 limit");
 static_assert(sizeof(Smem<false, 128>) <= 227 * 1024, "GDN K=128 shared memory over the sm_90 limit");
 
-__device__ __forceinline__ float ex2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-  __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<uint32_t*>(&h);
-}
-
-__device__ __forceinline__ float2 ld_bf2(const bf16* p) {
-  return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p));
-}
-
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-__device__ __forceinline__ void ldsm_x4(uint32_t r[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_u32(p)));
-}
-__device__ __forceinline__ void ldsm_x2(uint32_t r[2], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];" : "=r"(r[0]), "=r"(r[1]) : "r"(smem_u32(p)));
-}
-__device__ __forceinline__ void ldsm_x4_t(uint32_t r[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_u32(p)));
-}
-
-// 16-byte async copy; src_size 0 zero-fills (rows past the sequence end).
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_u32(dst)), "l"(src), "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
-
-__device__ __forceinline__ void mma_bf16(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ uint32_t tf32(float x) {
-  uint32_t r;
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-  return r;
-}
-
 // acc(16x16, two n8 tiles) += A(16x16) @ B(16x16); fp32 row-major in shared memory, pitch 68.
 __device__ __forceinline__ void blk_mma_tf32(float acc[2][4], const float* A, const float* B, int lane) {
   const int g = lane >> 2, t = lane & 3;
 #pragma unroll
   for (int ks = 0; ks < 2; ++ks) {
-    uint32_t a0 = tf32(A[g * 68 + ks * 8 + t]), a1 = tf32(A[(g + 8) * 68 + ks * 8 + t]);
-    uint32_t a2 = tf32(A[g * 68 + ks * 8 + t + 4]), a3 = tf32(A[(g + 8) * 68 + ks * 8 + t + 4]);
+    const uint32_t a[4] = {to_tf32(A[g * 68 + ks * 8 + t]), to_tf32(A[(g + 8) * 68 + ks * 8 + t]),
+                           to_tf32(A[g * 68 + ks * 8 + t + 4]), to_tf32(A[(g + 8) * 68 + ks * 8 + t + 4])};
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt) {
-      uint32_t b0 = tf32(B[(ks * 8 + t) * 68 + nt * 8 + g]), b1 = tf32(B[(ks * 8 + t + 4) * 68 + nt * 8 + g]);
-      asm volatile(
-          "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-          "{%0,%1,%2,%3};"
-          : "+f"(acc[nt][0]), "+f"(acc[nt][1]), "+f"(acc[nt][2]), "+f"(acc[nt][3])
-          : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+      const uint32_t b0 = to_tf32(B[(ks * 8 + t) * 68 + nt * 8 + g]), b1 = to_tf32(B[(ks * 8 + t + 4) * 68 + nt * 8 + g]);
+      mma_tf32_1688(acc[nt], a, b0, b1);
     }
   }
 }
@@ -352,7 +298,7 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
           ss[u] = 0.f;
 #pragma unroll
           for (int e = 0; e < PER; e += 2) {
-            const float2 f = ld_bf2(row + lane * PER + e);
+            const float2 f = load_bf16x2(row + lane * PER + e);
             x[u][e] = f.x;
             x[u][e + 1] = f.y;
             ss[u] += f.x * f.x + f.y * f.y;
@@ -395,10 +341,10 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
 #pragma unroll 1
         for (int ks = 0; ks < K / 16; ++ks) {
           const int c0 = ks * 16 + 2 * t, c1 = c0 + 8;
-          const float2 qa0 = ld_bf2(&sq[rA][c0]), qa1 = ld_bf2(&sq[rA][c1]);
-          const float2 qb0 = ld_bf2(&sq[rB][c0]), qb1 = ld_bf2(&sq[rB][c1]);
-          const float2 ka0 = ld_bf2(&sk[rA][c0]), ka1 = ld_bf2(&sk[rA][c1]);
-          const float2 kb0 = ld_bf2(&sk[rB][c0]), kb1 = ld_bf2(&sk[rB][c1]);
+          const float2 qa0 = load_bf16x2(&sq[rA][c0]), qa1 = load_bf16x2(&sq[rA][c1]);
+          const float2 qb0 = load_bf16x2(&sq[rB][c0]), qb1 = load_bf16x2(&sq[rB][c1]);
+          const float2 ka0 = load_bf16x2(&sk[rA][c0]), ka1 = load_bf16x2(&sk[rA][c1]);
+          const float2 kb0 = load_bf16x2(&sk[rB][c0]), kb1 = load_bf16x2(&sk[rB][c1]);
           const float2 ba0 = *reinterpret_cast<const float2*>(&s.b2[rA][c0]);
           const float2 ba1 = *reinterpret_cast<const float2*>(&s.b2[rA][c1]);
           const float2 bb0 = *reinterpret_cast<const float2*>(&s.b2[rB][c0]);
@@ -425,11 +371,11 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
             const int j = nt * 8 + g;
             const float2 bj0 = *reinterpret_cast<const float2*>(&s.b2[j][c0]);
             const float2 bj1 = *reinterpret_cast<const float2*>(&s.b2[j][c1]);
-            const float2 kj0 = ld_bf2(&sk[j][c0]), kj1 = ld_bf2(&sk[j][c1]);
+            const float2 kj0 = load_bf16x2(&sk[j][c0]), kj1 = load_bf16x2(&sk[j][c1]);
             const uint32_t b0 = pack_bf16(kj0.x * ex2(n0.x - bj0.x), kj0.y * ex2(n0.y - bj0.y));
             const uint32_t b1 = pack_bf16(kj1.x * ex2(n1.x - bj1.x), kj1.y * ex2(n1.y - bj1.y));
-            mma_bf16(accA[i], aq, b0, b1);
-            mma_bf16(accL[i], ak, b0, b1);
+            mma_bf16_16816(accA[i], aq, b0, b1);
+            mma_bf16_16816(accL[i], ak, b0, b1);
           }
         }
         // epilogue: select (never multiply by a mask); L fp32, Aqk bf16
@@ -460,7 +406,7 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
           float sa = 0.f, sl = 0.f;
           if (jj <= rr) {
             for (int c = 0; c < K; c += 2) {
-              const float2 qr = ld_bf2(&sq[r][c]), kr = ld_bf2(&sk[r][c]), kj = ld_bf2(&sk[j][c]);
+              const float2 qr = load_bf16x2(&sq[r][c]), kr = load_bf16x2(&sk[r][c]), kj = load_bf16x2(&sk[j][c]);
               const float2 br = *reinterpret_cast<const float2*>(&s.b2[r][c]);
               const float2 bj = *reinterpret_cast<const float2*>(&s.b2[j][c]);
               const float f0 = ex2(br.x - bj.x), f1 = ex2(br.y - bj.y);
@@ -498,8 +444,8 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
           if (i > ib) continue;
           uint32_t b[2];
           ldsm_x2(b, &sk[(2 * i + wh) * 8 + (lane & 7)][ks * 16 + (((lane >> 3) & 1) << 3)]);
-          mma_bf16(accA[i], aq, b[0], b[1]);
-          mma_bf16(accL[i], ak, b[0], b[1]);
+          mma_bf16_16816(accA[i], aq, b[0], b[1]);
+          mma_bf16_16816(accL[i], ak, b[0], b[1]);
         }
       }
 #pragma unroll
@@ -572,7 +518,7 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
       for (int i = tid; i < kC * K / 2; i += kThreads) {
         const int r = i / (K / 2), c = (i % (K / 2)) * 2;
         const float2 b = *reinterpret_cast<const float2*>(&s.b2[r][c]);
-        const float2 qv = ld_bf2(&sq[r][c]), kv = ld_bf2(&sk[r][c]);
+        const float2 qv = load_bf16x2(&sq[r][c]), kv = load_bf16x2(&sk[r][c]);
         const float e0 = ex2(b.x), e1 = ex2(b.y);
         const float l0 = ex2(s.bL[c] - b.x), l1 = ex2(s.bL[c + 1] - b.y);
         *reinterpret_cast<uint32_t*>(&sq[r][c]) = pack_bf16(qv.x * e0, qv.y * e1);
@@ -605,9 +551,9 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
             uint32_t b[4];
             const int rr = ks * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
             const int cc = wh * KH + np * 16 + ((lane >> 4) << 3);
-            ldsm_x4_t(b, KDA ? &s.u1.kb[rr][cc] : &sk[rr][cc]);
-            mma_bf16(accW[2 * np], a, b[0], b[1]);
-            mma_bf16(accW[2 * np + 1], a, b[2], b[3]);
+            ldsm_x4_trans(b, KDA ? &s.u1.kb[rr][cc] : &sk[rr][cc]);
+            mma_bf16_16816(accW[2 * np], a, b[0], b[1]);
+            mma_bf16_16816(accW[2 * np + 1], a, b[2], b[3]);
           }
         }
 #pragma unroll
@@ -631,9 +577,9 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
 #pragma unroll
           for (int np = 0; np < 4; ++np) {
             uint32_t b[4];
-            ldsm_x4_t(b, &sv[ks * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)][np * 16 + ((lane >> 4) << 3)]);
-            mma_bf16(accU[2 * np], a, b[0], b[1]);
-            mma_bf16(accU[2 * np + 1], a, b[2], b[3]);
+            ldsm_x4_trans(b, &sv[ks * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)][np * 16 + ((lane >> 4) << 3)]);
+            mma_bf16_16816(accU[2 * np], a, b[0], b[1]);
+            mma_bf16_16816(accU[2 * np + 1], a, b[2], b[3]);
           }
         }
       }
@@ -642,9 +588,9 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
 #pragma unroll
         for (int np = 0; np < 4; ++np) {
           uint32_t b[4];
-          ldsm_x4_t(b, &s.H[wh * KH + ks * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)][np * 16 + ((lane >> 4) << 3)]);
-          mma_bf16(accU[2 * np], wa[ks], b[0], b[1]);
-          mma_bf16(accU[2 * np + 1], wa[ks], b[2], b[3]);
+          ldsm_x4_trans(b, &s.H[wh * KH + ks * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)][np * 16 + ((lane >> 4) << 3)]);
+          mma_bf16_16816(accU[2 * np], wa[ks], b[0], b[1]);
+          mma_bf16_16816(accU[2 * np + 1], wa[ks], b[2], b[3]);
         }
       }
       if (wh == 1) {
@@ -698,9 +644,9 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
 #pragma unroll
         for (int np = 0; np < 2; ++np) {
           uint32_t b[4];
-          ldsm_x4_t(b, &s.H[ks * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)][c0 + np * 16 + ((lane >> 4) << 3)]);
-          mma_bf16(accO[2 * np], a, b[0], b[1]);
-          mma_bf16(accO[2 * np + 1], a, b[2], b[3]);
+          ldsm_x4_trans(b, &s.H[ks * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)][c0 + np * 16 + ((lane >> 4) << 3)]);
+          mma_bf16_16816(accO[2 * np], a, b[0], b[1]);
+          mma_bf16_16816(accO[2 * np + 1], a, b[2], b[3]);
         }
       }
       {
@@ -721,9 +667,9 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
 #pragma unroll
         for (int np = 0; np < 2; ++np) {
           uint32_t b[4];
-          ldsm_x4_t(b, &s.vn[ks * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)][c0 + np * 16 + ((lane >> 4) << 3)]);
-          mma_bf16(accO[2 * np], a, b[0], b[1]);
-          mma_bf16(accO[2 * np + 1], a, b[2], b[3]);
+          ldsm_x4_trans(b, &s.vn[ks * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)][c0 + np * 16 + ((lane >> 4) << 3)]);
+          mma_bf16_16816(accO[2 * np], a, b[0], b[1]);
+          mma_bf16_16816(accO[2 * np + 1], a, b[2], b[3]);
         }
       }
 #pragma unroll
@@ -752,14 +698,14 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
       for (int ks = 0; ks < kC / 16; ++ks) {
         uint32_t a[4];
         // A = kg^T: element (m = channel, kk = token) lives at sk[token][channel]
-        ldsm_x4_t(a, &sk[ks * 16 + (lane & 7) + ((lane >> 4) << 3)][sm0 + (((lane >> 3) & 1) << 3)]);
+        ldsm_x4_trans(a, &sk[ks * 16 + (lane & 7) + ((lane >> 4) << 3)][sm0 + (((lane >> 3) & 1) << 3)]);
 #pragma unroll
         for (int np = 0; np < NTS / 2; ++np) {
           uint32_t b[4];
           const int rr = ks * 16 + (lane & 7) + (((lane >> 3) & 1) << 3), cc = sc0 + np * 16 + ((lane >> 4) << 3);
-          ldsm_x4_t(b, KDA ? &s.vn[rr][cc] : &s.vg[rr][cc]);
-          mma_bf16(hacc[2 * np], a, b[0], b[1]);
-          mma_bf16(hacc[2 * np + 1], a, b[2], b[3]);
+          ldsm_x4_trans(b, KDA ? &s.vn[rr][cc] : &s.vg[rr][cc]);
+          mma_bf16_16816(hacc[2 * np], a, b[0], b[1]);
+          mma_bf16_16816(hacc[2 * np + 1], a, b[2], b[3]);
         }
       }
     }

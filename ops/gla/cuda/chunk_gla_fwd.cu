@@ -18,11 +18,12 @@
 #include "lina/error.h"
 #include "ops/common/backends.h"
 #include "ops/common/cuda/cuda_common.cuh"
+#include "ops/common/cuda/mma_primitives.cuh"
 
 namespace lina::detail::cuda {
 namespace {
 
-using cuda_util::check;
+using namespace cuda_util;
 using cuda_util::SeqDesc;
 
 constexpr int kC = 64;              // chunk
@@ -57,46 +58,10 @@ struct Params {
   float scale;
 };
 
-__device__ __forceinline__ float ex2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
-__device__ __forceinline__ std::uint32_t pack_bf16(float lo, float hi) {
-  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<std::uint32_t*>(&v);
-}
-
-__device__ __forceinline__ float2 unpack_bf16(std::uint32_t u) {
-  __nv_bfloat162 v = *reinterpret_cast<__nv_bfloat162*>(&u);
-  return __bfloat1622float2(v);
-}
-
-__device__ __forceinline__ void mma16816(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0, std::uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ void cp_async16(void* smem_dst, const void* gmem_src, bool valid) {
-  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
-  const int n = valid ? 16 : 0;  // src-size 0 zero-fills rows past the sequence
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem_src), "r"(n));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
-
 // B fragments of two adjacent n8 tiles from a row-major [k][n] bf16 tile (k0, n0 its corner).
-__device__ __forceinline__ void ldsm_x4_trans(std::uint32_t (&r)[4], const __nv_bfloat16* base, int ld, int k0, int n0, int lane) {
+__device__ __forceinline__ void ldsm_x4_trans_at(std::uint32_t (&r)[4], const __nv_bfloat16* base, int ld, int k0, int n0, int lane) {
   const int mi = lane >> 3, i = lane & 7;
-  const __nv_bfloat16* p = base + (k0 + i + (mi & 1) * 8) * ld + n0 + (mi >> 1) * 8;
-  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a));
+  ldsm_x4_trans(r, base + (k0 + i + (mi & 1) * 8) * ld + n0 + (mi >> 1) * 8);
 }
 
 // x[r][c..c+1] * 2^(b[r][c..c+1] - ref[c..c+1]) packed to bf16x2 (ref = nullptr: 2^b).
@@ -242,7 +207,7 @@ __global__ void __launch_bounds__(Cfg<K>::NW * 32) chunk_gla_fwd_fused(Params p)
 #pragma unroll
       for (int nt = 0; nt < C::ONT; ++nt) {
         const __nv_bfloat16* hb = shT + (cbase + nt * 8 + g8) * C::kQ + c;
-        mma16816(oacc[nt], a, *reinterpret_cast<const std::uint32_t*>(hb), *reinterpret_cast<const std::uint32_t*>(hb + 8));
+        mma_bf16_16816(oacc[nt], a, *reinterpret_cast<const std::uint32_t*>(hb), *reinterpret_cast<const std::uint32_t*>(hb + 8));
       }
     }
 
@@ -270,7 +235,7 @@ __global__ void __launch_bounds__(Cfg<K>::NW * 32) chunk_gla_fwd_fused(Params p)
       for (int nt = 0; nt < 8; ++nt) {
         if (nt < nt_end && nt % C::CG == cg) {
           const int jr = nt * 8 + g8;
-          mma16816(aacc[nt], a, kref_pair<K>(sk, sb, bref, jr, c), kref_pair<K>(sk, sb, bref, jr, c + 8));
+          mma_bf16_16816(aacc[nt], a, kref_pair<K>(sk, sb, bref, jr, c), kref_pair<K>(sk, sb, bref, jr, c + 8));
         }
       }
     }
@@ -321,9 +286,9 @@ __global__ void __launch_bounds__(Cfg<K>::NW * 32) chunk_gla_fwd_fused(Params p)
 #pragma unroll
         for (int np = 0; np < C::ONT / 2; ++np) {
           std::uint32_t b[4];
-          ldsm_x4_trans(b, sv, C::kVs, kk * 16, cbase + np * 16, lane);
-          mma16816(oacc[2 * np], a, b[0], b[1]);
-          mma16816(oacc[2 * np + 1], a, b[2], b[3]);
+          ldsm_x4_trans_at(b, sv, C::kVs, kk * 16, cbase + np * 16, lane);
+          mma_bf16_16816(oacc[2 * np], a, b[0], b[1]);
+          mma_bf16_16816(oacc[2 * np + 1], a, b[2], b[3]);
         }
       }
     }
@@ -369,9 +334,9 @@ __global__ void __launch_bounds__(Cfg<K>::NW * 32) chunk_gla_fwd_fused(Params p)
 #pragma unroll
         for (int np = 0; np < 4; ++np) {
           std::uint32_t b[4];
-          ldsm_x4_trans(b, sv, C::kVs, ks * 16, np * 16, lane);
-          mma16816(hacc[mt][2 * np], a, b[0], b[1]);
-          mma16816(hacc[mt][2 * np + 1], a, b[2], b[3]);
+          ldsm_x4_trans_at(b, sv, C::kVs, ks * 16, np * 16, lane);
+          mma_bf16_16816(hacc[mt][2 * np], a, b[0], b[1]);
+          mma_bf16_16816(hacc[mt][2 * np + 1], a, b[2], b[3]);
         }
       }
     }
