@@ -75,6 +75,46 @@ DeltaRuleGrads delta_grads(const Bound& b) {
   return g;
 }
 
+// The six entry points an OpSpec carries, bound once for every op from its traits: how a Bound
+// becomes the op's argument and gradient structs, and the op's public, reference and GPU-reference
+// functions.
+template <class Op>
+void bind_entry_points(OpSpec& s) {
+  s.forward = [](const Bound& b, ForwardMode m, const ExecOptions& o) { return Op::forward(Op::args(b), b.out, m, o); };
+  s.backward = [](const Bound& b, const ExecOptions& o) { return Op::backward(Op::args(b), b.grad_in, Op::grads(b), o); };
+  s.reference_forward = [](const Bound& b) { Op::reference_forward(Op::args(b), b.out); };
+  s.reference_backward = [](const Bound& b) { Op::reference_backward(Op::args(b), b.grad_in, Op::grads(b)); };
+  s.gpu_reference_forward = [](const Bound& b, void* st) { Op::gpu_reference_forward(Op::args(b), b.out, st); };
+  s.gpu_reference_backward = [](const Bound& b, void* st) {
+    Op::gpu_reference_backward(Op::args(b), b.grad_in, Op::grads(b), st);
+  };
+}
+
+// Per-op traits: how a Bound becomes the op's argument and gradient structs, and its entry points.
+#define LINA_OP_ENTRY_POINTS(NAME)                                                        \
+  static constexpr auto forward = &lina::NAME##_forward;                                  \
+  static constexpr auto backward = &lina::NAME##_backward;                                \
+  static constexpr auto reference_forward = &reference::NAME##_forward;                   \
+  static constexpr auto reference_backward = &reference::NAME##_backward;                 \
+  static constexpr auto gpu_reference_forward = &gpu_reference::NAME##_forward;           \
+  static constexpr auto gpu_reference_backward = &gpu_reference::NAME##_backward;
+struct GlaOp {
+  static ChunkGlaArgs args(const Bound& b) { return gla_args(b); }
+  static ChunkGlaGrads grads(const Bound& b) { return gla_grads(b); }
+  LINA_OP_ENTRY_POINTS(chunk_gla)
+};
+struct KdaOp {
+  static ChunkKdaArgs args(const Bound& b) { return kda_args(b); }
+  static DeltaRuleGrads grads(const Bound& b) { return delta_grads(b); }
+  LINA_OP_ENTRY_POINTS(chunk_kda)
+};
+struct GdnOp {
+  static ChunkGdnArgs args(const Bound& b) { return delta_args<ChunkGdnArgs>(b); }
+  static DeltaRuleGrads grads(const Bound& b) { return delta_grads(b); }
+  LINA_OP_ENTRY_POINTS(chunk_gdn)
+};
+#undef LINA_OP_ENTRY_POINTS
+
 OpSpec make_gla() {
   OpSpec s;
   s.name = "chunk_gla";
@@ -85,14 +125,7 @@ OpSpec make_gla() {
               {"v", {"B", "T", "H", "V"}, DType::bf16, Transform::randn, "dv"},
               {"g", {"B", "T", "H", "K"}, DType::bf16, Transform::logsigmoid_clamp5, "dg"}};
   s.fixed_kwargs = {{"scale", nullptr}, {"initial_state", nullptr}, {"output_final_state", false}};
-  s.forward = [](const Bound& b, ForwardMode m, const ExecOptions& o) { return chunk_gla_forward(gla_args(b), b.out, m, o); };
-  s.backward = [](const Bound& b, const ExecOptions& o) { return chunk_gla_backward(gla_args(b), b.grad_in, gla_grads(b), o); };
-  s.reference_forward = [](const Bound& b) { reference::chunk_gla_forward(gla_args(b), b.out); };
-  s.reference_backward = [](const Bound& b) { reference::chunk_gla_backward(gla_args(b), b.grad_in, gla_grads(b)); };
-  s.gpu_reference_forward = [](const Bound& b, void* st) { gpu_reference::chunk_gla_forward(gla_args(b), b.out, st); };
-  s.gpu_reference_backward = [](const Bound& b, void* st) {
-    gpu_reference::chunk_gla_backward(gla_args(b), b.grad_in, gla_grads(b), st);
-  };
+  bind_entry_points<GlaOp>(s);
   return s;
 }
 
@@ -113,14 +146,7 @@ OpSpec make_kda() {
   s.inputs = delta_inputs({"B", "T", "HV", "K"});
   s.fixed_kwargs = {{"scale", nullptr},          {"initial_state", nullptr}, {"output_final_state", false},
                     {"use_qk_l2norm_in_kernel", true}, {"safe_gate", true},       {"lower_bound", -5.0}};
-  s.forward = [](const Bound& b, ForwardMode m, const ExecOptions& o) { return chunk_kda_forward(kda_args(b), b.out, m, o); };
-  s.backward = [](const Bound& b, const ExecOptions& o) { return chunk_kda_backward(kda_args(b), b.grad_in, delta_grads(b), o); };
-  s.reference_forward = [](const Bound& b) { reference::chunk_kda_forward(kda_args(b), b.out); };
-  s.reference_backward = [](const Bound& b) { reference::chunk_kda_backward(kda_args(b), b.grad_in, delta_grads(b)); };
-  s.gpu_reference_forward = [](const Bound& b, void* st) { gpu_reference::chunk_kda_forward(kda_args(b), b.out, st); };
-  s.gpu_reference_backward = [](const Bound& b, void* st) {
-    gpu_reference::chunk_kda_backward(kda_args(b), b.grad_in, delta_grads(b), st);
-  };
+  bind_entry_points<KdaOp>(s);
   return s;
 }
 
@@ -132,22 +158,7 @@ OpSpec make_gdn() {
   s.gva = true;
   s.inputs = delta_inputs({"B", "T", "HV"});
   s.fixed_kwargs = {{"scale", nullptr}, {"initial_state", nullptr}, {"output_final_state", false}, {"use_qk_l2norm_in_kernel", true}};
-  s.forward = [](const Bound& b, ForwardMode m, const ExecOptions& o) {
-    return chunk_gdn_forward(delta_args<ChunkGdnArgs>(b), b.out, m, o);
-  };
-  s.backward = [](const Bound& b, const ExecOptions& o) {
-    return chunk_gdn_backward(delta_args<ChunkGdnArgs>(b), b.grad_in, delta_grads(b), o);
-  };
-  s.reference_forward = [](const Bound& b) { reference::chunk_gdn_forward(delta_args<ChunkGdnArgs>(b), b.out); };
-  s.reference_backward = [](const Bound& b) {
-    reference::chunk_gdn_backward(delta_args<ChunkGdnArgs>(b), b.grad_in, delta_grads(b));
-  };
-  s.gpu_reference_forward = [](const Bound& b, void* st) {
-    gpu_reference::chunk_gdn_forward(delta_args<ChunkGdnArgs>(b), b.out, st);
-  };
-  s.gpu_reference_backward = [](const Bound& b, void* st) {
-    gpu_reference::chunk_gdn_backward(delta_args<ChunkGdnArgs>(b), b.grad_in, delta_grads(b), st);
-  };
+  bind_entry_points<GdnOp>(s);
   return s;
 }
 
