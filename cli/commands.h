@@ -41,6 +41,31 @@ inline const CLI::Validator kSeed(
     },
     "SEED");
 
+// Counts and amounts with a lower bound (CLI11's PositiveNumber / NonNegativeNumber print the
+// double range "0.000000 to 1797693...": unreadable). integer: no fraction, no exponent.
+inline CLI::Validator at_least(double min, bool integer) {
+  const std::string expected = std::string(integer ? "an integer" : "a number") + " >= " +
+                               (integer ? std::to_string(static_cast<long long>(min)) : CLI::detail::to_string(min));
+  return CLI::Validator(
+      [min, integer, expected](std::string& text) -> std::string {
+        double v = 0;
+        try {
+          std::size_t used = 0;
+          v = std::stod(text, &used);
+          if (used != text.size()) return "got '" + text + "', expected " + expected;
+        } catch (const std::exception&) {
+          return "got '" + text + "', expected " + expected;
+        }
+        if (integer && (text.find_first_not_of("+-0123456789") != std::string::npos)) return "got '" + text + "', expected " + expected;
+        if (!(v >= min)) return "got " + text + ", expected " + expected;
+        return {};
+      },
+      integer ? "INT" : "NUM");
+}
+inline const CLI::Validator kPositiveInt = at_least(1, true);
+inline const CLI::Validator kNonNegativeInt = at_least(0, true);
+inline const CLI::Validator kNonNegative = at_least(0, false);
+
 // The subcommand that ran stores its exit code here.
 struct Outcome {
   int code = kOk;

@@ -35,7 +35,7 @@ void register_compare(CLI::App& app, Outcome& outcome) {
   op_opt->excludes(diff_opt);
   sub->add_option("--modes", o->modes, "fwd, infer, bwd, fwdbwd")->delimiter(',');
   sub->add_option("--shapes", o->shapes, "Shape names")->delimiter(',');
-  sub->add_option("--rounds", o->rounds, "Alternating rounds per side (default 3)")->check(CLI::PositiveNumber);
+  sub->add_option("--rounds", o->rounds, "Alternating rounds per side (default 3)")->check(kPositiveInt);
   sub->add_option("--threshold", o->threshold, "Minimum |change| %% for faster / slower (default 5)")->check(kPercent);
   auto* seed_opt = sub->add_option("--seed", o->seed, "Input seed (same on both sides)")->check(kSeed);
   sub->add_option("--output", o->output, "Write the lina.bench/1 compare document here");

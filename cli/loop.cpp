@@ -34,7 +34,7 @@ void register_loop(CLI::App& app, Outcome& outcome) {
   init->add_option("--shapes", o->shapes, "Target shapes")->delimiter(',');
   init->add_option("--modes", o->modes, "Target modes")->delimiter(',');
   init->add_option("--backends", o->backends, "Allowed backends (default cuda)")->delimiter(',');
-  init->add_option("--min-gain", o->min_gain, "An iteration improves only beyond this %% (default 1)")->check(CLI::NonNegativeNumber);
+  init->add_option("--min-gain", o->min_gain, "An iteration improves only beyond this %% (default 1)")->check(kNonNegative);
   init->add_flag("--force", o->force, "Overwrite an existing contract");
   auto* log = loop->add_subcommand("log", "Append one iteration read from a verify JSON");
   common(log);

@@ -30,7 +30,7 @@ void register_profile(CLI::App& app, Outcome& outcome) {
   sub->add_option("--base-binary", o->base_binary, "Already-built lina of the baseline");
   sub->add_option("--set", o->set, "ncu section set: full or source")->check(CLI::IsMember({"full", "source"}));
   sub->add_option("--out", o->out, "Folder for the .ncu-rep files (default profile/<op>)");
-  sub->add_option("--launch-count", o->launch_count, "Kernels profiled per side, 0 = all timed launches (default 64)")->check(CLI::NonNegativeNumber);
+  sub->add_option("--launch-count", o->launch_count, "Kernels profiled per side, 0 = all timed launches (default 64)")->check(kNonNegativeInt);
   sub->add_option("--ncu", o->ncu, "ncu executable (default: ncu on PATH)");
   sub->add_option("--lina", o->lina, "Candidate lina binary (default: this one)");
   sub->callback([o, &outcome] {

@@ -23,7 +23,7 @@ void register_summarize(CLI::App& app, Outcome& outcome) {
   sub->add_option("files", opts->files, "Result files (lina.bench/1)")->required();
   sub->add_option("--threshold", opts->threshold, "Flag cells whose |change| is at least PCT percent (default 5)")
       ->check(kPercent);
-  sub->add_option("--top", opts->top, "Show only the N largest changes per file (default: all)")->check(CLI::NonNegativeNumber);
+  sub->add_option("--top", opts->top, "Show only the N largest changes per file (default: all)")->check(kNonNegativeInt);
   sub->add_option("--format", opts->format, "text, markdown or html")->check(CLI::IsMember({"text", "markdown", "html"}));
   sub->add_option("--output", opts->output, "Write here instead of stdout (html defaults to summary.html)");
   sub->callback([opts, &outcome] {

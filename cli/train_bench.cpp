@@ -22,9 +22,9 @@ void register_train_bench(CLI::App& app, Outcome& outcome) {
   auto o = std::make_shared<Opts>();
   sub->add_option("--name", o->name, "gla, kda or gdn")->required()->check(CLI::IsMember({"gla", "kda", "gdn"}));
   sub->add_option("--impl", o->impl, "lina or fla")->check(CLI::IsMember({"lina", "fla"}));
-  sub->add_option("--batch-size", o->batch)->check(CLI::PositiveNumber);
-  sub->add_option("--seq-len", o->seq_len)->check(CLI::PositiveNumber);
-  sub->add_option("--steps", o->steps)->check(CLI::PositiveNumber);
+  sub->add_option("--batch-size", o->batch)->check(kPositiveInt);
+  sub->add_option("--seq-len", o->seq_len)->check(kPositiveInt);
+  sub->add_option("--steps", o->steps)->check(kPositiveInt);
   sub->add_flag("--varlen", o->varlen);
   sub->add_option("--json", o->json, "write the result as JSON");
   sub->callback([o, &outcome] {

@@ -86,6 +86,14 @@ int run_check(const CheckOptions& o, std::ostream& out) {
   if (backend == "cuda" && cuda_device_count() == 0)
     throw Error(ErrorCode::unsupported, "--backend", "--backend cuda needs an NVIDIA GPU and none is visible; use --backend cpu");
   if (!fs::is_directory(o.inputs)) bad("--inputs", "argument `--inputs`: " + o.inputs.string() + " is not a directory");
+  // --out is checked before any work: an existing non-directory, or one that cannot be created.
+  if (o.out) {
+    std::error_code ec;
+    if (fs::exists(*o.out, ec) && !fs::is_directory(*o.out, ec))
+      bad("--out", "argument `--out`: " + o.out->string() + " exists and is not a directory, expected a directory (created if absent)");
+    if (!fs::create_directories(*o.out, ec) && ec)
+      bad("--out", "argument `--out`: cannot create " + o.out->string() + " (" + ec.message() + "), expected a writable directory");
+  }
 
   // kwargs.json: scalar flags, plus "bf16": true | [names] for uint16 files holding bfloat16 bits.
   json k = json::object();
@@ -102,6 +110,25 @@ int run_check(const CheckOptions& o, std::ostream& out) {
                                                 "use_gate_in_kernel", "lower_bound", "safe_gate", "output_final_state", "bf16"};
     for (const auto& [key, v] : k.items())
       if (!known.count(key)) bad("kwargs.json", "file " + kwf.string() + ": unknown key '" + key + "'");
+    // Types are checked here, not where a key is first read, so a wrong one never runs half a check.
+    static const std::set<std::string> numbers = {"scale", "lower_bound"};
+    for (const auto& [key, v] : k.items()) {
+      if (v.is_null() || key == "bf16") continue;
+      const bool ok = numbers.count(key) ? v.is_number() : v.is_boolean();
+      if (!ok)
+        bad("kwargs.json", "file " + kwf.string() + ": key '" + key + "' is " + v.type_name() + ", expected " +
+                               (numbers.count(key) ? "a number" : "true or false"));
+    }
+    if (k.contains("bf16")) {
+      static const std::set<std::string> names = {"q", "k", "v", "g", "beta", "initial_state", "do", "dht", "A_log", "dt_bias"};
+      const json& b = k["bf16"];
+      bool ok = b.is_boolean() || b.is_array();
+      if (b.is_array())
+        for (const auto& e : b) ok = ok && e.is_string() && names.count(e.get<std::string>());
+      if (!ok)
+        bad("kwargs.json", "file " + kwf.string() + ": key 'bf16' is " + b.dump() +
+                               ", expected true, false or a list of argument names (q, k, v, g, beta, ...)");
+    }
   }
   auto is_bf16 = [&](const std::string& name) {
     if (!k.contains("bf16")) return false;
@@ -288,7 +315,6 @@ int run_check(const CheckOptions& o, std::ostream& out) {
                        c.tolerance, c.pass ? "pass" : "FAIL");
   }
   if (o.out) {
-    fs::create_directories(*o.out);
     json dtypes = json::object();
     for (const auto& s : slots) {
       write_npy(*o.out / (s.file + ".npy"), s.lina);

@@ -93,7 +93,7 @@ LoopContract LoopContract::from_json(const json& j, const fs::path& source) {
     if (!j.contains(k)) bad(source.string(), source.string() + ": key `" + k + "`: missing");
     return j[k];
   };
-  if (!j.is_object() || j.value("schema", "") != kLoopSchema) {
+  if (!j.is_object() || !j.contains("schema") || !j["schema"].is_string() || j["schema"].get<std::string>() != kLoopSchema) {
     bad(source.string(), source.string() + ": key `schema`: expected `" + kLoopSchema + "`");
   }
   LoopContract c;

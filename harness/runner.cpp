@@ -39,7 +39,8 @@ Plan make_plan(const RunConfig& cfg) {
   if (cfg.policy.min_samples < 1) throw_invalid("--min-samples", std::to_string(cfg.policy.min_samples), ">= 1");
   if (cfg.policy.max_samples < cfg.policy.min_samples)
     throw_invalid("--max-samples", std::to_string(cfg.policy.max_samples), ">= --min-samples");
-  if (!(cfg.policy.max_noise > 0)) throw_invalid("--max-noise", std::to_string(cfg.policy.max_noise), "> 0");
+  if (!(cfg.policy.max_noise > 0 && cfg.policy.max_noise < 1))
+    throw_invalid("--max-noise", std::to_string(cfg.policy.max_noise), "a fraction in (0, 1), e.g. 0.005 for 0.5 %");
   if (!(cfg.policy.time_budget_s >= 0)) throw_invalid("--time-budget", std::to_string(cfg.policy.time_budget_s), ">= 0 seconds");
   plan.backend = resolve_backend(cfg.backend);
   if (cfg.graphs && plan.backend != Backend::cuda) throw_invalid("--graphs", "backend cpu", "--backend cuda");

@@ -96,6 +96,7 @@ SummaryRow parse_row(const Reader& r, const json& row, const std::string& ctx) {
   s.backend = r.opt_string(row, "backend", ctx);
   s.samples = static_cast<long long>(r.opt_number(row, "samples", ctx).value_or(0));
   s.median_ms = r.req_number(row, "median_ms", ctx);
+  if (!(s.median_ms > 0) || !std::isfinite(s.median_ms)) r.fail(ctx + "median_ms", "seen " + std::to_string(s.median_ms) + ", expected a positive time");
   s.mean_ms = r.opt_number(row, "mean_ms", ctx);
   s.std_ms = r.opt_number(row, "std_ms", ctx);
   s.min_ms = r.opt_number(row, "min_ms", ctx);

@@ -74,6 +74,18 @@ TEST(HarnessCli, BadFlagsExitTwoNamingTheFlag) {
   expect_usage("run --op chunk_gla --backend cpu --base HEAD~1", "lina verify --base");
 }
 
+// Bounded counts say the bound in words, not CLI11's double range (0.000000 to 1.79e308 spelled out).
+TEST(HarnessCli, BoundedCountsNameTheirBound) {
+  for (const char* args : {"compare --base a --head b --rounds 0", "summarize x.json --top -1", "summarize x.json --top 1.5",
+                           "profile --op chunk_gla --launch-count x"}) {
+    const Result r = lina(args);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.output;
+    EXPECT_NE(r.output.find("expected an integer >= "), std::string::npos) << args << "\n" << r.output;
+    EXPECT_EQ(r.output.find("179769313486231570"), std::string::npos) << args << "\n" << r.output;
+  }
+  expect_usage("run --op chunk_gla --backend cpu --max-noise 2", "a fraction in (0, 1)");
+}
+
 }  // namespace
 
 namespace lina::harness {

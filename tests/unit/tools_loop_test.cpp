@@ -159,5 +159,19 @@ TEST(ToolsLoop, InitLogRoundTripOnDisk) {
   EXPECT_EQ(load_entries(dir).size(), 2u);  // refused rows leave the log as it was
 }
 
+TEST(ToolsLoop, ContractWithANonStringSchemaIsRefusedByKey) {
+  for (const json schema : {json(3), json(nullptr), json::array({"lina.loop/1"})}) {
+    json j = contract().to_json();
+    j["schema"] = schema;
+    try {
+      LoopContract::from_json(j, "contract.json");
+      ADD_FAILURE() << "accepted schema " << schema.dump();
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::invalid_argument) << e.what();
+      EXPECT_NE(std::string(e.what()).find("`schema`"), std::string::npos) << e.what();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace lina::harness

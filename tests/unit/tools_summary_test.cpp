@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "harness/proc_util.h"
 #include "harness/summary.h"
 #include "lina/error.h"
 #include "tools_support.h"
@@ -100,6 +101,23 @@ TEST(ToolsSummary, RefusesMalformedFiles) {
   EXPECT_NE(m.find("malformed.json: not valid JSON"), std::string::npos) << m;
   m = error_of("does_not_exist.json");
   EXPECT_NE(m.find("does_not_exist.json: cannot be read"), std::string::npos) << m;
+}
+
+TEST(ToolsSummary, RefusesNonPositiveMedians) {
+  for (const double bad : {-1.0, 0.0}) {
+    lina::testing::TempDir tmp;
+    nlohmann::json d = nlohmann::json::parse(read_text_file(data("run_ok.json")));
+    d["results"][1]["median_ms"] = bad;
+    const auto path = tmp.path / "neg.json";
+    write_text_file(path, d.dump());
+    try {
+      load_summary_file(path);
+      ADD_FAILURE() << "median " << bad << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("`results[1].median_ms`"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("expected a positive time"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(ToolsSummary, CliExitCodes) {

@@ -65,6 +65,28 @@ TEST(VerifyCheckCli, BadKwargsAreRefused) {
   EXPECT_NE(p.err.find("scael"), std::string::npos) << p.err;
 }
 
+TEST(VerifyCheckCli, KwargsOfTheWrongTypeAreRefusedByKey) {
+  for (const char* body : {R"({"scale": "0.5"})", R"({"output_final_state": 1})", R"({"bf16": "yes"})", R"({"bf16": ["q", "qq"]})"}) {
+    TempDir t("check");
+    write_gla_inputs(t.path());
+    std::ofstream(t.path() / "kwargs.json") << body;
+    const auto p = check({"--op", "chunk_gla", "--inputs", t.path().string(), "--backend", "cpu"});
+    EXPECT_EQ(p.exit_code, 2) << body << p.out << p.err;
+    EXPECT_NE(p.err.find("kwargs.json"), std::string::npos) << body << p.err;
+    EXPECT_NE(p.err.find("expected"), std::string::npos) << body << p.err;
+  }
+}
+
+TEST(VerifyCheckCli, OutThatIsAFileIsRefusedBeforeRunning) {
+  TempDir t("check");
+  write_gla_inputs(t.path());
+  std::ofstream(t.path() / "taken") << "x";
+  const auto p = check({"--op", "chunk_gla", "--inputs", t.path().string(), "--backend", "cpu", "--out", (t.path() / "taken").string()});
+  EXPECT_EQ(p.exit_code, 2) << p.out << p.err;
+  EXPECT_NE(p.err.find("--out"), std::string::npos) << p.err;
+  EXPECT_EQ(p.out.find("err_ratio"), std::string::npos) << "ran before refusing: " << p.out;
+}
+
 TEST(VerifyCheckCli, DhtWithoutDoIsRefused) {
   TempDir t("check");
   write_gla_inputs(t.path());
@@ -74,7 +96,6 @@ TEST(VerifyCheckCli, DhtWithoutDoIsRefused) {
   EXPECT_NE(p.err.find("dht"), std::string::npos) << p.err;
 }
 
-// Needs the real ops (reference + CPU backend): skipped, with this note, while they are placeholders.
 TEST(VerifyCheckCli, ForwardAndBackwardAgainstTheReferenceWritesOutputs) {
   TempDir t("check");
   write_gla_inputs(t.path());
@@ -83,7 +104,6 @@ TEST(VerifyCheckCli, ForwardAndBackwardAgainstTheReferenceWritesOutputs) {
   write_npy(t.path() / "dht.npy", testing::normal(r, DType::f32, Shape{1, 2, 16, 16}));
   std::ofstream(t.path() / "kwargs.json") << R"({"scale": 0.25})";
   const auto p = check({"--op", "chunk_gla", "--inputs", t.path().string(), "--backend", "cpu", "--out", (t.path() / "out").string()});
-  if (p.err.find("not implemented yet") != std::string::npos) GTEST_SKIP() << "the chunk_gla ops are not implemented on this branch yet";
   EXPECT_EQ(p.exit_code, 0) << p.out << p.err;
   for (const char* n : {"o", "ht", "dq", "dk", "dv", "dg", "dh0"}) {
     EXPECT_NE(p.out.find(std::string(n) + " "), std::string::npos) << n << "\n" << p.out;
