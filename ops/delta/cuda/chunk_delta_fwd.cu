@@ -77,11 +77,17 @@ struct Smem {
   alignas(16) bf16 vn[kC][72];       // v_new
   alignas(16) bf16 vg[kC][72];       // GDN: v_new * exp(bL - b)
   alignas(16) bf16 H[K][72];         // bf16 copy of the state H_n (rows: key channel, cols: value)
+  // Low bf16 halves (x - bf16(x)) of Tu and Aqk: u and the intra-chunk o term carry ~16 bits, since one
+  // bf16 rounding of each is what costs the no-decay (g = 0) cases their margin. KDA keeps them in
+  // its unused Tw / vg; v_new's low half lives in u1 (dead after S5's w product).
+  alignas(16) bf16 Tl[KDA ? 1 : kC][72];
+  alignas(16) bf16 Al[KDA ? 1 : kC][72];
   alignas(16) float beta[kC];
   alignas(16) float bs[kC];          // GDN: scalar log2 cumsum
   alignas(16) float bL[K];           // KDA: b2 of the chunk's last row
 };
 
+static_assert(sizeof(bf16[kC][72]) <= sizeof(float[kC][68]), "v_new low half must fit in u1");
 static_assert(sizeof(Smem<true, 128>) <= 227 * 1024, "KDA K=128 shared memory over the sm_90 limit");
 static_assert(sizeof(Smem<false, 128>) <= 227 * 1024, "GDN K=128 shared memory over the sm_90 limit");
 
@@ -149,6 +155,9 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
   }
   const int V = p.V;
   const int vcol0 = vt * kVT;
+  bf16 (*const tlo)[72] = KDA ? s.Tw : s.Tl;  // low half of Tu
+  bf16 (*const alo)[72] = KDA ? s.vg : s.Al;  // low half of Aqk
+  bf16 (*const vlo)[72] = reinterpret_cast<bf16 (*)[72]>(&s.u1);  // low half of v_new
 
   // ---- state init (fp32 registers + bf16 shared copy)
   float hacc[NTS][4];
@@ -392,7 +401,8 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
               av[e] = (j + e <= r) ? p.scale * accA[i][hf * 2 + e] : 0.f;
               lv[e] = (j + e < r) ? s.beta[r] * accL[i][hf * 2 + e] : 0.f;
             }
-            *reinterpret_cast<uint32_t*>(&s.Aqk[r][j]) = pack_bf16(av[0], av[1]);
+            pack_bf16_split(av[0], av[1], *reinterpret_cast<uint32_t*>(&s.Aqk[r][j]),
+                            *reinterpret_cast<uint32_t*>(&alo[r][j]));
             s.u1.L[r][j] = lv[0];
             s.u1.L[r][j + 1] = lv[1];
           }
@@ -414,7 +424,9 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
               sl += kr.x * kj.x * f0 + kr.y * kj.y * f1;
             }
           }
-          s.Aqk[r][j] = __float2bfloat16_rn(jj <= rr ? p.scale * sa : 0.f);
+          const float av = jj <= rr ? p.scale * sa : 0.f;
+          s.Aqk[r][j] = __float2bfloat16_rn(av);
+          alo[r][j] = __float2bfloat16_rn(av - __bfloat162float(s.Aqk[r][j]));
           s.u1.L[r][j] = jj < rr ? s.beta[r] * sl : 0.f;
         }
       }
@@ -423,6 +435,7 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
           const int w2 = (kC - 16 * (ib + 1)) / 2;
           const int r = 16 * ib + e / w2, j = 16 * (ib + 1) + 2 * (e % w2);
           *reinterpret_cast<uint32_t*>(&s.Aqk[r][j]) = 0u;
+          *reinterpret_cast<uint32_t*>(&alo[r][j]) = 0u;
         }
       }
     } else {
@@ -462,7 +475,8 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
             av[e] = (jb <= ib && jj <= r) ? p.scale * accA[i][hf * 2 + e] * gam : 0.f;
             lv[e] = (jb <= ib && jj < r) ? s.beta[r] * accL[i][hf * 2 + e] * gam : 0.f;
           }
-          *reinterpret_cast<uint32_t*>(&s.Aqk[r][j]) = pack_bf16(av[0], av[1]);
+          pack_bf16_split(av[0], av[1], *reinterpret_cast<uint32_t*>(&s.Aqk[r][j]),
+                          *reinterpret_cast<uint32_t*>(&alo[r][j]));
           s.u1.L[r][j] = lv[0];
           s.u1.L[r][j + 1] = lv[1];
         }
@@ -511,7 +525,7 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
         tu[e] = x * s.beta[jj];
         tw[e] = KDA ? 0.f : tu[e] * ex2(s.bs[jj]);
       }
-      *reinterpret_cast<uint32_t*>(&s.Tu[r][j]) = pack_bf16(tu[0], tu[1]);
+      pack_bf16_split(tu[0], tu[1], *reinterpret_cast<uint32_t*>(&s.Tu[r][j]), *reinterpret_cast<uint32_t*>(&tlo[r][j]));
       if (!KDA) *reinterpret_cast<uint32_t*>(&s.Tw[r][j]) = pack_bf16(tw[0], tw[1]);
     }
     if constexpr (KDA) {
@@ -569,11 +583,12 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
       for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) accU[nt][e] = 0.f;
-      if (wh == 0) {
+      {  // u = Tu v: the high half on wh = 0, the low half on wh = 1 (summed with the w H partials)
+        bf16 (*const tsrc)[72] = wh ? tlo : s.Tu;
 #pragma unroll
         for (int ks = 0; ks < kC / 16; ++ks) {
           uint32_t a[4];
-          ldsm_x4(a, &s.Tu[r0 + (lane & 15)][ks * 16 + ((lane >> 4) << 3)]);
+          ldsm_x4(a, &tsrc[r0 + (lane & 15)][ks * 16 + ((lane >> 4) << 3)]);
 #pragma unroll
           for (int np = 0; np < 4; ++np) {
             uint32_t b[4];
@@ -610,7 +625,7 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
             const int r = r0 + g + 8 * hf, c = nt * 8 + 2 * t;
             const float2 part = *reinterpret_cast<const float2*>(&s.u2.X[r][c]);
             const float x0 = accU[nt][2 * hf] + part.x, x1 = accU[nt][2 * hf + 1] + part.y;
-            *reinterpret_cast<uint32_t*>(&s.vn[r][c]) = pack_bf16(x0, x1);
+            pack_bf16_split(x0, x1, *reinterpret_cast<uint32_t*>(&s.vn[r][c]), *reinterpret_cast<uint32_t*>(&vlo[r][c]));
             if (!KDA) {
               const float f = ex2(fminf(s.bs[kC - 1] - s.bs[r], 0.f));
               *reinterpret_cast<uint32_t*>(&s.vg[r][c]) = pack_bf16(x0 * f, x1 * f);
@@ -664,6 +679,18 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
       for (int ks = 0; ks < kC / 16; ++ks) {
         uint32_t a[4];
         ldsm_x4(a, &s.Aqk[r0 + (lane & 15)][ks * 16 + ((lane >> 4) << 3)]);
+#pragma unroll
+        for (int np = 0; np < 2; ++np) {
+          uint32_t b[4];
+          ldsm_x4_trans(b, &s.vn[ks * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)][c0 + np * 16 + ((lane >> 4) << 3)]);
+          mma_bf16_16816(accO[2 * np], a, b[0], b[1]);
+          mma_bf16_16816(accO[2 * np + 1], a, b[2], b[3]);
+          uint32_t bl[4];
+          ldsm_x4_trans(bl, &vlo[ks * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)][c0 + np * 16 + ((lane >> 4) << 3)]);
+          mma_bf16_16816(accO[2 * np], a, bl[0], bl[1]);
+          mma_bf16_16816(accO[2 * np + 1], a, bl[2], bl[3]);
+        }
+        ldsm_x4(a, &alo[r0 + (lane & 15)][ks * 16 + ((lane >> 4) << 3)]);
 #pragma unroll
         for (int np = 0; np < 2; ++np) {
           uint32_t b[4];
