@@ -81,12 +81,12 @@ struct PrepSmem {
     float X[kC][68];    // (I+L)^-1 in fp32, upper blocks used as merge scratch
   } u0;
   alignas(16) bf16 k[kC][K + 8];  // normalized k; KDA: k e^b after S3a
-  alignas(16) float b2[KDA ? kC : 1][K + 4];  // KDA: per-channel log2 cumsum of g
+  alignas(16) float b2[KDA ? kC : 1][K + 4];  // KDA: per-channel log2 cumsum of g; first the raw gate
   union alignas(16) {
     float L[kC][68];       // strict-lower L (fp32)
     bf16 T[2][kC][72];     // Tinv diag(beta) as bf16 hi, lo
   } u1;
-  alignas(16) bf16 Tw[KDA ? 1 : kC][72];  // GDN: Tinv diag(beta e^b)
+  alignas(16) bf16 Tw[2][KDA ? 1 : kC][72];  // GDN: Tinv diag(beta e^b) as bf16 hi, lo
   alignas(16) bf16 v[2][kC][72];          // two 64-column value tiles
   alignas(16) float beta[kC];
   alignas(16) float bs[kC];  // GDN: scalar log2 cumsum
@@ -189,6 +189,15 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? 2 : 1) delta_prep_kernel(
       cp_async16(&sk[r][c8], p.k + off, r < Cn);
     }
   }
+  if constexpr (KDA) {  // the raw gate, rows of K elements, into b2's space (read out before the cumsum)
+    const int esz = p.g_f32 ? 4 : 2, PR = K * esz / 16;
+    unsigned char* graw = reinterpret_cast<unsigned char*>(&s.b2[0][0]);
+    for (int i = tid; i < kC * PR; i += kThreads) {
+      const int r = i / PR, c16 = (i % PR) * 16;
+      const unsigned char* src = static_cast<const unsigned char*>(p.g) + ((t0 + min(r, Cn - 1)) * p.HV + hv) * K * esz;
+      cp_async16(graw + r * K * esz + c16, src + c16, r < Cn);
+    }
+  }
   auto issue_v = [&](int vt0) {
     for (int i = tid; i < 2 * kC * 8; i += kThreads) {
       const int b = i / (kC * 8), r = (i / 8) % kC, c8 = (i % 8) * 8, vt = vt0 + b;
@@ -205,27 +214,7 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? 2 : 1) delta_prep_kernel(
     if (p.beta_sigmoid && tid < Cn) bt = p.beta_mult / (1.f + __expf(-bt));
     s.beta[tid] = bt;
   }
-  if constexpr (KDA) {
-    if (tid < K) {
-      const int c = tid;
-      const float bias = p.dt_bias ? p.dt_bias[hv * K + c] : 0.f;
-      float gv[kC];
-#pragma unroll
-      for (int r = 0; r < kC; ++r) gv[r] = (r < Cn) ? load_any(p.g, ((t0 + r) * p.HV + hv) * K + c, p.g_f32) : 0.f;
-      float cum = 0.f;
-#pragma unroll
-      for (int r = 0; r < kC; ++r) {
-        float x = gv[r];
-        if (r < Cn) {
-          if (p.gate_mode == kGateSoftplus) x = -decay_a * softplus(x + bias);
-          else if (p.gate_mode == kGateLowerBound) x = p.lower_bound / (1.f + __expf(-decay_a * (x + bias)));
-        }
-        cum += x * kLog2e;
-        s.b2[r][c] = cum;
-      }
-      s.bL[c] = cum;  // padded rows add 0, so this is b2 of row Cn-1
-    }
-  } else {
+  if constexpr (!KDA) {  // scalar gate: warp 0 scans the chunk
     if (warp == 0) {
       const float bias = p.dt_bias ? p.dt_bias[hv] : 0.f;
       float gv[2];
@@ -251,6 +240,34 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? 2 : 1) delta_prep_kernel(
   }
   cp_async_wait_all();
   __syncthreads();
+  if constexpr (KDA) {  // per-channel cumsum: thread c owns column c
+    float gv[kC];
+    const int c = tid;
+    if (c < K) {
+#pragma unroll
+      for (int r = 0; r < kC; ++r)
+        gv[r] = p.g_f32 ? reinterpret_cast<const float*>(&s.b2[0][0])[r * K + c]
+                        : __bfloat162float(reinterpret_cast<const bf16*>(&s.b2[0][0])[r * K + c]);
+    }
+    __syncthreads();  // the raw gate is in registers; b2 may be overwritten
+    if (c < K) {
+      const float bias = p.dt_bias ? p.dt_bias[hv * K + c] : 0.f;
+      float cum = 0.f;
+#pragma unroll
+      for (int r = 0; r < kC; ++r) {
+        float x = 0.f;  // padded rows: gate 0
+        if (r < Cn) {
+          x = gv[r];
+          if (p.gate_mode == kGateSoftplus) x = -decay_a * softplus(x + bias);
+          else if (p.gate_mode == kGateLowerBound) x = p.lower_bound / (1.f + __expf(-decay_a * (x + bias)));
+        }
+        cum += x * kLog2e;
+        s.b2[r][c] = cum;
+      }
+      s.bL[c] = cum;  // padded rows add 0, so this is b2 of row Cn-1
+    }
+    __syncthreads();
+  }
 
   // ---- S1: q/k l2norm in place (fp32 math, bf16 result as FLA)
   if (p.l2norm) {
@@ -504,7 +521,8 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? 2 : 1) delta_prep_kernel(
     __syncthreads();
   }
 
-  // ---- S4: Tinv diag(beta) as bf16 hi + lo (over L); GDN also Tinv diag(beta e^b)
+  // ---- S4: Tinv diag(beta) as bf16 hi + lo (over L); GDN also Tinv diag(beta e^b) (hi + lo: one
+  // bf16 rounding of the inverse in w costs the g = 0 cases more than the tolerance allows)
   for (int i = tid; i < kC * kC / 2; i += kThreads) {
     const int r = i / (kC / 2), j = (i % (kC / 2)) * 2;
     float tu[2];
@@ -514,15 +532,21 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? 2 : 1) delta_prep_kernel(
     pack_bf16_split(tu[0], tu[1], thi, tlo);
     st_u32(&s.u1.T[0][r][j], thi);
     st_u32(&s.u1.T[1][r][j], tlo);
-    if constexpr (!KDA) st_u32(&s.Tw[r][j], pack_bf16(tu[0] * ex2(s.bs[j]), tu[1] * ex2(s.bs[j + 1])));
+    if constexpr (!KDA) {
+      pack_bf16_split(tu[0] * ex2(s.bs[j]), tu[1] * ex2(s.bs[j + 1]), thi, tlo);
+      st_u32(&s.Tw[0][r][j], thi);
+      st_u32(&s.Tw[1][r][j], tlo);
+    }
   }
   __syncthreads();
 
-  // ---- S5: w = Tw (k[e^b]) -> bf16; warp (wr, wh): rows 16 wr.., key columns [wh K/2, (wh+1) K/2)
+  // ---- S5: w = (Tw_hi + Tw_lo) (k[e^b]) -> bf16; warp (wr, wh): rows 16 wr.., key columns
+  // [wh K/2, (wh+1) K/2)
   {
     constexpr int KH = K / 2, NW = KH < 64 ? KH : 64;  // columns per pass
     const int r0 = 16 * wr;
-    const bf16* tw = KDA ? &s.u1.T[0][0][0] : &s.Tw[0][0];
+    const bf16* tw0 = KDA ? &s.u1.T[0][0][0] : &s.Tw[0][0][0];
+    const bf16* tw1 = KDA ? &s.u1.T[1][0][0] : &s.Tw[1][0][0];
     bf16* const wg = p.ws.w + ch * kC * K;
 #pragma unroll 1
     for (int cb = wh * KH; cb < (wh + 1) * KH; cb += NW) {
@@ -533,14 +557,17 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? 2 : 1) delta_prep_kernel(
         for (int e = 0; e < 4; ++e) acc[nt][e] = 0.f;
 #pragma unroll
       for (int ks = 0; ks < kC / 16; ++ks) {
-        uint32_t a[4];
-        ldsm_x4(a, a_src<72>(tw, r0, ks * 16, lane));
+        uint32_t a0[4], a1[4];
+        ldsm_x4(a0, a_src<72>(tw0, r0, ks * 16, lane));
+        ldsm_x4(a1, a_src<72>(tw1, r0, ks * 16, lane));
 #pragma unroll
         for (int np = 0; np < NW / 16; ++np) {
           uint32_t b[4];
           ldsm_x4_trans(b, bt_src<K + 8>(&sk[0][0], ks * 16, cb + np * 16, lane));
-          mma_bf16_16816(acc[2 * np], a, b[0], b[1]);
-          mma_bf16_16816(acc[2 * np + 1], a, b[2], b[3]);
+          mma_bf16_16816(acc[2 * np], a0, b[0], b[1]);
+          mma_bf16_16816(acc[2 * np + 1], a0, b[2], b[3]);
+          mma_bf16_16816(acc[2 * np], a1, b[0], b[1]);
+          mma_bf16_16816(acc[2 * np + 1], a1, b[2], b[3]);
         }
       }
 #pragma unroll
