@@ -80,13 +80,12 @@ struct PrepSmem {
     bf16 q[kC][K + 8];  // normalized q, dead once q e^b is written
     float X[kC][68];    // (I+L)^-1 in fp32, upper blocks used as merge scratch
   } u0;
-  alignas(16) bf16 k[kC][K + 8];  // normalized k; KDA: k e^b after S3a
+  alignas(16) bf16 k[kC][K + 8];  // normalized k; k e^b after S4
   alignas(16) float b2[KDA ? kC : 1][K + 4];  // KDA: per-channel log2 cumsum of g; first the raw gate
   union alignas(16) {
     float L[kC][68];       // strict-lower L (fp32)
     bf16 T[2][kC][72];     // Tinv diag(beta) as bf16 hi, lo
   } u1;
-  alignas(16) bf16 Tw[2][KDA ? 1 : kC][72];  // GDN: Tinv diag(beta e^b) as bf16 hi, lo
   alignas(16) bf16 v[2][kC][72];          // two 64-column value tiles
   alignas(16) float beta[kC];
   alignas(16) float bs[kC];  // GDN: scalar log2 cumsum
@@ -105,6 +104,7 @@ struct StateSmem {
 
 static_assert(sizeof(PrepSmem<true, 128>) <= 113 * 1024, "KDA K=128 prep: two CTAs per SM");
 static_assert(sizeof(StateSmem<128>) <= 113 * 1024, "K=128 state: two CTAs per SM");
+static_assert(sizeof(PrepSmem<false, 128>) <= 74 * 1024, "GDN K=128 prep: three CTAs per SM");
 static_assert(sizeof(PrepSmem<true, 256>) <= 227 * 1024, "KDA K=256 prep over the sm_90 limit");
 static_assert(sizeof(StateSmem<256>) <= 227 * 1024, "K=256 state over the sm_90 limit");
 
@@ -154,7 +154,8 @@ __device__ __forceinline__ const bf16* bt_src(const bf16* base, int k0, int n0, 
 }
 
 template <bool KDA, int K>
-__global__ void __launch_bounds__(kThreads, K <= 128 ? 2 : 1) delta_prep_kernel(const Params p) {
+// GDN's prep fits three CTAs per SM in shared memory (no per-channel gate), KDA's two (K <= 128).
+__global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_prep_kernel(const Params p) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   auto& s = *reinterpret_cast<PrepSmem<KDA, K>*>(smem_raw);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
@@ -423,7 +424,7 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? 2 : 1) delta_prep_kernel(
     for (int i = 0; i < 4; ++i)
 #pragma unroll
       for (int e = 0; e < 4; ++e) accA[i][e] = accL[i][e] = 0.f;
-#pragma unroll
+#pragma unroll 2
     for (int ks = 0; ks < K / 16; ++ks) {
       uint32_t aq[4], ak[4];
       ldsm_x4(aq, &sq[16 * ib + (lane & 15)][ks * 16 + ((lane >> 4) << 3)]);
@@ -463,7 +464,7 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? 2 : 1) delta_prep_kernel(
   __syncthreads();
 
   // ---- S3a: warps 0-3 (16 lanes each) invert the diagonal 16x16 blocks by forward substitution
-  // (fp32, into registers: X shares q's space); warps 4-7 write the gated operands and the decay.
+  // (fp32, into registers: X shares q's space); warps 4-7 write q e^b and the decay.
   float xs[16];
   if (warp < 4) {
     if (lane < 16) {
@@ -476,25 +477,20 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? 2 : 1) delta_prep_kernel(
         xs[i] = acc;
       }
     }
-  } else {
+  } else {  // q e^b (q's space becomes X after the barrier) and the decay
     bf16* const qg = p.ws.qg + ch * kC * K;
-    bf16* const kg = p.ws.kg + ch * kC * K;
     const float bsl = KDA ? 0.f : s.bs[kC - 1];
     for (int i = tid - 128; i < kC * K / 2; i += 128) {
       const int r = i / (K / 2), c = (i % (K / 2)) * 2;
-      const float2 qv = load_bf16x2(&sq[r][c]), kv = load_bf16x2(&sk[r][c]);
+      const float2 qv = load_bf16x2(&sq[r][c]);
+      float e0, e1;
       if constexpr (KDA) {
         const float2 b = *reinterpret_cast<const float2*>(&s.b2[r][c]);
-        const float e0 = ex2(b.x), e1 = ex2(b.y);
-        const float l0 = ex2(s.bL[c] - b.x), l1 = ex2(s.bL[c + 1] - b.y);
-        st_u32(qg + r * K + c, pack_bf16(qv.x * e0, qv.y * e1));
-        st_u32(kg + r * K + c, pack_bf16(kv.x * l0, kv.y * l1));
-        st_u32(&sk[r][c], pack_bf16(kv.x * e0, kv.y * e1));  // k e^b for w
+        e0 = ex2(b.x), e1 = ex2(b.y);
       } else {
-        const float e = ex2(s.bs[r]), l = ex2(fminf(bsl - s.bs[r], 0.f));
-        st_u32(qg + r * K + c, pack_bf16(qv.x * e, qv.y * e));
-        st_u32(kg + r * K + c, pack_bf16(kv.x * l, kv.y * l));
+        e0 = e1 = ex2(s.bs[r]);
       }
+      st_u32(qg + r * K + c, pack_bf16(qv.x * e0, qv.y * e1));
     }
     for (int c = tid - 128; c < K; c += 128) p.ws.el[ch * K + c] = KDA ? ex2(s.bL[c]) : ex2(bsl);
   }
@@ -521,8 +517,8 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? 2 : 1) delta_prep_kernel(
     __syncthreads();
   }
 
-  // ---- S4: Tinv diag(beta) as bf16 hi + lo (over L); GDN also Tinv diag(beta e^b) (hi + lo: one
-  // bf16 rounding of the inverse in w costs the g = 0 cases more than the tolerance allows)
+  // ---- S4: Tinv diag(beta) as bf16 hi + lo over L (one bf16 rounding of the inverse in u and w
+  // costs the g = 0 cases more than the tolerance allows); k e^(bL-b) to the workspace; k e^b in place
   for (int i = tid; i < kC * kC / 2; i += kThreads) {
     const int r = i / (kC / 2), j = (i % (kC / 2)) * 2;
     float tu[2];
@@ -532,21 +528,35 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? 2 : 1) delta_prep_kernel(
     pack_bf16_split(tu[0], tu[1], thi, tlo);
     st_u32(&s.u1.T[0][r][j], thi);
     st_u32(&s.u1.T[1][r][j], tlo);
-    if constexpr (!KDA) {
-      pack_bf16_split(tu[0] * ex2(s.bs[j]), tu[1] * ex2(s.bs[j + 1]), thi, tlo);
-      st_u32(&s.Tw[0][r][j], thi);
-      st_u32(&s.Tw[1][r][j], tlo);
+  }
+  {
+    bf16* const kg = p.ws.kg + ch * kC * K;
+    const float bsl = KDA ? 0.f : s.bs[kC - 1];
+    for (int i = tid; i < kC * K / 2; i += kThreads) {
+      const int r = i / (K / 2), c = (i % (K / 2)) * 2;
+      const float2 kv = load_bf16x2(&sk[r][c]);
+      float e0, e1, l0, l1;
+      if constexpr (KDA) {
+        const float2 b = *reinterpret_cast<const float2*>(&s.b2[r][c]);
+        const float2 bl = *reinterpret_cast<const float2*>(&s.bL[c]);
+        e0 = ex2(b.x), e1 = ex2(b.y), l0 = ex2(bl.x - b.x), l1 = ex2(bl.y - b.y);
+      } else {
+        e0 = e1 = ex2(s.bs[r]);
+        l0 = l1 = ex2(fminf(bsl - s.bs[r], 0.f));
+      }
+      st_u32(kg + r * K + c, pack_bf16(kv.x * l0, kv.y * l1));
+      st_u32(&sk[r][c], pack_bf16(kv.x * e0, kv.y * e1));  // k e^b for w
     }
   }
   __syncthreads();
 
-  // ---- S5: w = (Tw_hi + Tw_lo) (k[e^b]) -> bf16; warp (wr, wh): rows 16 wr.., key columns
+  // ---- S5: w = (T_hi + T_lo) (k e^b) -> bf16; warp (wr, wh): rows 16 wr.., key columns
   // [wh K/2, (wh+1) K/2)
   {
-    constexpr int KH = K / 2, NW = KH < 64 ? KH : 64;  // columns per pass
+    constexpr int KH = K / 2, NW = KH < 32 ? KH : 32;  // columns per pass (registers)
     const int r0 = 16 * wr;
-    const bf16* tw0 = KDA ? &s.u1.T[0][0][0] : &s.Tw[0][0][0];
-    const bf16* tw1 = KDA ? &s.u1.T[1][0][0] : &s.Tw[1][0][0];
+    const bf16* tw0 = &s.u1.T[0][0][0];
+    const bf16* tw1 = &s.u1.T[1][0][0];
     bf16* const wg = p.ws.w + ch * kC * K;
 #pragma unroll 1
     for (int cb = wh * KH; cb < (wh + 1) * KH; cb += NW) {
@@ -670,12 +680,12 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? 2 : 1) delta_state_kernel
   store_state_smem();
 
   auto chunk_id = [&](int ci) { return (static_cast<long>(sd.chunk_off) + ci) * p.HV + hv; };
+  // A [C][K] block is contiguous in the workspace: piece i (16 bytes) goes to row i / (K/8) of the
+  // padded tile, i.e. to byte 16 * (i + i / (K/8)).
   auto issue_rows = [&](bf16 (*dst)[K + 8], const bf16* src) {
     constexpr int QV = K / 8;
-    for (int i = tid; i < kC * QV; i += kThreads) {
-      const int r = i / QV, c8 = (i % QV) * 8;
-      cp_async16(&dst[r][c8], src + r * K + c8, true);
-    }
+#pragma unroll 1
+    for (int i = tid; i < kC * QV; i += kThreads) cp_async16(&dst[0][0] + 8 * (i + i / QV), src + 8 * i, true);
   };
   auto issue_w = [&](int ci) {
     if (ci < nchunks) issue_rows(s.w, p.ws.w + chunk_id(ci) * kC * K);
@@ -685,10 +695,8 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? 2 : 1) delta_state_kernel
     if (ci < nchunks) {
       issue_rows(s.qg, p.ws.qg + chunk_id(ci) * kC * K);
       const bf16* src = p.ws.a + chunk_id(ci) * 2 * kC * kC;
-      for (int i = tid; i < 2 * kC * 8; i += kThreads) {
-        const int hl = i / (kC * 8), r = (i / 8) % kC, c8 = (i % 8) * 8;
-        cp_async16(&s.a[hl][r][c8], src + (hl * kC + r) * kC + c8, true);
-      }
+#pragma unroll 1
+      for (int i = tid; i < 2 * kC * 8; i += kThreads) cp_async16(&s.a[0][0][0] + 8 * (i + i / 8), src + 8 * i, true);
     }
     cp_async_commit();
   };
