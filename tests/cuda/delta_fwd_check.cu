@@ -330,15 +330,14 @@ int main(int argc, char** argv) {
         {"kda T300 varlen H2 HV4 D128 softplus", true, 1, 300, 2, 4, 128, vl, kSoftplus, false, true, true},
         {"kda T200 B2 H2 HV2 D64 given unsafe", true, 2, 200, 2, 2, 64, {}, kGiven, false, false, true},
         {"kda T130 B1 H2 HV4 D128 given safe", true, 1, 130, 2, 4, 128, {}, kGiven, true, false, true},
+        {"gdn T200 B1 H2 HV2 D256 h0", false, 1, 200, 2, 2, 256, {}, kGiven, false, false, true},
+        {"gdn T300 varlen H1 HV2 D256 gate-in-kernel", false, 1, 300, 1, 2, 256, vl, kSoftplus, false, true, true},
+        {"kda T150 B1 H2 HV2 D256 given safe h0", true, 1, 150, 2, 2, 256, {}, kGiven, true, false, true},
+        {"kda T300 varlen H1 HV2 D256 lb gate", true, 1, 300, 1, 2, 256, vl, kLowerBound, true, true, true},
+        {"kda T100 B1 H1 HV1 D256 given unsafe", true, 1, 100, 1, 1, 256, {}, kGiven, false, false, false},
     };
     std::uint64_t seed = 42;
     for (const auto& c : cases) fails += run_case(c, seed++);
-    // K = 256 is refused clearly (not yet built)
-    for (bool kda : {true, false}) {
-      Case c{kda ? "kda D256 refused" : "gdn D256 refused", kda, 1, 64, 1, 1, 256, {}, kGiven, kda, false, false};
-      std::printf("(expect an unsupported error) ");
-      run_case(c, 7);
-    }
   }
   if (do_time) {
     std::FILE* log = nullptr;

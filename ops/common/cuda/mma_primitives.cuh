@@ -20,6 +20,15 @@ __device__ __forceinline__ std::uint32_t pack_bf16(float lo, float hi) {
   return *reinterpret_cast<std::uint32_t*>(&v);
 }
 
+// Two-term bf16 split: hi = bf16(x), lo = bf16(x - hi) carries ~16 significant bits through two
+// bf16 products (A_hi B + A_lo B) where one bf16 rounding of A is too coarse.
+__device__ __forceinline__ void pack_bf16_split(float a, float b, std::uint32_t& hi, std::uint32_t& lo) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+  const float2 hf = __bfloat1622float2(h);
+  hi = *reinterpret_cast<const std::uint32_t*>(&h);
+  lo = pack_bf16(a - hf.x, b - hf.y);
+}
+
 __device__ __forceinline__ float2 unpack_bf16(std::uint32_t u) {
   __nv_bfloat162 v = *reinterpret_cast<__nv_bfloat162*>(&u);
   return __bfloat1622float2(v);

@@ -1,13 +1,19 @@
-// chunk_kda / chunk_gdn forward on sm_90a: one fused kernel (docs/kernels/chunk_delta_fwd.md).
+// chunk_kda / chunk_gdn forward on sm_90a in two kernels (docs/kernels/chunk_delta_fwd.md).
 //
-// One CTA per (sequence, value head, 64-column V tile) walks its chunks (C = 64) in order and keeps
-// the fp32 state tile H[K, 64] in registers (warp w owns K rows [w*K/4, (w+1)*K/4)). Per chunk,
-// everything (gate cumsum, l2norm, L, Aqk, (I+L)^-1, w, u, v_new, o, the state update) stays in
-// shared memory / registers; only q, k, v, g, beta are read and o written. Tensor-core products use
-// mma.sync m16n8k16 bf16 -> fp32; the (I+L)^-1 block merges use mma.sync m16n8k8 tf32 (FLA's
-// precision). Gates are kept as log2 cumsums and only non-positive differences are exponentiated,
-// except KDA's safe_gate diagonal sub-blocks, whose middle reference row bounds the factors by
-// 2^(8*|lower_bound|*log2e) <= e^40 (spec section 5).
+// 1. delta_prep_kernel, one CTA per (chunk, value head), fully parallel: gate cumsum, q/k l2norm,
+//    L and Aqk, (I+L)^-1, and every state-independent operand of the recurrence: w, u (fp32), the
+//    gated q e^b and k e^(bL-b), Aqk (bf16 hi + lo) and the decay e^bL, written to a workspace.
+// 2. delta_state_kernel, one CTA per (sequence, value head, 64-column V tile), walks the chunks in
+//    order with the fp32 state tile H[K, 64] in registers and only does the state-dependent
+//    products: v_new = u - w H, o = scale (q e^b) H + Aqk v_new, H = e^bL H + (k e^(bL-b))^T v_new.
+//    Each operand buffer is refilled (cp.async) right after its last use in a chunk, so every load
+//    has a whole chunk to land.
+// Tensor-core products use mma.sync m16n8k16 bf16 -> fp32; the (I+L)^-1 block merges use mma.sync
+// m16n8k8 tf32 (FLA's precision). Gates are kept as log2 cumsums and only non-positive differences
+// are exponentiated, except KDA's safe_gate diagonal sub-blocks, whose middle reference row bounds
+// the factors by 2^(8*|lower_bound|*log2e) <= e^40 (spec section 5). Beyond FLA's precision map, u
+// stays fp32 and Aqk / v_new enter the o product as two bf16 terms (x = hi + lo): their single bf16
+// rounding is what the no-decay (g = 0) cases cannot afford in bf16.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -17,6 +23,7 @@
 #include "lina/chunk_delta.h"
 #include "lina/error.h"
 #include "ops/common/backends.h"
+#include "ops/common/cuda/cuda_common.cuh"
 #include "ops/common/cuda/mma_primitives.cuh"
 
 namespace lina::detail::cuda {
@@ -25,12 +32,22 @@ namespace {
 using bf16 = __nv_bfloat16;
 using namespace cuda_util;
 
-constexpr int kC = 64;        // chunk length
-constexpr int kVT = 64;       // value columns per CTA
-constexpr int kThreads = 256;  // 8 warps: warp w works on token rows [16(w/2), +16), half w%2 of the columns
+constexpr int kC = 64;         // chunk length
+constexpr int kVT = 64;        // value columns per state CTA
+constexpr int kThreads = 256;  // 8 warps in both kernels
 constexpr float kLog2e = 1.4426950408889634f;
 
 enum GateMode : int { kGateGiven = 0, kGateSoftplus = 1, kGateLowerBound = 2 };
+
+// Per-(chunk, value head) workspace written by the prep kernel; ch = global chunk * HV + hv.
+struct Workspace {
+  bf16* w;    // [ch][C][K]  w = Tinv diag(beta) (k e^b)
+  bf16* qg;   // [ch][C][K]  q e^b (normalized q)
+  bf16* kg;   // [ch][C][K]  k e^(bL - b)
+  bf16* a;    // [ch][2][C][C]  scale * Aqk as hi, lo (lower incl.)
+  float* u;   // [ch][C][V]  u = Tinv diag(beta) v
+  float* el;  // [ch][K]     e^bL (GDN: the scalar, repeated)
+};
 
 struct Params {
   const bf16* q;
@@ -43,10 +60,10 @@ struct Params {
   const float* h0;       // may be null
   float* ht;             // may be null
   bf16* o;
-  const void* cu;  // null when dense
-  int cu_i64;
+  const SeqDesc* seqs;
+  int N;
   int g_f32, beta_f32;
-  int T, H, HV, G, V, nvt;
+  int H, HV, G, V, nvt;
   float scale;
   int gate_mode;
   float lower_bound;
@@ -54,36 +71,42 @@ struct Params {
   float beta_mult;
   int l2norm;
   int safe;  // KDA: diagonal sub-blocks through the middle reference row (needs g >= -5)
+  Workspace ws;
 };
 
 template <bool KDA, int K>
-struct Smem {
-  // q, k, v are double-buffered: cp.async fills chunk n+1 while chunk n computes.
-  alignas(16) bf16 q[2][kC][K + 8];  // normalized q; KDA later q*exp(b)
-  alignas(16) bf16 k[2][kC][K + 8];  // normalized k; KDA later k*exp(bL-b)
-  alignas(16) float b2[KDA ? kC : 1][K + 4];  // KDA: per-channel log2 cumsum of g
+struct PrepSmem {
   union alignas(16) {
-    float L[kC][68];     // strict-lower L (fp32)
-    bf16 kb[kC][K + 8];  // KDA: k*exp(b), built after the solve
+    bf16 q[kC][K + 8];  // normalized q, dead once q e^b is written
+    float X[kC][68];    // (I+L)^-1 in fp32, upper blocks used as merge scratch
+  } u0;
+  alignas(16) bf16 k[kC][K + 8];  // normalized k; k e^b after S4
+  alignas(16) float b2[KDA ? kC : 1][K + 4];  // KDA: per-channel log2 cumsum of g; first the raw gate
+  union alignas(16) {
+    float L[kC][68];       // strict-lower L (fp32)
+    bf16 T[2][kC][72];     // Tinv diag(beta) as bf16 hi, lo
   } u1;
-  union alignas(16) {
-    float X[kC][68];     // (I+L)^-1 in fp32, upper blocks used as merge scratch
-    bf16 graw[kC][K + 8];  // KDA: the next chunk's raw bf16 gate, prefetched once X is dead
-  } u2;
-  alignas(16) bf16 Tu[kC][72];       // Tinv * diag(beta)
-  alignas(16) bf16 Tw[kC][72];       // GDN: Tinv * diag(beta*exp(b)); KDA unused (== Tu)
-  alignas(16) bf16 Aqk[kC][72];      // scale * gated q k^T, lower incl.
-  alignas(16) bf16 v[2][kC][72];     // value tile
-  alignas(16) bf16 vn[kC][72];       // v_new
-  alignas(16) bf16 vg[kC][72];       // GDN: v_new * exp(bL - b)
-  alignas(16) bf16 H[K][72];         // bf16 copy of the state H_n (rows: key channel, cols: value)
+  alignas(16) bf16 v[2][kC][72];          // two 64-column value tiles
   alignas(16) float beta[kC];
-  alignas(16) float bs[kC];          // GDN: scalar log2 cumsum
-  alignas(16) float bL[K];           // KDA: b2 of the chunk's last row
+  alignas(16) float bs[kC];  // GDN: scalar log2 cumsum
+  alignas(16) float bL[K];   // KDA: b2 of the chunk's last row
 };
 
-static_assert(sizeof(Smem<true, 128>) <= 227 * 1024, "KDA K=128 shared memory over the sm_90 limit");
-static_assert(sizeof(Smem<false, 128>) <= 227 * 1024, "GDN K=128 shared memory over the sm_90 limit");
+template <int K>
+struct StateSmem {
+  alignas(16) bf16 w[kC][K + 8];
+  alignas(16) bf16 qg[kC][K + 8];
+  alignas(16) bf16 kg[kC][K + 8];
+  alignas(16) bf16 a[2][kC][72];   // Aqk hi, lo
+  alignas(16) bf16 vn[2][kC][72];  // v_new hi, lo
+  alignas(16) bf16 H[K][72];       // bf16 copy of the state H_n (rows: key channel, cols: value)
+};
+
+static_assert(sizeof(PrepSmem<true, 128>) <= 113 * 1024, "KDA K=128 prep: two CTAs per SM");
+static_assert(sizeof(StateSmem<128>) <= 113 * 1024, "K=128 state: two CTAs per SM");
+static_assert(sizeof(PrepSmem<false, 128>) <= 74 * 1024, "GDN K=128 prep: three CTAs per SM");
+static_assert(sizeof(PrepSmem<true, 256>) <= 227 * 1024, "KDA K=256 prep over the sm_90 limit");
+static_assert(sizeof(StateSmem<256>) <= 227 * 1024, "K=256 state over the sm_90 limit");
 
 // acc(16x16, two n8 tiles) += A(16x16) @ B(16x16); fp32 row-major in shared memory, pitch 68.
 __device__ __forceinline__ void blk_mma_tf32(float acc[2][4], const float* A, const float* B, int lane) {
@@ -117,559 +140,620 @@ __device__ __forceinline__ float load_any(const void* p, long i, int is_f32) {
 
 __device__ __forceinline__ float softplus(float x) { return x > 20.f ? x : log1pf(__expf(x)); }
 
+__device__ __forceinline__ void st_u32(void* p, uint32_t v) { *reinterpret_cast<uint32_t*>(p) = v; }
+
+// ldmatrix source of the lane for a 16x16 A tile at (r0, c0) of a row-major bf16 array with pitch P
+// (non-transposed), or of the two 16x8 B tiles at (k0, n0) read transposed.
+template <int P>
+__device__ __forceinline__ const bf16* a_src(const bf16* base, int r0, int c0, int lane) {
+  return base + (r0 + (lane & 15)) * P + c0 + ((lane >> 4) << 3);
+}
+template <int P>
+__device__ __forceinline__ const bf16* bt_src(const bf16* base, int k0, int n0, int lane) {
+  return base + (k0 + (lane & 7) + (((lane >> 3) & 1) << 3)) * P + n0 + ((lane >> 4) << 3);
+}
+
 template <bool KDA, int K>
-__global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) {
+// GDN's prep fits three CTAs per SM in shared memory (no per-channel gate), KDA's two (K <= 128).
+__global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_prep_kernel(const Params p) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  auto& s = *reinterpret_cast<Smem<KDA, K>*>(smem_raw);
-  constexpr int WR = K / 16;   // warps along the state's K rows (8 or 4)
-  constexpr int WC = 8 / WR;   // warps along its 64 columns (1 or 2)
-  constexpr int NTS = 8 / WC;  // n8 state tiles per warp
+  auto& s = *reinterpret_cast<PrepSmem<KDA, K>*>(smem_raw);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const int wr = warp >> 1, wh = warp & 1;  // token row block, column half
-  const int sm0 = 16 * (warp % WR), sc0 = (64 / WC) * (warp / WR);  // this warp's state tile
+  bf16 (&sq)[kC][K + 8] = s.u0.q;
+  bf16 (&sk)[kC][K + 8] = s.k;
 
-  int bid = blockIdx.x;
-  const int vt = bid % p.nvt;
-  bid /= p.nvt;
-  const int hv = bid % p.HV;
-  const int n = bid / p.HV;
-  const int h = hv / p.G;
-  long bos, len;
-  if (p.cu) {
-    if (p.cu_i64) {
-      bos = static_cast<const long long*>(p.cu)[n];
-      len = static_cast<const long long*>(p.cu)[n + 1] - bos;
-    } else {
-      bos = static_cast<const int*>(p.cu)[n];
-      len = static_cast<const int*>(p.cu)[n + 1] - bos;
-    }
-  } else {
-    bos = static_cast<long>(n) * p.T;
-    len = p.T;
+  const int hv = blockIdx.x % p.HV;
+  const int cg = blockIdx.x / p.HV;  // global chunk index
+  int lo = 0, hi = p.N - 1;          // the last sequence whose first chunk is <= cg
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) >> 1;
+    if (p.seqs[mid].chunk_off <= cg) lo = mid;
+    else hi = mid - 1;
   }
+  const SeqDesc sd = p.seqs[lo];
+  const int ci = cg - sd.chunk_off;
+  const long t0 = sd.row_begin + static_cast<long>(ci) * kC;
+  const int Cn = min(kC, sd.length - ci * kC);
+  const int h = hv / p.G;
   const int V = p.V;
-  const int vcol0 = vt * kVT;
+  const long ch = static_cast<long>(cg) * p.HV + hv;
+  bf16* const Ag = p.ws.a + ch * 2 * kC * kC;
 
-  // ---- state init (fp32 registers + bf16 shared copy)
-  float hacc[NTS][4];
-  const long sbase = (static_cast<long>(n) * p.HV + hv) * K * V;
-#pragma unroll
-  for (int nt = 0; nt < NTS; ++nt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int r = sm0 + g + (e >> 1) * 8, c = sc0 + nt * 8 + 2 * t + (e & 1);
-      hacc[nt][e] = p.h0 ? p.h0[sbase + static_cast<long>(r) * V + vcol0 + c] : 0.f;
-    }
-  auto store_state_smem = [&]() {
-#pragma unroll
-    for (int nt = 0; nt < NTS; ++nt) {
-      const int r = sm0 + g, c = sc0 + nt * 8 + 2 * t;
-      *reinterpret_cast<uint32_t*>(&s.H[r][c]) = pack_bf16(hacc[nt][0], hacc[nt][1]);
-      *reinterpret_cast<uint32_t*>(&s.H[r + 8][c]) = pack_bf16(hacc[nt][2], hacc[nt][3]);
-    }
-  };
-  store_state_smem();
-
-  const float decay_a = (p.gate_mode != kGateGiven && p.A_log) ? __expf(p.A_log[hv]) : 1.f;
-  const long nchunks = (len + kC - 1) / kC;
-
-  const bool g_staged = KDA && !p.g_f32;  // bf16 KDA gates go through shared memory
-  auto issue_qkv = [&](long cj) {
-    const long tj = bos + cj * kC;
-    const int Cj = static_cast<int>(min(static_cast<long>(kC), len - cj * kC));
-    const int b = static_cast<int>(cj & 1);
+  // ---- loads: q, k (zero-filled past the end), the first two value tiles
+  {
     constexpr int QV = K / 8;  // 16-byte pieces per row
     for (int i = tid; i < kC * QV; i += kThreads) {
       const int r = i / QV, c8 = (i % QV) * 8;
-      const long off = ((tj + min(r, Cj - 1)) * p.H + h) * K + c8;
-      cp_async16(&s.q[b][r][c8], p.q + off, r < Cj);
-      cp_async16(&s.k[b][r][c8], p.k + off, r < Cj);
+      const long off = ((t0 + min(r, Cn - 1)) * p.H + h) * K + c8;
+      cp_async16(&sq[r][c8], p.q + off, r < Cn);
+      cp_async16(&sk[r][c8], p.k + off, r < Cn);
     }
-    for (int i = tid; i < kC * (kVT / 8); i += kThreads) {
-      const int r = i / (kVT / 8), c8 = (i % (kVT / 8)) * 8;
-      cp_async16(&s.v[b][r][c8], p.v + ((tj + min(r, Cj - 1)) * p.HV + hv) * V + vcol0 + c8, r < Cj);
+  }
+  if constexpr (KDA) {  // the raw gate, rows of K elements, into b2's space (read out before the cumsum)
+    const int esz = p.g_f32 ? 4 : 2, PR = K * esz / 16;
+    unsigned char* graw = reinterpret_cast<unsigned char*>(&s.b2[0][0]);
+    for (int i = tid; i < kC * PR; i += kThreads) {
+      const int r = i / PR, c16 = (i % PR) * 16;
+      const unsigned char* src = static_cast<const unsigned char*>(p.g) + ((t0 + min(r, Cn - 1)) * p.HV + hv) * K * esz;
+      cp_async16(graw + r * K * esz + c16, src + c16, r < Cn);
     }
-  };
-  auto issue_g = [&](long cj) {
-    const long tj = bos + cj * kC;
-    const int Cj = static_cast<int>(min(static_cast<long>(kC), len - cj * kC));
-    constexpr int QV = K / 8;
-    const bf16* gp = static_cast<const bf16*>(p.g);
-    for (int i = tid; i < kC * QV; i += kThreads) {
-      const int r = i / QV, c8 = (i % QV) * 8;
-      cp_async16(&s.u2.graw[r][c8], gp + ((tj + min(r, Cj - 1)) * p.HV + hv) * K + c8, r < Cj);
-    }
-  };
-  // beta (and GDN's scalar gate) of the next chunk ride in registers
-  auto load_small = [&](long cj, float& bt, float& g0, float& g1) {
-    const long tj = bos + cj * kC;
-    const int Cj = static_cast<int>(min(static_cast<long>(kC), len - cj * kC));
-    bt = (tid < Cj) ? load_any(p.beta, (tj + tid) * p.HV + hv, p.beta_f32) : 0.f;
-    if (!KDA && warp == 0) {
-      g0 = (2 * lane < Cj) ? load_any(p.g, (tj + 2 * lane) * p.HV + hv, p.g_f32) : 0.f;
-      g1 = (2 * lane + 1 < Cj) ? load_any(p.g, (tj + 2 * lane + 1) * p.HV + hv, p.g_f32) : 0.f;
+  }
+  auto issue_v = [&](int vt0) {
+    for (int i = tid; i < 2 * kC * 8; i += kThreads) {
+      const int b = i / (kC * 8), r = (i / 8) % kC, c8 = (i % 8) * 8, vt = vt0 + b;
+      if (vt < p.nvt) cp_async16(&s.v[b][r][c8], p.v + ((t0 + min(r, Cn - 1)) * p.HV + hv) * V + vt * kVT + c8, r < Cn);
     }
   };
-  float beta_nx = 0.f, g_nx0 = 0.f, g_nx1 = 0.f;
-  if (nchunks > 0) {
-    issue_qkv(0);
-    if (g_staged) issue_g(0);
-    cp_async_commit();
-    load_small(0, beta_nx, g_nx0, g_nx1);
+  issue_v(0);
+  cp_async_commit();
+
+  // ---- S0: beta, gate cumsum in log2 units (rows past the sequence end: gate 0, beta 0)
+  const float decay_a = (p.gate_mode != kGateGiven && p.A_log) ? __expf(p.A_log[hv]) : 1.f;
+  if (tid < kC) {
+    float bt = (tid < Cn) ? load_any(p.beta, (t0 + tid) * p.HV + hv, p.beta_f32) : 0.f;
+    if (p.beta_sigmoid && tid < Cn) bt = p.beta_mult / (1.f + __expf(-bt));
+    s.beta[tid] = bt;
+  }
+  if constexpr (!KDA) {  // scalar gate: warp 0 scans the chunk
+    if (warp == 0) {
+      const float bias = p.dt_bias ? p.dt_bias[hv] : 0.f;
+      float gv[2];
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int r = 2 * lane + e;
+        gv[e] = 0.f;
+        if (r < Cn) {
+          gv[e] = load_any(p.g, (t0 + r) * p.HV + hv, p.g_f32);
+          if (p.gate_mode == kGateSoftplus) gv[e] = -decay_a * softplus(gv[e] + bias);
+        }
+        gv[e] *= kLog2e;
+      }
+      float x = gv[0] + gv[1];  // inclusive scan over lanes of pair sums
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) {
+        const float y = __shfl_up_sync(0xffffffffu, x, o);
+        if (lane >= o) x += y;
+      }
+      s.bs[2 * lane] = x - gv[1];
+      s.bs[2 * lane + 1] = x;
+    }
+  }
+  cp_async_wait_all();
+  __syncthreads();
+  if constexpr (KDA) {  // per-channel cumsum: thread c owns column c
+    float gv[kC];
+    const int c = tid;
+    if (c < K) {
+#pragma unroll
+      for (int r = 0; r < kC; ++r)
+        gv[r] = p.g_f32 ? reinterpret_cast<const float*>(&s.b2[0][0])[r * K + c]
+                        : __bfloat162float(reinterpret_cast<const bf16*>(&s.b2[0][0])[r * K + c]);
+    }
+    __syncthreads();  // the raw gate is in registers; b2 may be overwritten
+    if (c < K) {
+      const float bias = p.dt_bias ? p.dt_bias[hv * K + c] : 0.f;
+      float cum = 0.f;
+#pragma unroll
+      for (int r = 0; r < kC; ++r) {
+        float x = 0.f;  // padded rows: gate 0
+        if (r < Cn) {
+          x = gv[r];
+          if (p.gate_mode == kGateSoftplus) x = -decay_a * softplus(x + bias);
+          else if (p.gate_mode == kGateLowerBound) x = p.lower_bound / (1.f + __expf(-decay_a * (x + bias)));
+        }
+        cum += x * kLog2e;
+        s.b2[r][c] = cum;
+      }
+      s.bL[c] = cum;  // padded rows add 0, so this is b2 of row Cn-1
+    }
+    __syncthreads();
   }
 
-  for (long ci = 0; ci < nchunks; ++ci) {
-    const long t0 = bos + ci * kC;
-    const int Cn = static_cast<int>(min(static_cast<long>(kC), len - ci * kC));
-    const int cur = static_cast<int>(ci & 1);
-    bf16 (&sq)[kC][K + 8] = s.q[cur];
-    bf16 (&sk)[kC][K + 8] = s.k[cur];
-    bf16 (&sv)[kC][72] = s.v[cur];
-    cp_async_wait_all();
-    __syncthreads();
-    if (ci + 1 < nchunks) {  // the other buffer was last read before the previous chunk's final barrier
-      issue_qkv(ci + 1);
-      cp_async_commit();
-    }
-
-    // ---- S0: beta, gate cumsum in log2 units (rows past the sequence end: gate 0, beta 0)
-    {
-      if (tid < kC) {
-        float bt = beta_nx;
-        if (p.beta_sigmoid && tid < Cn) bt = p.beta_mult / (1.f + __expf(-bt));
-        s.beta[tid] = bt;
+  // ---- S1: q/k l2norm in place (fp32 math, bf16 result as FLA)
+  if (p.l2norm) {
+    constexpr int PER = K / 32;  // elements per lane (2 or 4)
+    for (int r4 = 0; r4 < 8; r4 += 4) {  // 8 independent rows in flight per warp
+      float x[8][PER], ss[8];
+#pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        const bf16* row = (u & 1) ? &sk[warp * 8 + r4 + (u >> 1)][0] : &sq[warp * 8 + r4 + (u >> 1)][0];
+        ss[u] = 0.f;
+#pragma unroll
+        for (int e = 0; e < PER; e += 2) {
+          const float2 f = load_bf16x2(row + lane * PER + e);
+          x[u][e] = f.x;
+          x[u][e + 1] = f.y;
+          ss[u] += f.x * f.x + f.y * f.y;
+        }
       }
-      if constexpr (KDA) {
-        if (tid < K) {
-          const int c = tid;
-          const float bias = p.dt_bias ? p.dt_bias[hv * K + c] : 0.f;
-          float cum = 0.f;
-#pragma unroll 8
-          for (int r = 0; r < kC; ++r) {
-            float gv = 0.f;
-            if (r < Cn) {
-              gv = g_staged ? __bfloat162float(s.u2.graw[r][c]) : load_any(p.g, ((t0 + r) * p.HV + hv) * K + c, p.g_f32);
-              if (p.gate_mode == kGateSoftplus) {
-                gv = -decay_a * softplus(gv + bias);
-              } else if (p.gate_mode == kGateLowerBound) {
-                gv = p.lower_bound / (1.f + __expf(-decay_a * (gv + bias)));
-              }
-            }
-            cum += gv * kLog2e;
-            s.b2[r][c] = cum;
-          }
-          s.bL[c] = cum;  // padded rows add 0, so this is b2 of row Cn-1
-        }
-      } else {
-        if (warp == 0) {
-          const float bias = p.dt_bias ? p.dt_bias[hv] : 0.f;
-          float gv[2];
 #pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int r = 2 * lane + e;
-            gv[e] = 0.f;
-            if (r < Cn) {
-              gv[e] = e ? g_nx1 : g_nx0;
-              if (p.gate_mode == kGateSoftplus) gv[e] = -decay_a * softplus(gv[e] + bias);
-            }
-            gv[e] *= kLog2e;
-          }
-          float x = gv[0] + gv[1];  // inclusive scan over lanes of pair sums
+      for (int o = 16; o > 0; o >>= 1)
 #pragma unroll
-          for (int o = 1; o < 32; o <<= 1) {
-            const float y = __shfl_up_sync(0xffffffffu, x, o);
-            if (lane >= o) x += y;
-          }
-          s.bs[2 * lane] = x - gv[1];
-          s.bs[2 * lane + 1] = x;
-        }
+        for (int u = 0; u < 8; ++u) ss[u] += __shfl_xor_sync(0xffffffffu, ss[u], o);
+#pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        bf16* row = (u & 1) ? &sk[warp * 8 + r4 + (u >> 1)][0] : &sq[warp * 8 + r4 + (u >> 1)][0];
+        const float rs = rsqrtf(ss[u] + 1e-6f);
+#pragma unroll
+        for (int e = 0; e < PER; e += 2)
+          *reinterpret_cast<uint32_t*>(row + lane * PER + e) = pack_bf16(x[u][e] * rs, x[u][e + 1] * rs);
       }
     }
     __syncthreads();
+  }
 
-    // ---- S1: q/k l2norm in place (fp32 math, bf16 result as FLA)
-    if (p.l2norm) {
-      constexpr int PER = K / 32;  // elements per lane (2 or 4)
-      for (int r4 = 0; r4 < 8; r4 += 4) {  // 8 independent rows in flight per warp
-        float x[8][PER], ss[8];
+  // ---- S2: L (strict lower, times beta_r) and Aqk (lower incl., times scale)
+  if constexpr (KDA) {
+    // Per-channel gates: operands are pre-scaled through a reference row (spec section 5). Jobs:
+    // the off-diagonal blocks of row block ib (reference = its first row, all factors <= 1) or its
+    // diagonal block (middle row with safe_gate, else exact exps). The job table balances the
+    // exps over the 4 SM sub-partitions (warps w and w+4 share one).
+    const unsigned code = (0xB987A123u >> (4 * warp)) & 0xFu;
+    const bool idle = code == 7u, dia = (code & 8u) != 0u;
+    const int ib = static_cast<int>(code & 7u);
+    const bool diag_mma = p.safe != 0;
+    if (!idle && (!dia || diag_mma)) {
+      float accA[6][4], accL[6][4];
 #pragma unroll
-        for (int u = 0; u < 8; ++u) {
-          const bf16* row = (u & 1) ? &sk[warp * 8 + r4 + (u >> 1)][0] : &sq[warp * 8 + r4 + (u >> 1)][0];
-          ss[u] = 0.f;
+      for (int i = 0; i < 6; ++i)
 #pragma unroll
-          for (int e = 0; e < PER; e += 2) {
-            const float2 f = load_bf16x2(row + lane * PER + e);
-            x[u][e] = f.x;
-            x[u][e + 1] = f.y;
-            ss[u] += f.x * f.x + f.y * f.y;
-          }
-        }
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1)
-#pragma unroll
-          for (int u = 0; u < 8; ++u) ss[u] += __shfl_xor_sync(0xffffffffu, ss[u], o);
-#pragma unroll
-        for (int u = 0; u < 8; ++u) {
-          bf16* row = (u & 1) ? &sk[warp * 8 + r4 + (u >> 1)][0] : &sq[warp * 8 + r4 + (u >> 1)][0];
-          const float rs = rsqrtf(ss[u] + 1e-6f);
-#pragma unroll
-          for (int e = 0; e < PER; e += 2)
-            *reinterpret_cast<uint32_t*>(row + lane * PER + e) = pack_bf16(x[u][e] * rs, x[u][e + 1] * rs);
-        }
-      }
-      __syncthreads();
-    }
-
-    // ---- S2: L (strict lower, times beta_r) and Aqk (lower incl., times scale)
-    if constexpr (KDA) {
-      // Per-channel gates: operands are pre-scaled through a reference row (spec section 5). Jobs:
-      // the off-diagonal blocks of row block ib (reference = its first row, all factors <= 1) or its
-      // diagonal block (middle row with safe_gate, else exact exps). The job table balances the
-      // exps over the 4 SM sub-partitions (warps w and w+4 share one).
-      const unsigned code = (0xB987A123u >> (4 * warp)) & 0xFu;
-      const bool idle = code == 7u, dia = (code & 8u) != 0u;
-      const int ib = static_cast<int>(code & 7u);
-      const bool diag_mma = p.safe != 0;
-      if (!idle && (!dia || diag_mma)) {
-        float accA[6][4], accL[6][4];
-#pragma unroll
-        for (int i = 0; i < 6; ++i)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) accA[i][e] = accL[i][e] = 0.f;
-        const int rA = 16 * ib + g, rB = rA + 8;
-        const int nRef = dia ? 16 * ib + 8 : 16 * ib;
+        for (int e = 0; e < 4; ++e) accA[i][e] = accL[i][e] = 0.f;
+      const int rA = 16 * ib + g, rB = rA + 8;
+      const int nRef = dia ? 16 * ib + 8 : 16 * ib;
 #pragma unroll 1
-        for (int ks = 0; ks < K / 16; ++ks) {
-          const int c0 = ks * 16 + 2 * t, c1 = c0 + 8;
-          const float2 qa0 = load_bf16x2(&sq[rA][c0]), qa1 = load_bf16x2(&sq[rA][c1]);
-          const float2 qb0 = load_bf16x2(&sq[rB][c0]), qb1 = load_bf16x2(&sq[rB][c1]);
-          const float2 ka0 = load_bf16x2(&sk[rA][c0]), ka1 = load_bf16x2(&sk[rA][c1]);
-          const float2 kb0 = load_bf16x2(&sk[rB][c0]), kb1 = load_bf16x2(&sk[rB][c1]);
-          const float2 ba0 = *reinterpret_cast<const float2*>(&s.b2[rA][c0]);
-          const float2 ba1 = *reinterpret_cast<const float2*>(&s.b2[rA][c1]);
-          const float2 bb0 = *reinterpret_cast<const float2*>(&s.b2[rB][c0]);
-          const float2 bb1 = *reinterpret_cast<const float2*>(&s.b2[rB][c1]);
-          const float2 n0 = *reinterpret_cast<const float2*>(&s.b2[nRef][c0]);
-          const float2 n1 = *reinterpret_cast<const float2*>(&s.b2[nRef][c1]);
-          uint32_t aq[4], ak[4];
-          {
-            const float f[8] = {ex2(ba0.x - n0.x), ex2(ba0.y - n0.y), ex2(bb0.x - n0.x), ex2(bb0.y - n0.y),
-                                ex2(ba1.x - n1.x), ex2(ba1.y - n1.y), ex2(bb1.x - n1.x), ex2(bb1.y - n1.y)};
-            aq[0] = pack_bf16(qa0.x * f[0], qa0.y * f[1]);
-            aq[1] = pack_bf16(qb0.x * f[2], qb0.y * f[3]);
-            aq[2] = pack_bf16(qa1.x * f[4], qa1.y * f[5]);
-            aq[3] = pack_bf16(qb1.x * f[6], qb1.y * f[7]);
-            ak[0] = pack_bf16(ka0.x * f[0], ka0.y * f[1]);
-            ak[1] = pack_bf16(kb0.x * f[2], kb0.y * f[3]);
-            ak[2] = pack_bf16(ka1.x * f[4], ka1.y * f[5]);
-            ak[3] = pack_bf16(kb1.x * f[6], kb1.y * f[7]);
-          }
-#pragma unroll
-          for (int i = 0; i < 6; ++i) {
-            if (dia ? (i >= 2) : (i >= 2 * ib)) continue;
-            const int nt = dia ? 2 * ib + i : i;
-            const int j = nt * 8 + g;
-            const float2 bj0 = *reinterpret_cast<const float2*>(&s.b2[j][c0]);
-            const float2 bj1 = *reinterpret_cast<const float2*>(&s.b2[j][c1]);
-            const float2 kj0 = load_bf16x2(&sk[j][c0]), kj1 = load_bf16x2(&sk[j][c1]);
-            const uint32_t b0 = pack_bf16(kj0.x * ex2(n0.x - bj0.x), kj0.y * ex2(n0.y - bj0.y));
-            const uint32_t b1 = pack_bf16(kj1.x * ex2(n1.x - bj1.x), kj1.y * ex2(n1.y - bj1.y));
-            mma_bf16_16816(accA[i], aq, b0, b1);
-            mma_bf16_16816(accL[i], ak, b0, b1);
-          }
+      for (int ks = 0; ks < K / 16; ++ks) {
+        const int c0 = ks * 16 + 2 * t, c1 = c0 + 8;
+        const float2 qa0 = load_bf16x2(&sq[rA][c0]), qa1 = load_bf16x2(&sq[rA][c1]);
+        const float2 qb0 = load_bf16x2(&sq[rB][c0]), qb1 = load_bf16x2(&sq[rB][c1]);
+        const float2 ka0 = load_bf16x2(&sk[rA][c0]), ka1 = load_bf16x2(&sk[rA][c1]);
+        const float2 kb0 = load_bf16x2(&sk[rB][c0]), kb1 = load_bf16x2(&sk[rB][c1]);
+        const float2 ba0 = *reinterpret_cast<const float2*>(&s.b2[rA][c0]);
+        const float2 ba1 = *reinterpret_cast<const float2*>(&s.b2[rA][c1]);
+        const float2 bb0 = *reinterpret_cast<const float2*>(&s.b2[rB][c0]);
+        const float2 bb1 = *reinterpret_cast<const float2*>(&s.b2[rB][c1]);
+        const float2 n0 = *reinterpret_cast<const float2*>(&s.b2[nRef][c0]);
+        const float2 n1 = *reinterpret_cast<const float2*>(&s.b2[nRef][c1]);
+        uint32_t aq[4], ak[4];
+        {
+          const float f[8] = {ex2(ba0.x - n0.x), ex2(ba0.y - n0.y), ex2(bb0.x - n0.x), ex2(bb0.y - n0.y),
+                              ex2(ba1.x - n1.x), ex2(ba1.y - n1.y), ex2(bb1.x - n1.x), ex2(bb1.y - n1.y)};
+          aq[0] = pack_bf16(qa0.x * f[0], qa0.y * f[1]);
+          aq[1] = pack_bf16(qb0.x * f[2], qb0.y * f[3]);
+          aq[2] = pack_bf16(qa1.x * f[4], qa1.y * f[5]);
+          aq[3] = pack_bf16(qb1.x * f[6], qb1.y * f[7]);
+          ak[0] = pack_bf16(ka0.x * f[0], ka0.y * f[1]);
+          ak[1] = pack_bf16(kb0.x * f[2], kb0.y * f[3]);
+          ak[2] = pack_bf16(ka1.x * f[4], ka1.y * f[5]);
+          ak[3] = pack_bf16(kb1.x * f[6], kb1.y * f[7]);
         }
-        // epilogue: select (never multiply by a mask); L fp32, Aqk bf16
 #pragma unroll
         for (int i = 0; i < 6; ++i) {
           if (dia ? (i >= 2) : (i >= 2 * ib)) continue;
           const int nt = dia ? 2 * ib + i : i;
-#pragma unroll
-          for (int hf = 0; hf < 2; ++hf) {
-            const int r = 16 * ib + g + hf * 8, j = nt * 8 + 2 * t;
-            float av[2], lv[2];
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              av[e] = (j + e <= r) ? p.scale * accA[i][hf * 2 + e] : 0.f;
-              lv[e] = (j + e < r) ? s.beta[r] * accL[i][hf * 2 + e] : 0.f;
-            }
-            *reinterpret_cast<uint32_t*>(&s.Aqk[r][j]) = pack_bf16(av[0], av[1]);
-            s.u1.L[r][j] = lv[0];
-            s.u1.L[r][j + 1] = lv[1];
-          }
+          const int j = nt * 8 + g;
+          const float2 bj0 = *reinterpret_cast<const float2*>(&s.b2[j][c0]);
+          const float2 bj1 = *reinterpret_cast<const float2*>(&s.b2[j][c1]);
+          const float2 kj0 = load_bf16x2(&sk[j][c0]), kj1 = load_bf16x2(&sk[j][c1]);
+          const uint32_t b0 = pack_bf16(kj0.x * ex2(n0.x - bj0.x), kj0.y * ex2(n0.y - bj0.y));
+          const uint32_t b1 = pack_bf16(kj1.x * ex2(n1.x - bj1.x), kj1.y * ex2(n1.y - bj1.y));
+          mma_bf16_16816(accA[i], aq, b0, b1);
+          mma_bf16_16816(accL[i], ak, b0, b1);
         }
       }
-      if (!idle && dia && !diag_mma) {
-        // exact diagonal 16x16 block: exps of non-positive differences only
-        for (int e = lane; e < 256; e += 32) {
-          const int rr = e >> 4, jj = e & 15;
-          const int r = 16 * ib + rr, j = 16 * ib + jj;
-          float sa = 0.f, sl = 0.f;
-          if (jj <= rr) {
-            for (int c = 0; c < K; c += 2) {
-              const float2 qr = load_bf16x2(&sq[r][c]), kr = load_bf16x2(&sk[r][c]), kj = load_bf16x2(&sk[j][c]);
-              const float2 br = *reinterpret_cast<const float2*>(&s.b2[r][c]);
-              const float2 bj = *reinterpret_cast<const float2*>(&s.b2[j][c]);
-              const float f0 = ex2(br.x - bj.x), f1 = ex2(br.y - bj.y);
-              sa += qr.x * kj.x * f0 + qr.y * kj.y * f1;
-              sl += kr.x * kj.x * f0 + kr.y * kj.y * f1;
-            }
-          }
-          s.Aqk[r][j] = __float2bfloat16_rn(jj <= rr ? p.scale * sa : 0.f);
-          s.u1.L[r][j] = jj < rr ? s.beta[r] * sl : 0.f;
-        }
-      }
-      if (!idle && dia) {  // Aqk above the diagonal block is zero (o reads all 64 columns)
-        for (int e = lane; e < 16 * (kC - 16 * (ib + 1)) / 2; e += 32) {
-          const int w2 = (kC - 16 * (ib + 1)) / 2;
-          const int r = 16 * ib + e / w2, j = 16 * (ib + 1) + 2 * (e % w2);
-          *reinterpret_cast<uint32_t*>(&s.Aqk[r][j]) = 0u;
-        }
-      }
-    } else {
-      // GDN: plain q k^T and k k^T on tensor cores, then the scalar decay exp(b_r - b_j) (selected).
-      // Warp (ib, wh): rows 16ib.., the n8 column tiles nt = 2i + wh.
-      const int ib = wr;
-      float accA[4][4], accL[4][4];
+      // epilogue: select (never multiply by a mask); L fp32, Aqk bf16
 #pragma unroll
-      for (int i = 0; i < 4; ++i)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) accA[i][e] = accL[i][e] = 0.f;
-#pragma unroll
-      for (int ks = 0; ks < K / 16; ++ks) {
-        uint32_t aq[4], ak[4];
-        ldsm_x4(aq, &sq[16 * ib + (lane & 15)][ks * 16 + ((lane >> 4) << 3)]);
-        ldsm_x4(ak, &sk[16 * ib + (lane & 15)][ks * 16 + ((lane >> 4) << 3)]);
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          if (i > ib) continue;
-          uint32_t b[2];
-          ldsm_x2(b, &sk[(2 * i + wh) * 8 + (lane & 7)][ks * 16 + (((lane >> 3) & 1) << 3)]);
-          mma_bf16_16816(accA[i], aq, b[0], b[1]);
-          mma_bf16_16816(accL[i], ak, b[0], b[1]);
-        }
-      }
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int jb = i, nt = 2 * i + wh;
+      for (int i = 0; i < 6; ++i) {
+        if (dia ? (i >= 2) : (i >= 2 * ib)) continue;
+        const int nt = dia ? 2 * ib + i : i;
 #pragma unroll
         for (int hf = 0; hf < 2; ++hf) {
           const int r = 16 * ib + g + hf * 8, j = nt * 8 + 2 * t;
           float av[2], lv[2];
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
-            const int jj = j + e;
-            const float gam = ex2(fminf(s.bs[r] - s.bs[jj], 0.f));
-            av[e] = (jb <= ib && jj <= r) ? p.scale * accA[i][hf * 2 + e] * gam : 0.f;
-            lv[e] = (jb <= ib && jj < r) ? s.beta[r] * accL[i][hf * 2 + e] * gam : 0.f;
+            av[e] = (j + e <= r) ? p.scale * accA[i][hf * 2 + e] : 0.f;
+            lv[e] = (j + e < r) ? s.beta[r] * accL[i][hf * 2 + e] : 0.f;
           }
-          *reinterpret_cast<uint32_t*>(&s.Aqk[r][j]) = pack_bf16(av[0], av[1]);
+          uint32_t hi, lo;
+          pack_bf16_split(av[0], av[1], hi, lo);
+          *reinterpret_cast<uint32_t*>(Ag + r * kC + j) = hi;
+          *reinterpret_cast<uint32_t*>(Ag + kC * kC + r * kC + j) = lo;
           s.u1.L[r][j] = lv[0];
           s.u1.L[r][j + 1] = lv[1];
         }
       }
     }
-    __syncthreads();
+    if (!idle && dia && !diag_mma) {
+      // exact diagonal 16x16 block: exps of non-positive differences only
+      for (int e = lane; e < 256; e += 32) {
+        const int rr = e >> 4, jj = e & 15;
+        const int r = 16 * ib + rr, j = 16 * ib + jj;
+        float sa = 0.f, sl = 0.f;
+        if (jj <= rr) {
+          for (int c = 0; c < K; c += 2) {
+            const float2 qr = load_bf16x2(&sq[r][c]), kr = load_bf16x2(&sk[r][c]), kj = load_bf16x2(&sk[j][c]);
+            const float2 br = *reinterpret_cast<const float2*>(&s.b2[r][c]);
+            const float2 bj = *reinterpret_cast<const float2*>(&s.b2[j][c]);
+            const float f0 = ex2(br.x - bj.x), f1 = ex2(br.y - bj.y);
+            sa += qr.x * kj.x * f0 + qr.y * kj.y * f1;
+            sl += kr.x * kj.x * f0 + kr.y * kj.y * f1;
+          }
+        }
+        const float av = jj <= rr ? p.scale * sa : 0.f;
+        const bf16 hi = __float2bfloat16_rn(av);
+        Ag[r * kC + j] = hi;
+        Ag[kC * kC + r * kC + j] = __float2bfloat16_rn(av - __bfloat162float(hi));
+        s.u1.L[r][j] = jj < rr ? s.beta[r] * sl : 0.f;
+      }
+    }
+    if (!idle && dia) {  // Aqk above the diagonal block is zero (the state kernel reads all 64 columns)
+      for (int e = lane; e < 16 * (kC - 16 * (ib + 1)) / 2; e += 32) {
+        const int w2 = (kC - 16 * (ib + 1)) / 2;
+        const int r = 16 * ib + e / w2, j = 16 * (ib + 1) + 2 * (e % w2);
+        *reinterpret_cast<uint32_t*>(Ag + r * kC + j) = 0u;
+        *reinterpret_cast<uint32_t*>(Ag + kC * kC + r * kC + j) = 0u;
+      }
+    }
+  } else {
+    // GDN: plain q k^T and k k^T on tensor cores, then the scalar decay exp(b_r - b_j) (selected).
+    // Warp (ib, wh): rows 16ib.., the n8 column tiles nt = 2i + wh.
+    const int ib = wr;
+    float accA[4][4], accL[4][4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) accA[i][e] = accL[i][e] = 0.f;
+#pragma unroll 2
+    for (int ks = 0; ks < K / 16; ++ks) {
+      uint32_t aq[4], ak[4];
+      ldsm_x4(aq, &sq[16 * ib + (lane & 15)][ks * 16 + ((lane >> 4) << 3)]);
+      ldsm_x4(ak, &sk[16 * ib + (lane & 15)][ks * 16 + ((lane >> 4) << 3)]);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        if (i > ib) continue;
+        uint32_t b[2];
+        ldsm_x2(b, &sk[(2 * i + wh) * 8 + (lane & 7)][ks * 16 + (((lane >> 3) & 1) << 3)]);
+        mma_bf16_16816(accA[i], aq, b[0], b[1]);
+        mma_bf16_16816(accL[i], ak, b[0], b[1]);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int jb = i, nt = 2 * i + wh;
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        const int r = 16 * ib + g + hf * 8, j = nt * 8 + 2 * t;
+        float av[2], lv[2];
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int jj = j + e;
+          const float gam = ex2(fminf(s.bs[r] - s.bs[jj], 0.f));
+          av[e] = (jb <= ib && jj <= r) ? p.scale * accA[i][hf * 2 + e] * gam : 0.f;
+          lv[e] = (jb <= ib && jj < r) ? s.beta[r] * accL[i][hf * 2 + e] * gam : 0.f;
+        }
+        uint32_t hi, lo;
+        pack_bf16_split(av[0], av[1], hi, lo);
+        *reinterpret_cast<uint32_t*>(Ag + r * kC + j) = hi;
+        *reinterpret_cast<uint32_t*>(Ag + kC * kC + r * kC + j) = lo;
+        s.u1.L[r][j] = lv[0];
+        s.u1.L[r][j + 1] = lv[1];
+      }
+    }
+  }
+  __syncthreads();
 
-    // ---- S3: (I+L)^-1: forward substitution on the diagonal 16x16 blocks, then tf32 block merges
-    if (warp < 4 && lane < 16) {
+  // ---- S3a: warps 0-3 (16 lanes each) invert the diagonal 16x16 blocks by forward substitution
+  // (fp32, into registers: X shares q's space); warps 4-7 write q e^b and the decay.
+  float xs[16];
+  if (warp < 4) {
+    if (lane < 16) {
       const int c = lane, o16 = 16 * warp;
-      float x[16];
 #pragma unroll
       for (int i = 0; i < 16; ++i) {
         float acc = (i == c) ? 1.f : 0.f;
 #pragma unroll
-        for (int j = 0; j < i; ++j) acc -= s.u1.L[o16 + i][o16 + j] * x[j];
-        x[i] = acc;
+        for (int j = 0; j < i; ++j) acc -= s.u1.L[o16 + i][o16 + j] * xs[j];
+        xs[i] = acc;
       }
-#pragma unroll
-      for (int i = 0; i < 16; ++i) s.u2.X[o16 + i][o16 + c] = x[i];
     }
-    __syncthreads();
-#pragma unroll 1
-    for (int d = 1; d < 4; ++d) {
-      if (warp >= d && warp < 4) {
-        const int i = warp, jc = warp - d;
-        float acc[2][4] = {};
-        for (int m = jc; m < i; ++m) blk_mma_tf32(acc, &s.u1.L[16 * i][16 * m], &s.u2.X[16 * m][16 * jc], lane);
-        blk_store(&s.u2.X[16 * jc][16 * i], acc, 1.f, lane);  // scratch: an upper block
-        __syncwarp();
-        float acc2[2][4] = {};
-        blk_mma_tf32(acc2, &s.u2.X[16 * i][16 * i], &s.u2.X[16 * jc][16 * i], lane);
-        blk_store(&s.u2.X[16 * i][16 * jc], acc2, -1.f, lane);
-      }
-      __syncthreads();
-    }
-
-    // ---- S4: Tinv -> bf16 with beta (and GDN exp(b)) folded into the columns; KDA gated operands
-    for (int i = tid; i < kC * kC / 2; i += kThreads) {
-      const int r = i / (kC / 2), j = (i % (kC / 2)) * 2;
-      float tu[2], tw[2];
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int jj = j + e;
-        const float x = (jj <= r) ? s.u2.X[r][jj] : 0.f;
-        tu[e] = x * s.beta[jj];
-        tw[e] = KDA ? 0.f : tu[e] * ex2(s.bs[jj]);
-      }
-      *reinterpret_cast<uint32_t*>(&s.Tu[r][j]) = pack_bf16(tu[0], tu[1]);
-      if (!KDA) *reinterpret_cast<uint32_t*>(&s.Tw[r][j]) = pack_bf16(tw[0], tw[1]);
-    }
-    if constexpr (KDA) {
-      for (int i = tid; i < kC * K / 2; i += kThreads) {
-        const int r = i / (K / 2), c = (i % (K / 2)) * 2;
+  } else {  // q e^b (q's space becomes X after the barrier) and the decay
+    bf16* const qg = p.ws.qg + ch * kC * K;
+    const float bsl = KDA ? 0.f : s.bs[kC - 1];
+    for (int i = tid - 128; i < kC * K / 2; i += 128) {
+      const int r = i / (K / 2), c = (i % (K / 2)) * 2;
+      const float2 qv = load_bf16x2(&sq[r][c]);
+      float e0, e1;
+      if constexpr (KDA) {
         const float2 b = *reinterpret_cast<const float2*>(&s.b2[r][c]);
-        const float2 qv = load_bf16x2(&sq[r][c]), kv = load_bf16x2(&sk[r][c]);
-        const float e0 = ex2(b.x), e1 = ex2(b.y);
-        const float l0 = ex2(s.bL[c] - b.x), l1 = ex2(s.bL[c + 1] - b.y);
-        *reinterpret_cast<uint32_t*>(&sq[r][c]) = pack_bf16(qv.x * e0, qv.y * e1);
-        *reinterpret_cast<uint32_t*>(&s.u1.kb[r][c]) = pack_bf16(kv.x * e0, kv.y * e1);
-        *reinterpret_cast<uint32_t*>(&sk[r][c]) = pack_bf16(kv.x * l0, kv.y * l1);
+        e0 = ex2(b.x), e1 = ex2(b.y);
+      } else {
+        e0 = e1 = ex2(s.bs[r]);
       }
+      st_u32(qg + r * K + c, pack_bf16(qv.x * e0, qv.y * e1));
+    }
+    for (int c = tid - 128; c < K; c += 128) p.ws.el[ch * K + c] = KDA ? ex2(s.bL[c]) : ex2(bsl);
+  }
+  __syncthreads();
+  if (warp < 4 && lane < 16) {
+#pragma unroll
+    for (int i = 0; i < 16; ++i) s.u0.X[16 * warp + i][16 * warp + lane] = xs[i];
+  }
+  __syncthreads();
+
+  // ---- S3b: block merges (tf32 mma.sync)
+#pragma unroll 1
+  for (int d = 1; d < 4; ++d) {
+    if (warp >= d && warp < 4) {
+      const int i = warp, jc = warp - d;
+      float acc[2][4] = {};
+      for (int m = jc; m < i; ++m) blk_mma_tf32(acc, &s.u1.L[16 * i][16 * m], &s.u0.X[16 * m][16 * jc], lane);
+      blk_store(&s.u0.X[16 * jc][16 * i], acc, 1.f, lane);  // scratch: an upper block
+      __syncwarp();
+      float acc2[2][4] = {};
+      blk_mma_tf32(acc2, &s.u0.X[16 * i][16 * i], &s.u0.X[16 * jc][16 * i], lane);
+      blk_store(&s.u0.X[16 * i][16 * jc], acc2, -1.f, lane);
     }
     __syncthreads();
+  }
 
-    // ---- S5: u = Tu v; w = Tw kb; v_new = u - w H. Warp (ib, wh): rows 16ib.., w and the w H
-    // reduction over key channels [wh K/2, (wh+1) K/2); -w stays in registers as A fragments; the
-    // wh = 1 partial goes through shared memory (X is dead) and wh = 0 finishes v_new.
-    {
-      constexpr int KH = K / 2;
-      const int r0 = 16 * wr;
-      uint32_t wa[KH / 16][4];
-      {
-        float accW[KH / 8][4];
+  // ---- S4: Tinv diag(beta) as bf16 hi + lo over L (one bf16 rounding of the inverse in u and w
+  // costs the g = 0 cases more than the tolerance allows); k e^(bL-b) to the workspace; k e^b in place
+  for (int i = tid; i < kC * kC / 2; i += kThreads) {
+    const int r = i / (kC / 2), j = (i % (kC / 2)) * 2;
+    float tu[2];
 #pragma unroll
-        for (int nt = 0; nt < KH / 8; ++nt)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) accW[nt][e] = 0.f;
-#pragma unroll
-        for (int ks = 0; ks < kC / 16; ++ks) {
-          uint32_t a[4];
-          ldsm_x4(a, KDA ? &s.Tu[r0 + (lane & 15)][ks * 16 + ((lane >> 4) << 3)]
-                         : &s.Tw[r0 + (lane & 15)][ks * 16 + ((lane >> 4) << 3)]);
-#pragma unroll
-          for (int np = 0; np < KH / 16; ++np) {
-            uint32_t b[4];
-            const int rr = ks * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
-            const int cc = wh * KH + np * 16 + ((lane >> 4) << 3);
-            ldsm_x4_trans(b, KDA ? &s.u1.kb[rr][cc] : &sk[rr][cc]);
-            mma_bf16_16816(accW[2 * np], a, b[0], b[1]);
-            mma_bf16_16816(accW[2 * np + 1], a, b[2], b[3]);
-          }
-        }
-#pragma unroll
-        for (int kk = 0; kk < KH / 16; ++kk) {
-          wa[kk][0] = pack_bf16(-accW[2 * kk][0], -accW[2 * kk][1]);
-          wa[kk][1] = pack_bf16(-accW[2 * kk][2], -accW[2 * kk][3]);
-          wa[kk][2] = pack_bf16(-accW[2 * kk + 1][0], -accW[2 * kk + 1][1]);
-          wa[kk][3] = pack_bf16(-accW[2 * kk + 1][2], -accW[2 * kk + 1][3]);
-        }
+    for (int e = 0; e < 2; ++e) tu[e] = (j + e <= r) ? s.u0.X[r][j + e] * s.beta[j + e] : 0.f;
+    uint32_t thi, tlo;
+    pack_bf16_split(tu[0], tu[1], thi, tlo);
+    st_u32(&s.u1.T[0][r][j], thi);
+    st_u32(&s.u1.T[1][r][j], tlo);
+  }
+  {
+    bf16* const kg = p.ws.kg + ch * kC * K;
+    const float bsl = KDA ? 0.f : s.bs[kC - 1];
+    for (int i = tid; i < kC * K / 2; i += kThreads) {
+      const int r = i / (K / 2), c = (i % (K / 2)) * 2;
+      const float2 kv = load_bf16x2(&sk[r][c]);
+      float e0, e1, l0, l1;
+      if constexpr (KDA) {
+        const float2 b = *reinterpret_cast<const float2*>(&s.b2[r][c]);
+        const float2 bl = *reinterpret_cast<const float2*>(&s.bL[c]);
+        e0 = ex2(b.x), e1 = ex2(b.y), l0 = ex2(bl.x - b.x), l1 = ex2(bl.y - b.y);
+      } else {
+        e0 = e1 = ex2(s.bs[r]);
+        l0 = l1 = ex2(fminf(bsl - s.bs[r], 0.f));
       }
-      float accU[8][4];
+      st_u32(kg + r * K + c, pack_bf16(kv.x * l0, kv.y * l1));
+      st_u32(&sk[r][c], pack_bf16(kv.x * e0, kv.y * e1));  // k e^b for w
+    }
+  }
+  __syncthreads();
+
+  // ---- S5: w = (T_hi + T_lo) (k e^b) -> bf16; warp (wr, wh): rows 16 wr.., key columns
+  // [wh K/2, (wh+1) K/2)
+  {
+    constexpr int KH = K / 2, NW = KH < 32 ? KH : 32;  // columns per pass (registers)
+    const int r0 = 16 * wr;
+    const bf16* tw0 = &s.u1.T[0][0][0];
+    const bf16* tw1 = &s.u1.T[1][0][0];
+    bf16* const wg = p.ws.w + ch * kC * K;
+#pragma unroll 1
+    for (int cb = wh * KH; cb < (wh + 1) * KH; cb += NW) {
+      float acc[NW / 8][4];
 #pragma unroll
-      for (int nt = 0; nt < 8; ++nt)
+      for (int nt = 0; nt < NW / 8; ++nt)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) accU[nt][e] = 0.f;
-      if (wh == 0) {
+        for (int e = 0; e < 4; ++e) acc[nt][e] = 0.f;
 #pragma unroll
-        for (int ks = 0; ks < kC / 16; ++ks) {
-          uint32_t a[4];
-          ldsm_x4(a, &s.Tu[r0 + (lane & 15)][ks * 16 + ((lane >> 4) << 3)]);
+      for (int ks = 0; ks < kC / 16; ++ks) {
+        uint32_t a0[4], a1[4];
+        ldsm_x4(a0, a_src<72>(tw0, r0, ks * 16, lane));
+        ldsm_x4(a1, a_src<72>(tw1, r0, ks * 16, lane));
 #pragma unroll
-          for (int np = 0; np < 4; ++np) {
-            uint32_t b[4];
-            ldsm_x4_trans(b, &sv[ks * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)][np * 16 + ((lane >> 4) << 3)]);
-            mma_bf16_16816(accU[2 * np], a, b[0], b[1]);
-            mma_bf16_16816(accU[2 * np + 1], a, b[2], b[3]);
-          }
-        }
-      }
-#pragma unroll
-      for (int ks = 0; ks < KH / 16; ++ks) {
-#pragma unroll
-        for (int np = 0; np < 4; ++np) {
+        for (int np = 0; np < NW / 16; ++np) {
           uint32_t b[4];
-          ldsm_x4_trans(b, &s.H[wh * KH + ks * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)][np * 16 + ((lane >> 4) << 3)]);
-          mma_bf16_16816(accU[2 * np], wa[ks], b[0], b[1]);
-          mma_bf16_16816(accU[2 * np + 1], wa[ks], b[2], b[3]);
+          ldsm_x4_trans(b, bt_src<K + 8>(&sk[0][0], ks * 16, cb + np * 16, lane));
+          mma_bf16_16816(acc[2 * np], a0, b[0], b[1]);
+          mma_bf16_16816(acc[2 * np + 1], a0, b[2], b[3]);
+          mma_bf16_16816(acc[2 * np], a1, b[0], b[1]);
+          mma_bf16_16816(acc[2 * np + 1], a1, b[2], b[3]);
         }
       }
-      if (wh == 1) {
 #pragma unroll
-        for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-          for (int hf = 0; hf < 2; ++hf)
-            *reinterpret_cast<float2*>(&s.u2.X[r0 + g + 8 * hf][nt * 8 + 2 * t]) =
-                make_float2(accU[nt][2 * hf], accU[nt][2 * hf + 1]);
+      for (int nt = 0; nt < NW / 8; ++nt) {
+        const int c = cb + nt * 8 + 2 * t;
+        st_u32(wg + (r0 + g) * K + c, pack_bf16(acc[nt][0], acc[nt][1]));
+        st_u32(wg + (r0 + g + 8) * K + c, pack_bf16(acc[nt][2], acc[nt][3]));
       }
-      __syncthreads();
-      if (wh == 0) {
+    }
+  }
+
+  // ---- S6: u = (T_hi + T_lo) v in fp32, two value tiles per pass; warp (wr, wh): 16 x 32 of each
+  {
+    const int r0 = 16 * wr, c0 = 32 * wh;
+    float* const ug = p.ws.u + ch * kC * V;
+#pragma unroll 1
+    for (int vt0 = 0; vt0 < p.nvt; vt0 += 2) {
+      if (vt0 > 0) {
+        __syncthreads();  // the previous pair is consumed
+        issue_v(vt0);
+        cp_async_commit();
+        cp_async_wait_all();
+        __syncthreads();
+      }
+#pragma unroll 1
+      for (int b = 0; b < 2 && vt0 + b < p.nvt; ++b) {
+        float acc[4][4];
 #pragma unroll
-        for (int nt = 0; nt < 8; ++nt)
+        for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
-          for (int hf = 0; hf < 2; ++hf) {
-            const int r = r0 + g + 8 * hf, c = nt * 8 + 2 * t;
-            const float2 part = *reinterpret_cast<const float2*>(&s.u2.X[r][c]);
-            const float x0 = accU[nt][2 * hf] + part.x, x1 = accU[nt][2 * hf + 1] + part.y;
-            *reinterpret_cast<uint32_t*>(&s.vn[r][c]) = pack_bf16(x0, x1);
-            if (!KDA) {
-              const float f = ex2(fminf(s.bs[kC - 1] - s.bs[r], 0.f));
-              *reinterpret_cast<uint32_t*>(&s.vg[r][c]) = pack_bf16(x0 * f, x1 * f);
+          for (int e = 0; e < 4; ++e) acc[nt][e] = 0.f;
+#pragma unroll
+        for (int ks = 0; ks < kC / 16; ++ks) {
+#pragma unroll
+          for (int hl = 0; hl < 2; ++hl) {
+            uint32_t a[4];
+            ldsm_x4(a, a_src<72>(&s.u1.T[hl][0][0], r0, ks * 16, lane));
+#pragma unroll
+            for (int np = 0; np < 2; ++np) {
+              uint32_t bb[4];
+              ldsm_x4_trans(bb, bt_src<72>(&s.v[b][0][0], ks * 16, c0 + np * 16, lane));
+              mma_bf16_16816(acc[2 * np], a, bb[0], bb[1]);
+              mma_bf16_16816(acc[2 * np + 1], a, bb[2], bb[3]);
             }
           }
+        }
+#pragma unroll
+        for (int nt = 0; nt < 4; ++nt) {
+          const int c = (vt0 + b) * kVT + c0 + nt * 8 + 2 * t;
+          *reinterpret_cast<float2*>(ug + (r0 + g) * V + c) = make_float2(acc[nt][0], acc[nt][1]);
+          *reinterpret_cast<float2*>(ug + (r0 + g + 8) * V + c) = make_float2(acc[nt][2], acc[nt][3]);
+        }
       }
     }
-    __syncthreads();
+  }
+}
 
-    // X is dead from here on: prefetch the next chunk's gate into its space, beta into registers
-    if (ci + 1 < nchunks) {
-      if (g_staged) {
-        issue_g(ci + 1);
-        cp_async_commit();
+template <int K>
+__global__ void __launch_bounds__(kThreads, K <= 128 ? 2 : 1) delta_state_kernel(const Params p) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  auto& s = *reinterpret_cast<StateSmem<K>*>(smem_raw);
+  constexpr int WR = K / 16 < 8 ? K / 16 : 8;  // warps along the state's K rows
+  constexpr int WC = 8 / WR;                    // warps along its 64 columns (1 or 2)
+  constexpr int RB = K / 16 / WR;               // 16-row blocks per warp (1 or 2)
+  constexpr int NTS = 8 / WC;                   // n8 state tiles per row block
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const int sm0 = 16 * RB * (warp % WR), sc0 = (64 / WC) * (warp / WR);  // this warp's state tile
+  const int r0 = 16 * (warp >> 1), c0 = 32 * (warp & 1);                 // its v_new / o tile
+
+  int bid = blockIdx.x;
+  const int vt = bid % p.nvt;
+  bid /= p.nvt;
+  const int hv = bid % p.HV;
+  const int n = bid / p.HV;
+  const SeqDesc sd = p.seqs[n];
+  const int V = p.V, vcol0 = vt * kVT;
+  const int nchunks = (sd.length + kC - 1) / kC;
+
+  float hacc[RB][NTS][4];
+  const long sbase = (static_cast<long>(n) * p.HV + hv) * K * V;
+#pragma unroll
+  for (int rb = 0; rb < RB; ++rb)
+#pragma unroll
+    for (int nt = 0; nt < NTS; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = sm0 + 16 * rb + g + (e >> 1) * 8, c = sc0 + nt * 8 + 2 * t + (e & 1);
+        hacc[rb][nt][e] = p.h0 ? p.h0[sbase + static_cast<long>(r) * V + vcol0 + c] : 0.f;
       }
-      load_small(ci + 1, beta_nx, g_nx0, g_nx1);
-    }
+  auto store_state_smem = [&]() {
+#pragma unroll
+    for (int rb = 0; rb < RB; ++rb)
+#pragma unroll
+      for (int nt = 0; nt < NTS; ++nt) {
+        const int r = sm0 + 16 * rb + g, c = sc0 + nt * 8 + 2 * t;
+        st_u32(&s.H[r][c], pack_bf16(hacc[rb][nt][0], hacc[rb][nt][1]));
+        st_u32(&s.H[r + 8][c], pack_bf16(hacc[rb][nt][2], hacc[rb][nt][3]));
+      }
+  };
+  store_state_smem();
 
-    // ---- S6: o = scale * (q exp(b)) H + Aqk v_new; warp (ib, wh): rows 16ib.., columns 32wh..
+  auto chunk_id = [&](int ci) { return (static_cast<long>(sd.chunk_off) + ci) * p.HV + hv; };
+  // A [C][K] block is contiguous in the workspace: piece i (16 bytes) goes to row i / (K/8) of the
+  // padded tile, i.e. to byte 16 * (i + i / (K/8)).
+  auto issue_rows = [&](bf16 (*dst)[K + 8], const bf16* src) {
+    constexpr int QV = K / 8;
+#pragma unroll 1
+    for (int i = tid; i < kC * QV; i += kThreads) cp_async16(&dst[0][0] + 8 * (i + i / QV), src + 8 * i, true);
+  };
+  auto issue_w = [&](int ci) {
+    if (ci < nchunks) issue_rows(s.w, p.ws.w + chunk_id(ci) * kC * K);
+    cp_async_commit();
+  };
+  auto issue_qa = [&](int ci) {
+    if (ci < nchunks) {
+      issue_rows(s.qg, p.ws.qg + chunk_id(ci) * kC * K);
+      const bf16* src = p.ws.a + chunk_id(ci) * 2 * kC * kC;
+#pragma unroll 1
+      for (int i = tid; i < 2 * kC * 8; i += kThreads) cp_async16(&s.a[0][0][0] + 8 * (i + i / 8), src + 8 * i, true);
+    }
+    cp_async_commit();
+  };
+  auto issue_kg = [&](int ci) {
+    if (ci < nchunks) issue_rows(s.kg, p.ws.kg + chunk_id(ci) * kC * K);
+    cp_async_commit();
+  };
+  // u (this warp's 16 x 32 v_new tile) and the decay of its state rows ride in registers
+  float ur[4][4], elr[RB][2];
+  auto load_u = [&](int ci) {
+    if (ci >= nchunks) return;
+    const float* ug = p.ws.u + chunk_id(ci) * kC * V + vcol0 + c0 + 2 * t;
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        const float2 x = *reinterpret_cast<const float2*>(ug + (r0 + g + 8 * hf) * V + nt * 8);
+        ur[nt][2 * hf] = x.x;
+        ur[nt][2 * hf + 1] = x.y;
+      }
+    const float* el = p.ws.el + chunk_id(ci) * K + sm0 + g;
+#pragma unroll
+    for (int rb = 0; rb < RB; ++rb) {
+      elr[rb][0] = el[16 * rb];
+      elr[rb][1] = el[16 * rb + 8];
+    }
+  };
+
+  issue_w(0);
+  issue_qa(0);
+  load_u(0);
+
+#pragma unroll 1
+  for (int ci = 0; ci < nchunks; ++ci) {
+    const long t0 = sd.row_begin + static_cast<long>(ci) * kC;
+    const int Cn = min(kC, sd.length - ci * kC);
+    cp_async_wait<1>();  // w(ci) landed (qa(ci) may still fly)
+    __syncthreads();     // ... for every thread; H_n and the previous chunk's reads of kg / vn done
+    issue_kg(ci);
+
+    // ---- v_new = u - w H_n: warp tile rows r0.., columns c0..c0+32; hi + lo to shared
     {
-      const int r0 = 16 * wr, c0 = 32 * wh;
-      float accO[4][4];
+      float acc[4][4];
 #pragma unroll
       for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) accO[nt][e] = 0.f;
-#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[nt][e] = 0.f;
+#pragma unroll 4
       for (int ks = 0; ks < K / 16; ++ks) {
         uint32_t a[4];
-        ldsm_x4(a, &sq[r0 + (lane & 15)][ks * 16 + ((lane >> 4) << 3)]);
+        ldsm_x4(a, a_src<K + 8>(&s.w[0][0], r0, ks * 16, lane));
 #pragma unroll
         for (int np = 0; np < 2; ++np) {
           uint32_t b[4];
-          ldsm_x4_trans(b, &s.H[ks * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)][c0 + np * 16 + ((lane >> 4) << 3)]);
-          mma_bf16_16816(accO[2 * np], a, b[0], b[1]);
-          mma_bf16_16816(accO[2 * np + 1], a, b[2], b[3]);
-        }
-      }
-      {
-        const float fa = KDA ? p.scale : p.scale * ex2(s.bs[r0 + g]);
-        const float fb = KDA ? p.scale : p.scale * ex2(s.bs[r0 + g + 8]);
-#pragma unroll
-        for (int nt = 0; nt < 4; ++nt) {
-          accO[nt][0] *= fa;
-          accO[nt][1] *= fa;
-          accO[nt][2] *= fb;
-          accO[nt][3] *= fb;
-        }
-      }
-#pragma unroll
-      for (int ks = 0; ks < kC / 16; ++ks) {
-        uint32_t a[4];
-        ldsm_x4(a, &s.Aqk[r0 + (lane & 15)][ks * 16 + ((lane >> 4) << 3)]);
-#pragma unroll
-        for (int np = 0; np < 2; ++np) {
-          uint32_t b[4];
-          ldsm_x4_trans(b, &s.vn[ks * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)][c0 + np * 16 + ((lane >> 4) << 3)]);
-          mma_bf16_16816(accO[2 * np], a, b[0], b[1]);
-          mma_bf16_16816(accO[2 * np + 1], a, b[2], b[3]);
+          ldsm_x4_trans(b, bt_src<72>(&s.H[0][0], ks * 16, c0 + np * 16, lane));
+          mma_bf16_16816(acc[2 * np], a, b[0], b[1]);
+          mma_bf16_16816(acc[2 * np + 1], a, b[2], b[3]);
         }
       }
 #pragma unroll
@@ -677,51 +761,112 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
 #pragma unroll
         for (int hf = 0; hf < 2; ++hf) {
           const int r = r0 + g + 8 * hf, c = c0 + nt * 8 + 2 * t;
-          if (r < Cn)
-            *reinterpret_cast<uint32_t*>(p.o + ((t0 + r) * p.HV + hv) * V + vcol0 + c) =
-                pack_bf16(accO[nt][2 * hf], accO[nt][2 * hf + 1]);
+          uint32_t hi, lo;
+          pack_bf16_split(ur[nt][2 * hf] - acc[nt][2 * hf], ur[nt][2 * hf + 1] - acc[nt][2 * hf + 1], hi, lo);
+          st_u32(&s.vn[0][r][c], hi);
+          st_u32(&s.vn[1][r][c], lo);
         }
     }
+    float el[RB][2];
+#pragma unroll
+    for (int rb = 0; rb < RB; ++rb) el[rb][0] = elr[rb][0], el[rb][1] = elr[rb][1];
+    load_u(ci + 1);
+    cp_async_wait<1>();  // qa(ci) landed
+    __syncthreads();     // v_new visible; w reads done
+    issue_w(ci + 1);
 
-    // ---- S7: H = diag(exp(bL)) H + (k exp(bL - b))^T v_new on this warp's state tile
+    // ---- o = scale (q e^b) H_n + Aqk v_new (Aqk and v_new as hi + lo; lo x lo dropped)
     {
-      const float da = KDA ? ex2(s.bL[sm0 + g]) : ex2(s.bs[kC - 1]);
-      const float db = KDA ? ex2(s.bL[sm0 + g + 8]) : da;
+      float acc[4][4];
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[nt][e] = 0.f;
+#pragma unroll 4
+      for (int ks = 0; ks < K / 16; ++ks) {
+        uint32_t a[4];
+        ldsm_x4(a, a_src<K + 8>(&s.qg[0][0], r0, ks * 16, lane));
+#pragma unroll
+        for (int np = 0; np < 2; ++np) {
+          uint32_t b[4];
+          ldsm_x4_trans(b, bt_src<72>(&s.H[0][0], ks * 16, c0 + np * 16, lane));
+          mma_bf16_16816(acc[2 * np], a, b[0], b[1]);
+          mma_bf16_16816(acc[2 * np + 1], a, b[2], b[3]);
+        }
+      }
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[nt][e] *= p.scale;
+#pragma unroll 1
+      for (int ks = 0; ks <= (r0 >> 4); ++ks) {  // Aqk is lower triangular
+        uint32_t ah[4], al[4];
+        ldsm_x4(ah, a_src<72>(&s.a[0][0][0], r0, ks * 16, lane));
+        ldsm_x4(al, a_src<72>(&s.a[1][0][0], r0, ks * 16, lane));
+#pragma unroll
+        for (int np = 0; np < 2; ++np) {
+          uint32_t bh[4], bl[4];
+          ldsm_x4_trans(bh, bt_src<72>(&s.vn[0][0][0], ks * 16, c0 + np * 16, lane));
+          ldsm_x4_trans(bl, bt_src<72>(&s.vn[1][0][0], ks * 16, c0 + np * 16, lane));
+          mma_bf16_16816(acc[2 * np], ah, bh[0], bh[1]);
+          mma_bf16_16816(acc[2 * np + 1], ah, bh[2], bh[3]);
+          mma_bf16_16816(acc[2 * np], al, bh[0], bh[1]);
+          mma_bf16_16816(acc[2 * np + 1], al, bh[2], bh[3]);
+          mma_bf16_16816(acc[2 * np], ah, bl[0], bl[1]);
+          mma_bf16_16816(acc[2 * np + 1], ah, bl[2], bl[3]);
+        }
+      }
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+          const int r = r0 + g + 8 * hf, c = c0 + nt * 8 + 2 * t;
+          if (r < Cn) st_u32(p.o + ((t0 + r) * p.HV + hv) * V + vcol0 + c, pack_bf16(acc[nt][2 * hf], acc[nt][2 * hf + 1]));
+        }
+    }
+    cp_async_wait<1>();  // kg(ci) landed
+    __syncthreads();     // every read of H_n is done
+    issue_qa(ci + 1);
+
+    // ---- H = diag(e^bL) H + (k e^(bL-b))^T v_new on this warp's state tile, then its bf16 copy
+#pragma unroll
+    for (int rb = 0; rb < RB; ++rb) {
 #pragma unroll
       for (int nt = 0; nt < NTS; ++nt) {
-        hacc[nt][0] *= da;
-        hacc[nt][1] *= da;
-        hacc[nt][2] *= db;
-        hacc[nt][3] *= db;
+        hacc[rb][nt][0] *= el[rb][0];
+        hacc[rb][nt][1] *= el[rb][0];
+        hacc[rb][nt][2] *= el[rb][1];
+        hacc[rb][nt][3] *= el[rb][1];
       }
 #pragma unroll
       for (int ks = 0; ks < kC / 16; ++ks) {
         uint32_t a[4];
-        // A = kg^T: element (m = channel, kk = token) lives at sk[token][channel]
-        ldsm_x4_trans(a, &sk[ks * 16 + (lane & 7) + ((lane >> 4) << 3)][sm0 + (((lane >> 3) & 1) << 3)]);
+        // A = kg^T: element (m = channel, kk = token) lives at kg[token][channel]
+        ldsm_x4_trans(a, &s.kg[ks * 16 + (lane & 7) + ((lane >> 4) << 3)][sm0 + 16 * rb + (((lane >> 3) & 1) << 3)]);
 #pragma unroll
         for (int np = 0; np < NTS / 2; ++np) {
           uint32_t b[4];
-          const int rr = ks * 16 + (lane & 7) + (((lane >> 3) & 1) << 3), cc = sc0 + np * 16 + ((lane >> 4) << 3);
-          ldsm_x4_trans(b, KDA ? &s.vn[rr][cc] : &s.vg[rr][cc]);
-          mma_bf16_16816(hacc[2 * np], a, b[0], b[1]);
-          mma_bf16_16816(hacc[2 * np + 1], a, b[2], b[3]);
+          ldsm_x4_trans(b, bt_src<72>(&s.vn[0][0][0], ks * 16, sc0 + np * 16, lane));
+          mma_bf16_16816(hacc[rb][2 * np], a, b[0], b[1]);
+          mma_bf16_16816(hacc[rb][2 * np + 1], a, b[2], b[3]);
         }
       }
     }
-    __syncthreads();  // everyone is done reading H_n, k, vn
-    store_state_smem();
+    store_state_smem();  // nobody reads H_n after the last barrier
   }
+  cp_async_wait_all();
 
   if (p.ht) {
 #pragma unroll
-    for (int nt = 0; nt < NTS; ++nt)
+    for (int rb = 0; rb < RB; ++rb)
 #pragma unroll
-      for (int hf = 0; hf < 2; ++hf) {
-        const int r = sm0 + g + 8 * hf, c = sc0 + nt * 8 + 2 * t;
-        *reinterpret_cast<float2*>(p.ht + sbase + static_cast<long>(r) * V + vcol0 + c) =
-            make_float2(hacc[nt][2 * hf], hacc[nt][2 * hf + 1]);
-      }
+      for (int nt = 0; nt < NTS; ++nt)
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+          const int r = sm0 + 16 * rb + g + 8 * hf, c = sc0 + nt * 8 + 2 * t;
+          *reinterpret_cast<float2*>(p.ht + sbase + static_cast<long>(r) * V + vcol0 + c) =
+              make_float2(hacc[rb][nt][2 * hf], hacc[rb][nt][2 * hf + 1]);
+        }
   }
 }
 
@@ -729,20 +874,72 @@ __global__ void __launch_bounds__(kThreads, 1) delta_fwd_kernel(const Params p) 
   throw Error(ErrorCode::runtime, "", std::string("chunk_delta cuda: ") + what + ": " + cudaGetErrorString(e));
 }
 
+template <class Kern>
+void set_smem(Kern kern, size_t smem) {
+  const cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  if (e != cudaSuccess) cuda_fail("cudaFuncSetAttribute", e);
+}
+
+size_t align256(size_t x) { return (x + 255) & ~static_cast<size_t>(255); }
+
+// The workspace is large (~100 KB per chunk and head at D = 128) and goes back to the stream-ordered
+// pool after each call. The default pool releases freed memory to the OS at every synchronisation,
+// so each call would map it again: keep up to the largest workspace seen cached in the pool.
+void keep_pool_memory(size_t bytes) {
+  int dev = 0;
+  check(cudaGetDevice(&dev), "cudaGetDevice");
+  cudaMemPool_t pool;
+  check(cudaDeviceGetDefaultMemPool(&pool, dev), "cudaDeviceGetDefaultMemPool");
+  std::uint64_t cur = 0;
+  check(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &cur), "cudaMemPoolGetAttribute");
+  if (cur < bytes) {
+    std::uint64_t want = bytes;
+    check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &want), "cudaMemPoolSetAttribute");
+  }
+}
+
 template <bool KDA, int K>
-void launch(const Params& prm, long grid, cudaStream_t stream) {
-  const size_t smem = sizeof(Smem<KDA, K>);
+void run(Params prm, const Problem& p, cudaStream_t st) {
   static bool configured = false;  // one attribute call per instantiation
   if (!configured) {
-    cudaError_t e = cudaFuncSetAttribute(delta_fwd_kernel<KDA, K>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(smem));
-    if (e != cudaSuccess) cuda_fail("cudaFuncSetAttribute", e);
+    set_smem(delta_prep_kernel<KDA, K>, sizeof(PrepSmem<KDA, K>));
+    set_smem(delta_state_kernel<K>, sizeof(StateSmem<K>));
     configured = true;
   }
-  if (grid == 0) return;
-  delta_fwd_kernel<KDA, K><<<static_cast<unsigned>(grid), kThreads, smem, stream>>>(prm);
-  cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess) cuda_fail("kernel launch", e);
+  const DeviceSeqs seqs = upload_sequences(p, st);
+  prm.seqs = seqs.ptr;
+  prm.N = static_cast<int>(p.N);
+  const size_t nch = static_cast<size_t>(seqs.total_chunks) * p.HV;
+  const size_t b_ck = align256(nch * kC * K * sizeof(bf16)), b_a = align256(nch * 2 * kC * kC * sizeof(bf16));
+  const size_t b_u = align256(nch * kC * p.V * sizeof(float)), b_el = align256(nch * K * sizeof(float));
+  unsigned char* ws = nullptr;
+  if (nch > 0) {
+    keep_pool_memory(3 * b_ck + b_a + b_u + b_el);
+    check(cudaMallocAsync(reinterpret_cast<void**>(&ws), 3 * b_ck + b_a + b_u + b_el, st), "cudaMallocAsync(workspace)");
+    prm.ws = {reinterpret_cast<bf16*>(ws), reinterpret_cast<bf16*>(ws + b_ck), reinterpret_cast<bf16*>(ws + 2 * b_ck),
+              reinterpret_cast<bf16*>(ws + 3 * b_ck), reinterpret_cast<float*>(ws + 3 * b_ck + b_a),
+              reinterpret_cast<float*>(ws + 3 * b_ck + b_a + b_u)};
+    delta_prep_kernel<KDA, K><<<static_cast<unsigned>(nch), kThreads, sizeof(PrepSmem<KDA, K>), st>>>(prm);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) cuda_fail("prep kernel launch", e);
+  }
+  const long grid = p.N * p.HV * prm.nvt;
+  if (grid > 0) {  // also with no chunks at all: ht = h0
+    delta_state_kernel<K><<<static_cast<unsigned>(grid), kThreads, sizeof(StateSmem<K>), st>>>(prm);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) cuda_fail("state kernel launch", e);
+  }
+  if (ws) check(cudaFreeAsync(ws, st), "cudaFreeAsync(workspace)");
+  if (seqs.ptr) check(cudaFreeAsync(seqs.ptr, st), "cudaFreeAsync(seqs)");
+}
+
+template <bool KDA>
+void dispatch(const Params& prm, const Problem& p, cudaStream_t st) {
+  switch (p.K) {
+    case 64: run<KDA, 64>(prm, p, st); break;
+    case 128: run<KDA, 128>(prm, p, st); break;
+    default: run<KDA, 256>(prm, p, st); break;
+  }
 }
 
 void require_dtype(const char* name, const TensorView& t, std::initializer_list<DType> ok, const char* expected) {
@@ -752,11 +949,10 @@ void require_dtype(const char* name, const TensorView& t, std::initializer_list<
 }
 
 Params common_params(const Problem& p, const DeltaRuleArgs& a, const AttentionOutputs& out, const char* op) {
-  if (p.K != 64 && p.K != 128)
-    throw_unsupported("q", std::string("head dim K = ") + std::to_string(p.K) + " for cuda " + op,
-                      "K in {64, 128} (K = 256 is not built yet)");
+  if (p.K != 64 && p.K != 128 && p.K != 256)
+    throw_unsupported("q", std::string("head dim K = ") + std::to_string(p.K) + " for cuda " + op, "K in {64, 128, 256}");
   if (p.V % kVT != 0 || p.V > 256)
-    throw_unsupported("v", std::string("head dim V = ") + std::to_string(p.V) + " for cuda " + op, "V in {64, 128, 256}");
+    throw_unsupported("v", std::string("head dim V = ") + std::to_string(p.V) + " for cuda " + op, "V in {64, 128, 192, 256}");
   require_dtype("q", a.q, {DType::bf16}, "bfloat16");
   require_dtype("k", a.k, {DType::bf16}, "bfloat16");
   require_dtype("v", a.v, {DType::bf16}, "bfloat16");
@@ -780,9 +976,6 @@ Params common_params(const Problem& p, const DeltaRuleArgs& a, const AttentionOu
   prm.h0 = a.initial_state ? a.initial_state->ptr<const float>() : nullptr;
   prm.ht = out.final_state ? out.final_state->ptr<float>() : nullptr;
   prm.o = out.o.ptr<bf16>();
-  prm.cu = p.varlen ? a.cu_seqlens->data : nullptr;
-  prm.cu_i64 = p.varlen && a.cu_seqlens->dtype == DType::i64;
-  prm.T = static_cast<int>(p.T);
   prm.H = static_cast<int>(p.H);
   prm.HV = static_cast<int>(p.HV);
   prm.G = static_cast<int>(p.group());
@@ -805,11 +998,9 @@ RunInfo chunk_kda_forward(const Problem& p, const ChunkKdaArgs& a, const Attenti
   prm.lower_bound = a.lower_bound ? static_cast<float>(*a.lower_bound) : 0.f;
   // The middle-reference diagonal needs every g >= -5 (exp(8*5) fits fp32 easily); safe_gate promises it.
   prm.safe = a.safe_gate && a.lower_bound && *a.lower_bound >= -5.0;
-  const long grid = p.N * p.HV * (p.V / kVT);
-  auto stream = static_cast<cudaStream_t>(opts.stream);
-  if (p.K == 64) launch<true, 64>(prm, grid, stream);
-  else launch<true, 128>(prm, grid, stream);
-  return RunInfo{"cuda", {std::string("lina::delta_fwd_kernel<kda,") + std::to_string(p.K) + ">"}};
+  dispatch<true>(prm, p, static_cast<cudaStream_t>(opts.stream));
+  const std::string kd = std::to_string(p.K);
+  return RunInfo{"cuda", {"lina::delta_prep_kernel<kda," + kd + ">", "lina::delta_state_kernel<" + kd + ">"}};
 }
 
 RunInfo chunk_gdn_forward(const Problem& p, const ChunkGdnArgs& a, const AttentionOutputs& out, ForwardMode,
@@ -818,11 +1009,9 @@ RunInfo chunk_gdn_forward(const Problem& p, const ChunkGdnArgs& a, const Attenti
   prm.gate_mode = a.use_gate_in_kernel ? kGateSoftplus : kGateGiven;
   prm.lower_bound = 0.f;
   prm.safe = 0;
-  const long grid = p.N * p.HV * (p.V / kVT);
-  auto stream = static_cast<cudaStream_t>(opts.stream);
-  if (p.K == 64) launch<false, 64>(prm, grid, stream);
-  else launch<false, 128>(prm, grid, stream);
-  return RunInfo{"cuda", {std::string("lina::delta_fwd_kernel<gdn,") + std::to_string(p.K) + ">"}};
+  dispatch<false>(prm, p, static_cast<cudaStream_t>(opts.stream));
+  const std::string kd = std::to_string(p.K);
+  return RunInfo{"cuda", {"lina::delta_prep_kernel<gdn," + kd + ">", "lina::delta_state_kernel<" + kd + ">"}};
 }
 
 }  // namespace lina::detail::cuda
