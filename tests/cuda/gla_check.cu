@@ -1,7 +1,7 @@
 // Standalone check + benchmark for the CUDA chunk_gla forward and the GPU fp32 references.
 //   lina_cuda_gla_check --selftest   host only: finite-difference check of the fp64 host recurrences
 //   lina_cuda_gla_check              GPU: references vs host fp64, CUDA chunk_gla vs both, timing table
-//   lina_cuda_gla_check --bench      GPU: full-size checks and the timing table only
+//   lina_cuda_gla_check --bench [SHAPE]  GPU: full-size checks and the timing table only (one shape if named)
 // Inputs follow FLA's benchmark (randn bf16; GLA g = logsigmoid(x) clamped at -5), drawn on the device
 // from a counter hash. Outputs are poisoned with NaN before every call. Metric: FLA's err_ratio.
 #include <cuda_bf16.h>
@@ -351,7 +351,7 @@ struct BenchShape {
   double floor_us;
 };
 
-void run_gpu(bool small_only, bool bench_only) {
+void run_gpu(bool small_only, bool bench_only, const char* only_shape) {
   int dev = 0;
   cudaDeviceProp prop{};
   ck(cudaGetDeviceProperties(&prop, dev), "props");
@@ -448,6 +448,7 @@ void run_gpu(bool small_only, bool bench_only) {
   };
   std::vector<Row> rows;
   for (const auto& s : shapes) {
+    if (only_shape && std::strcmp(only_shape, s.name) != 0) continue;
     Problem P;
     P.cfg = gla_cfg(s.B, s.T, s.H, s.D, s.D, false);
     P.make(42, false);
@@ -614,7 +615,7 @@ int main(int argc, char** argv) {
       const bool small_only = argc > 1 && std::strcmp(argv[1], "--small") == 0;
       const bool bench_only = argc > 1 && std::strcmp(argv[1], "--bench") == 0;  // full-size checks + timing only
       if (!bench_only) selftest();
-      run_gpu(small_only, bench_only);
+      run_gpu(small_only, bench_only, bench_only && argc > 2 ? argv[2] : nullptr);
     }
   } catch (const std::exception& e) {
     std::printf("exception: %s\n", e.what());

@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "lina/error.h"
 #include "ops/common/backends.h"
@@ -26,7 +27,6 @@ namespace lina::detail::cuda {
 namespace {
 
 using namespace cuda_util;
-using cuda_util::SeqDesc;
 
 constexpr int kC = 64;  // chunk
 constexpr float kLog2e = 1.4426950408889634f;
@@ -60,14 +60,28 @@ struct Cfg {
   static_assert(ht_bytes + 2 * a_bytes >= 4ull * kC * VT, "fallback o accumulators alias H^T and A");
 };
 
+// One CTA row of work: a segment (whole chunks) of one sequence. A sequence is cut into nseg segments
+// when there are too few (sequence, head) pairs to fill the GPU (see plan_segments).
+struct WorkItem {
+  std::int64_t row_begin;  // first token of the segment
+  int length;              // tokens in the segment
+  int seq;                 // sequence index (h0 / ht)
+  int seg, nseg;           // segment index within the sequence, segment count
+};
+
+// mode: 0 one pass; 1 split pass 1 (local states of segments 0..nseg-2 from zero, with their decays);
+// 2 split pass 2 (initial state of segment s combined from h0 and the pass-1 results of segments < s).
 struct Params {
   const __nv_bfloat16 *q, *k, *v;
   const __nv_bfloat16* g;
   const float* h0;
   __nv_bfloat16* o;
   float* ht;
-  const SeqDesc* seqs;
+  const WorkItem* items;
+  float* seg_state;  // [items, H, K, V] local final state of each segment
+  float* seg_decay;  // [items, H, K] product of the segment's decays per channel
   int H, K, V;
+  int mode;
   float scale;
 };
 
@@ -100,24 +114,43 @@ __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fw
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g8 = lane >> 2, t4 = lane & 3;
   const int j0 = blockIdx.x * VT, h = blockIdx.y, n = blockIdx.z;
-  const SeqDesc s = p.seqs[n];
-  const std::int64_t state_base = (static_cast<std::int64_t>(n) * p.H + h) * K * p.V;
+  const WorkItem s = p.items[n];
+  if (p.mode == 1 && s.seg == s.nseg - 1) return;  // the last segment's local state is not needed
+  const std::int64_t state_base = (static_cast<std::int64_t>(s.seq) * p.H + h) * K * p.V;
+  const bool want_o = p.mode != 1;
 
   // State: warp rows [smt*16, +16), columns [scol0, + SNT*8) of the tile.
   const int smt = warp % C::MTILES, scol0 = (warp / C::MTILES) * C::SNT * 8;
   const int srow = smt * 16 + g8;
   float hacc[C::SNT][4];
+  float seg_dec_lo = 1.f, seg_dec_hi = 1.f;  // mode 1: running product of 2^bL for rows srow, srow + 8
 #pragma unroll
   for (int nt = 0; nt < C::SNT; ++nt)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int r = srow + (e >= 2 ? 8 : 0), col = scol0 + nt * 8 + 2 * t4 + (e & 1);
-      hacc[nt][e] = p.h0 ? p.h0[state_base + static_cast<std::int64_t>(r) * p.V + j0 + col] : 0.f;
+      hacc[nt][e] = p.h0 && p.mode != 1 ? p.h0[state_base + static_cast<std::int64_t>(r) * p.V + j0 + col] : 0.f;
     }
+  if (p.mode == 2) {
+    // H_in(s) = D(s-1) H_in(s-1) + L(s-1): GLA's transition is diagonal, so segments combine row-wise.
+    for (int u = n - s.seg; u < n; ++u) {
+      const std::int64_t sb = (static_cast<std::int64_t>(u) * p.H + h) * K;
+      const float dlo = p.seg_decay[sb + srow], dhi = p.seg_decay[sb + srow + 8];
+#pragma unroll
+      for (int nt = 0; nt < C::SNT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = srow + (e >= 2 ? 8 : 0), col = scol0 + nt * 8 + 2 * t4 + (e & 1);
+          hacc[nt][e] = fmaf(e >= 2 ? dhi : dlo, hacc[nt][e], p.seg_state[(sb + r) * p.V + j0 + col]);
+        }
+    }
+  }
 
   const int nchunks = (s.length + kC - 1) / kC;
   // Raw tiles of chunk `ch` into stage `st` (16-byte cp.async; rows past the end zero-filled, so g = 0 there).
-  auto issue = [&](int ch, int st) {
+  // which: 1 = q and g, 2 = k and v, 3 = all. (With one stage, q and g of the next chunk are loaded as
+  // soon as qe and kr are dead, i.e. while A @ v and the state update still read ke and v.)
+  auto issue = [&](int ch, int st, int which) {
     __nv_bfloat16* q_s = reinterpret_cast<__nv_bfloat16*>(stage0 + st * C::stage_bytes);
     __nv_bfloat16* k_s = q_s + kC * C::kQ;
     __nv_bfloat16* g_s = k_s + kC * C::kQ;
@@ -128,23 +161,29 @@ __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fw
       const int r = i / (K / 8), c = (i % (K / 8)) * 8;
       const bool ok = r < cn;
       const std::int64_t off = ok ? ((row0 + r) * p.H + h) * K + c : 0;
-      cp_async16(q_s + r * C::kQ + c, p.q + off, ok);
-      cp_async16(k_s + r * C::kQ + c, p.k + off, ok);
-      cp_async16(g_s + r * C::kQ + c, p.g + off, ok);
+      if (which & 1) {
+        cp_async16(q_s + r * C::kQ + c, p.q + off, ok);
+        cp_async16(g_s + r * C::kQ + c, p.g + off, ok);
+      }
+      if (which & 2) cp_async16(k_s + r * C::kQ + c, p.k + off, ok);
     }
-    for (int i = tid; i < kC * VT / 8; i += C::NT) {
-      const int r = i / (VT / 8), c = (i % (VT / 8)) * 8;
-      const bool ok = r < cn;
-      const std::int64_t off = ok ? ((row0 + r) * p.H + h) * p.V + j0 + c : 0;
-      cp_async16(v_s + r * C::kVs + c, p.v + off, ok);
-    }
+    if (which & 2)
+      for (int i = tid; i < kC * VT / 8; i += C::NT) {
+        const int r = i / (VT / 8), c = (i % (VT / 8)) * 8;
+        const bool ok = r < cn;
+        const std::int64_t off = ok ? ((row0 + r) * p.H + h) * p.V + j0 + c : 0;
+        cp_async16(v_s + r * C::kVs + c, p.v + off, ok);
+      }
   };
-  if (C::STAGES == 2 && nchunks > 0) {
-    issue(0, 0);
+  if (nchunks > 0) {
+    issue(0, 0, C::STAGES == 2 ? 3 : 1);
     cp_async_commit();
   }
 
-  const int rb = warp & 3, op = warp >> 2;  // o / A: row block of 16 tokens, column part
+  // o / A: row block rb of 16 tokens, column part op; each scheduler (warp % 4) gets every row block,
+  // so the causal imbalance of A and A @ v is spread over the four of them.
+  const int rb = C::NW == 16 ? warp >> 2 : ((warp & 1) ? ((warp >> 2) ? 2 : 1) : ((warp >> 2) ? 3 : 0));
+  const int op = C::NW == 16 ? warp & 3 : (warp >> 1) & 1;
   const int ocol0 = op * C::OCOLS;
   for (int ch = 0; ch < nchunks; ++ch) {
     const int t0 = ch * kC;
@@ -154,16 +193,23 @@ __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fw
       cp_async_wait<0>();
       __syncthreads();  // chunk ch landed for every thread; every warp is done with chunk ch-1
       if (ch + 1 < nchunks) {
-        issue(ch + 1, (ch + 1) & 1);
+        issue(ch + 1, (ch + 1) & 1, 3);
         cp_async_commit();
       }
     } else {
-      __syncthreads();
-      issue(ch, 0);
+      __syncthreads();  // every warp is done with ke and v of chunk ch-1
+      issue(ch, 0, 2);
       cp_async_commit();
       cp_async_wait<0>();
       __syncthreads();
     }
+    // One stage: q and g of chunk ch+1 go in once this chunk's qe and kr are dead (after `barrier`).
+    auto prefetch_qg = [&]() {
+      if (C::STAGES == 1 && ch + 1 < nchunks) {
+        issue(ch + 1, 0, 1);
+        cp_async_commit();
+      }
+    };
     unsigned char* base = stage0 + (C::STAGES == 2 ? (ch & 1) : 0) * C::stage_bytes;
     __nv_bfloat16* sq = reinterpret_cast<__nv_bfloat16*>(base);  // q, then qe
     __nv_bfloat16* sk = sq + kC * C::kQ;                          // k, then ke
@@ -171,11 +217,9 @@ __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fw
     const __nv_bfloat16* sv = sg + kC * C::kQ;
 
     // ---- cumsum: warp w owns 8-channel groups w, w + NW, ..; lane l rows 2l, 2l+1; scan over lanes.
-    float d0[C::CGW][8], d1[C::CGW][8];  // b - rho (rows 2l, 2l+1)
-    bool bad = false;
-#pragma unroll
-    for (int cgi = 0; cgi < C::CGW; ++cgi) {
-      const int c0 = (warp + cgi * C::NW) * 8, r0 = 2 * lane;
+    // d0, d1 = b - rho at rows 2l, 2l+1 of channels c0..c0+7; rho = b at row 31, bl = b at row 63.
+    auto scan = [&](int c0, float (&d0)[8], float (&d1)[8], float (&rho)[8], float (&bl)[8]) {
+      const int r0 = 2 * lane;
       float x0[8], x1[8], inc[8];
       unpack8(*reinterpret_cast<const uint4*>(sg + r0 * C::kQ + c0), x0);
       unpack8(*reinterpret_cast<const uint4*>(sg + (r0 + 1) * C::kQ + c0), x1);
@@ -192,17 +236,29 @@ __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fw
           const float y = __shfl_up_sync(0xffffffffu, inc[e], o);
           if (lane >= o) inc[e] += y;
         }
-      float re[8], dl[8], ck[8];
 #pragma unroll
       for (int e = 0; e < 8; ++e) {
-        const float rho = __shfl_sync(0xffffffffu, inc[e], 15);  // b at row 31
-        const float bl = __shfl_sync(0xffffffffu, inc[e], 31);   // b at row 63
-        d0[cgi][e] = inc[e] - x1[e] - rho;
-        d1[cgi][e] = inc[e] - rho;
-        bad |= !(fabsf(d0[cgi][e]) <= kLim) || !(fabsf(d1[cgi][e]) <= kLim);
-        re[e] = ex2(rho);
-        dl[e] = ex2(bl);
-        ck[e] = ex2(bl - rho);
+        rho[e] = __shfl_sync(0xffffffffu, inc[e], 15);
+        bl[e] = __shfl_sync(0xffffffffu, inc[e], 31);
+        d0[e] = inc[e] - x1[e] - rho[e];
+        d1[e] = inc[e] - rho[e];
+      }
+    };
+    float hd0[8], hd1[8];  // kept across the decision barrier when a warp has one channel group
+    bool bad = false;
+#pragma unroll
+    for (int cgi = 0; cgi < C::CGW; ++cgi) {
+      const int c0 = (warp + cgi * C::NW) * 8;
+      float d0[8], d1[8], rho[8], bl[8], re[8], dl[8], ck[8];
+      scan(c0, d0, d1, rho, bl);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        bad |= !(fabsf(d0[e]) <= kLim) || !(fabsf(d1[e]) <= kLim);
+        re[e] = ex2(rho[e]);
+        dl[e] = ex2(bl[e]);
+        ck[e] = ex2(bl[e] - rho[e]);
+        hd0[e] = d0[e];
+        hd1[e] = d1[e];
       }
       if (lane == 0) {
         *reinterpret_cast<float4*>(sRe + c0) = make_float4(re[0], re[1], re[2], re[3]);
@@ -220,7 +276,17 @@ __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fw
 #pragma unroll
       for (int cgi = 0; cgi < C::CGW; ++cgi) {
         const int c0 = (warp + cgi * C::NW) * 8;
-        float ckl[8];
+        float d0[8], d1[8], ckl[8];
+        if (C::CGW == 1) {
+#pragma unroll
+          for (int e = 0; e < 8; ++e) {
+            d0[e] = hd0[e];
+            d1[e] = hd1[e];
+          }
+        } else {  // two groups: scan again (g of this group is still raw) rather than hold 32 registers
+          float rho[8], bl[8];
+          scan(c0, d0, d1, rho, bl);
+        }
 #pragma unroll
         for (int e = 0; e < 8; ++e) ckl[e] = sCk[c0 + e];
 #pragma unroll
@@ -231,7 +297,7 @@ __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fw
           unpack8(*reinterpret_cast<const uint4*>(sk + r * C::kQ + c0), k);
 #pragma unroll
           for (int e = 0; e < 8; ++e) {
-            const float d = hr ? d1[cgi][e] : d0[cgi][e];
+            const float d = hr ? d1[e] : d0[e];
             qe[e] = q[e] * ex2(d);
             kr[e] = k[e] * ex2(-d);
             ke[e] = kr[e] * ckl[e];
@@ -242,7 +308,7 @@ __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fw
         }
       }
       // ---- H^T in bf16 with the rho rows folded in: qe @ (2^rho H) = (q 2^b) @ H.
-      {
+      if (want_o) {
         const float re_lo = sRe[srow], re_hi = sRe[srow + 8];
 #pragma unroll
         for (int nt = 0; nt < C::SNT; ++nt)
@@ -256,6 +322,7 @@ __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fw
 
       // ---- o = qe @ H^T^T (row block rb, columns ocol0..) and A blocks (rb, jb) share qe's fragments.
       float oacc[C::ONT][4], aacc[C::NJB][2][4];
+      if (want_o) {
 #pragma unroll
       for (int nt = 0; nt < C::ONT; ++nt) oacc[nt][0] = oacc[nt][1] = oacc[nt][2] = oacc[nt][3] = 0.f;
 #pragma unroll
@@ -302,9 +369,12 @@ __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fw
             *reinterpret_cast<std::uint32_t*>(sAl + r * C::kAs + jc) = pack_bf16(x0 - hf.x, x1 - hf.y);
           }
       }
+      }  // want_o
       __syncthreads();
+      prefetch_qg();
 
       // ---- o += A @ v (blocks kk <= rb), then store.
+      if (want_o) {
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
         if (kk <= rb) {
@@ -333,10 +403,13 @@ __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fw
                 pack_bf16(p.scale * oacc[nt][2 * hh], p.scale * oacc[nt][2 * hh + 1]);
           }
         }
+      }  // want_o
 
       // ---- H = diag(2^bL) H + ke^T @ v
       {
         const float d_lo = sDl[srow], d_hi = sDl[srow + 8];
+        seg_dec_lo *= d_lo;
+        seg_dec_hi *= d_hi;
 #pragma unroll
         for (int nt = 0; nt < C::SNT; ++nt) {
           hacc[nt][0] *= d_lo;
@@ -359,7 +432,8 @@ __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fw
       }
     } else {
       // ---- Steep chunk: the exact token recurrence on the state registers (fp32), o reduced in smem.
-      for (int i = tid; i < kC * VT / 4; i += C::NT) reinterpret_cast<float4*>(sOf)[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+      if (want_o)
+        for (int i = tid; i < kC * VT / 4; i += C::NT) reinterpret_cast<float4*>(sOf)[i] = make_float4(0.f, 0.f, 0.f, 0.f);
       __syncthreads();
       for (int t = 0; t < cn; ++t) {
         const __nv_bfloat16* qt = sq + t * C::kQ;
@@ -368,6 +442,8 @@ __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fw
         const float dlo = ex2(__bfloat162float(gt[srow]) * kLog2e), dhi = ex2(__bfloat162float(gt[srow + 8]) * kLog2e);
         const float klo = __bfloat162float(kt[srow]), khi = __bfloat162float(kt[srow + 8]);
         const float qlo = __bfloat162float(qt[srow]), qhi = __bfloat162float(qt[srow + 8]);
+        seg_dec_lo *= dlo;
+        seg_dec_hi *= dhi;
         float part[C::SNT][2];
 #pragma unroll
         for (int nt = 0; nt < C::SNT; ++nt) {
@@ -379,6 +455,7 @@ __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fw
           part[nt][0] = fmaf(qlo, hacc[nt][0], qhi * hacc[nt][2]);
           part[nt][1] = fmaf(qlo, hacc[nt][1], qhi * hacc[nt][3]);
         }
+        if (!want_o) continue;
 #pragma unroll
         for (int o = 4; o < 32; o <<= 1)
 #pragma unroll
@@ -395,6 +472,8 @@ __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fw
         }
       }
       __syncthreads();
+      prefetch_qg();
+      if (want_o)
       for (int i = tid; i < cn * VT / 2; i += C::NT) {
         const int t = i / (VT / 2), c = (i % (VT / 2)) * 2;
         *reinterpret_cast<std::uint32_t*>(p.o + ((row0 + t) * p.H + h) * p.V + j0 + c) =
@@ -402,7 +481,20 @@ __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fw
       }
     }
   }
-  if (p.ht) {
+  if (p.mode == 1) {
+    const std::int64_t sb = (static_cast<std::int64_t>(n) * p.H + h) * K;
+    if (scol0 == 0 && t4 == 0) {
+      p.seg_decay[sb + srow] = seg_dec_lo;
+      p.seg_decay[sb + srow + 8] = seg_dec_hi;
+    }
+#pragma unroll
+    for (int nt = 0; nt < C::SNT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = srow + (e >= 2 ? 8 : 0), col = scol0 + nt * 8 + 2 * t4 + (e & 1);
+        p.seg_state[(sb + r) * p.V + j0 + col] = hacc[nt][e];
+      }
+  } else if (p.ht && s.seg == s.nseg - 1) {
 #pragma unroll
     for (int nt = 0; nt < C::SNT; ++nt)
 #pragma unroll
@@ -414,24 +506,66 @@ __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fw
 }
 
 template <int K, int VT>
-std::string launch(const Params& prm, const Problem& p, cudaStream_t st) {
+std::string launch(Params prm, int items, const Problem& p, bool split, cudaStream_t st) {
   using C = Cfg<K, VT>;
   check(cudaFuncSetAttribute(chunk_gla_fwd_fused<K, VT>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(C::smem)),
         "cudaFuncSetAttribute(chunk_gla_fwd_fused)");
-  const dim3 grid(static_cast<unsigned>(p.V / VT), static_cast<unsigned>(p.H), static_cast<unsigned>(p.N));
+  const dim3 grid(static_cast<unsigned>(p.V / VT), static_cast<unsigned>(p.H), static_cast<unsigned>(items));
+  const std::string name = "chunk_gla_fwd_fused<" + std::to_string(K) + "," + std::to_string(VT) + ">";
+  if (!split) {
+    prm.mode = 0;
+    chunk_gla_fwd_fused<K, VT><<<grid, C::NT, C::smem, st>>>(prm);
+    check(cudaGetLastError(), "chunk_gla_fwd_fused launch");
+    return name;
+  }
+  prm.mode = 1;
+  chunk_gla_fwd_fused<K, VT><<<grid, C::NT, C::smem, st>>>(prm);
+  check(cudaGetLastError(), "chunk_gla_fwd_fused launch (segment states)");
+  prm.mode = 2;
   chunk_gla_fwd_fused<K, VT><<<grid, C::NT, C::smem, st>>>(prm);
   check(cudaGetLastError(), "chunk_gla_fwd_fused launch");
-  return "chunk_gla_fwd_fused<" + std::to_string(K) + "," + std::to_string(VT) + ">";
+  return name + " x2 (sequence split)";
 }
 
-// K = 128: one CTA per 128 value columns (A and the operands made once per head) when that still gives
-// enough CTAs to fill the GPU; otherwise 64-column tiles (twice the CTAs). LINA_GLA_FWD_VT=64|128 forces one
-// (measurement only).
-bool wide_v_tiles(const Problem& p) {
-  if (const char* e = std::getenv("LINA_GLA_FWD_VT")) return std::atoi(e) == 128;
+int sm_count() {
   int dev = 0, sms = 132;
   if (cudaGetDevice(&dev) == cudaSuccess) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-  return p.N * p.H * (p.V / 128) >= sms;
+  return sms;
+}
+
+// K = 128: one CTA per 128 value columns (A and the operands made once per head). LINA_GLA_FWD_VT=64
+// forces 64-column tiles (measurement only).
+bool wide_v_tiles(const Problem& p) {
+  if (p.V % 128 != 0) return false;
+  if (const char* e = std::getenv("LINA_GLA_FWD_VT")) return std::atoi(e) != 64;
+  return true;
+}
+
+// Sequence split: when the (sequence, head, V tile) CTAs fill less than half of the GPU's CTA slots,
+// each sequence is cut into up to `slots / ctas` segments of whole chunks (at least 2 chunks each, so the
+// pass-1 states [items, H, K, V] fp32 stay below FLA's per-chunk bf16 states). LINA_GLA_FWD_SPLIT=0 turns
+// it off (measurement only).
+std::vector<WorkItem> plan_segments(const Problem& p, std::int64_t vtiles, int ctas_per_sm, bool& split) {
+  std::int64_t seg = 1;
+  const char* env = std::getenv("LINA_GLA_FWD_SPLIT");
+  if (!(env && std::atoi(env) == 0)) {
+    const std::int64_t ctas = p.N * p.H * vtiles, slots = static_cast<std::int64_t>(sm_count()) * ctas_per_sm;
+    if (ctas > 0 && 2 * ctas <= slots) seg = slots / ctas;
+  }
+  std::vector<WorkItem> items;
+  split = false;
+  for (std::int64_t n = 0; n < p.N; ++n) {
+    const auto& sq = p.sequences[static_cast<std::size_t>(n)];
+    const std::int64_t nch = (sq.length + kC - 1) / kC;
+    const std::int64_t ns = std::max<std::int64_t>(1, std::min(seg, nch / 2));
+    for (std::int64_t u = 0; u < ns; ++u) {
+      const std::int64_t c0 = u * nch / ns, c1 = (u + 1) * nch / ns;
+      const std::int64_t t0 = c0 * kC, t1 = std::min<std::int64_t>(sq.length, c1 * kC);
+      items.push_back({sq.row_begin + t0, static_cast<int>(t1 - t0), static_cast<int>(n), static_cast<int>(u), static_cast<int>(ns)});
+    }
+    split = split || ns > 1;
+  }
+  return items;
 }
 
 }  // namespace
@@ -462,17 +596,33 @@ RunInfo chunk_gla_forward(const Problem& p, const ChunkGlaArgs& a, const Attenti
   prm.K = static_cast<int>(p.K);
   prm.V = static_cast<int>(p.V);
   prm.scale = static_cast<float>(p.scale);
-  const cuda_util::DeviceSeqs seqs = cuda_util::upload_sequences(p, st);
-  prm.seqs = seqs.ptr;
+  const bool wide = p.K == 128 && wide_v_tiles(p);
+  const int vt = wide ? 128 : 64;
+  bool split = false;
+  const std::vector<WorkItem> items = plan_segments(p, p.V / vt, p.K == 64 ? 2 : 1, split);
   std::string name = "chunk_gla_fwd_fused";
-  if (p.N > 0) {
-    switch (p.K) {
-      case 64: name = launch<64, 64>(prm, p, st); break;
-      case 128: name = p.V % 128 == 0 && wide_v_tiles(p) ? launch<128, 128>(prm, p, st) : launch<128, 64>(prm, p, st); break;
-      default: name = launch<256, 64>(prm, p, st); break;
-    }
+  if (items.empty()) return RunInfo{"cuda", {name}};
+  WorkItem* d_items = nullptr;
+  float* scratch = nullptr;
+  check(cudaMallocAsync(reinterpret_cast<void**>(&d_items), items.size() * sizeof(WorkItem), st), "cudaMallocAsync(items)");
+  // Pageable source: staged before cudaMemcpyAsync returns.
+  check(cudaMemcpyAsync(d_items, items.data(), items.size() * sizeof(WorkItem), cudaMemcpyHostToDevice, st), "cudaMemcpyAsync(items)");
+  prm.items = d_items;
+  if (split) {
+    const std::size_t ni = items.size(), hs = static_cast<std::size_t>(p.H);
+    const std::size_t state_elems = ni * hs * static_cast<std::size_t>(p.K * p.V), decay_elems = ni * hs * static_cast<std::size_t>(p.K);
+    check(cudaMallocAsync(reinterpret_cast<void**>(&scratch), (state_elems + decay_elems) * sizeof(float), st), "cudaMallocAsync(segment states)");
+    prm.seg_state = scratch;
+    prm.seg_decay = scratch + state_elems;
   }
-  if (seqs.ptr) check(cudaFreeAsync(seqs.ptr, st), "cudaFreeAsync(seqs)");
+  const int ni = static_cast<int>(items.size());
+  switch (p.K) {
+    case 64: name = launch<64, 64>(prm, ni, p, split, st); break;
+    case 128: name = wide ? launch<128, 128>(prm, ni, p, split, st) : launch<128, 64>(prm, ni, p, split, st); break;
+    default: name = launch<256, 64>(prm, ni, p, split, st); break;
+  }
+  if (scratch) check(cudaFreeAsync(scratch, st), "cudaFreeAsync(segment states)");
+  check(cudaFreeAsync(d_items, st), "cudaFreeAsync(items)");
   return RunInfo{"cuda", {name}};
 }
 
