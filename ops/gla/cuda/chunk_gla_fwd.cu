@@ -82,7 +82,6 @@ struct Params {
   float* seg_decay;  // [items, H, K] product of the segment's decays per channel
   int H, K, V;
   int mode;
-  int split_loads;  // one stage (K = 256): load q, g of the next chunk during A @ v and the state update
   float scale;
 };
 
@@ -176,8 +175,7 @@ __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fw
         cp_async16(v_s + r * C::kVs + c, p.v + off, ok);
       }
   };
-  const bool split_loads = C::STAGES == 1 && p.split_loads;
-  if (nchunks > 0 && (C::STAGES == 2 || split_loads)) {
+  if (nchunks > 0) {
     issue(0, 0, C::STAGES == 2 ? 3 : 1);
     cp_async_commit();
   }
@@ -200,14 +198,14 @@ __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fw
       }
     } else {
       __syncthreads();  // every warp is done with ke and v of chunk ch-1
-      issue(ch, 0, split_loads ? 2 : 3);
+      issue(ch, 0, 2);
       cp_async_commit();
       cp_async_wait<0>();
       __syncthreads();
     }
     // One stage: q and g of chunk ch+1 go in once this chunk's qe and kr are dead (after `barrier`).
     auto prefetch_qg = [&]() {
-      if (split_loads && ch + 1 < nchunks) {
+      if (C::STAGES == 1 && ch + 1 < nchunks) {
         issue(ch + 1, 0, 1);
         cp_async_commit();
       }
@@ -598,8 +596,6 @@ RunInfo chunk_gla_forward(const Problem& p, const ChunkGlaArgs& a, const Attenti
   prm.K = static_cast<int>(p.K);
   prm.V = static_cast<int>(p.V);
   prm.scale = static_cast<float>(p.scale);
-  const char* sl = std::getenv("LINA_GLA_FWD_SPLIT_LOADS");  // measurement only
-  prm.split_loads = sl ? std::atoi(sl) : 1;
   const bool wide = p.K == 128 && wide_v_tiles(p);
   const int vt = wide ? 128 : 64;
   bool split = false;
