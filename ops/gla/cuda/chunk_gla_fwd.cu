@@ -67,6 +67,7 @@ struct WorkItem {
   int length;              // tokens in the segment
   int seq;                 // sequence index (h0 / ht)
   int seg, nseg;           // segment index within the sequence, segment count
+  int slot0;               // pass-1 slot of the sequence's segment 0 (segment u < nseg - 1 uses slot0 + u)
 };
 
 // mode: 0 one pass; 1 split pass 1 (local states of segments 0..nseg-2 from zero, with their decays);
@@ -78,8 +79,8 @@ struct Params {
   __nv_bfloat16* o;
   float* ht;
   const WorkItem* items;
-  float* seg_state;  // [items, H, K, V] local final state of each segment
-  float* seg_decay;  // [items, H, K] product of the segment's decays per channel
+  float* seg_state;  // [slots, H, K, V] local final state of each segment but the last of its sequence
+  float* seg_decay;  // [slots, H, K] product of the segment's decays per channel
   int H, K, V;
   int mode;
   float scale;
@@ -133,8 +134,8 @@ __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fw
     }
   if (p.mode == 2) {
     // H_in(s) = D(s-1) H_in(s-1) + L(s-1): GLA's transition is diagonal, so segments combine row-wise.
-    for (int u = n - s.seg; u < n; ++u) {
-      const std::int64_t sb = (static_cast<std::int64_t>(u) * p.H + h) * K;
+    for (int u = 0; u < s.seg; ++u) {
+      const std::int64_t sb = (static_cast<std::int64_t>(s.slot0 + u) * p.H + h) * K;
       const float dlo = p.seg_decay[sb + srow], dhi = p.seg_decay[sb + srow + 8];
 #pragma unroll
       for (int nt = 0; nt < C::SNT; ++nt)
@@ -482,7 +483,7 @@ __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fw
     }
   }
   if (p.mode == 1) {
-    const std::int64_t sb = (static_cast<std::int64_t>(n) * p.H + h) * K;
+    const std::int64_t sb = (static_cast<std::int64_t>(s.slot0 + s.seg) * p.H + h) * K;
     if (scol0 == 0 && t4 == 0) {
       p.seg_decay[sb + srow] = seg_dec_lo;
       p.seg_decay[sb + srow + 8] = seg_dec_hi;
@@ -542,10 +543,11 @@ bool wide_v_tiles(const Problem& p) {
 }
 
 // Sequence split: when the (sequence, head, V tile) CTAs fill less than half of the GPU's CTA slots,
-// each sequence is cut into up to `slots / ctas` segments of whole chunks (at least 2 chunks each, so the
-// pass-1 states [items, H, K, V] fp32 stay below FLA's per-chunk bf16 states). LINA_GLA_FWD_SPLIT=0 turns
-// it off (measurement only).
-std::vector<WorkItem> plan_segments(const Problem& p, std::int64_t vtiles, int ctas_per_sm, bool& split) {
+// each sequence is cut into up to `slots / ctas` segments of whole chunks, at least 2 chunks each. Pass 1
+// keeps one fp32 [K, V] state (+ K decays) per segment but the last of each sequence: per sequence at
+// most nch/2 - 1 of them, below FLA's per-chunk bf16 states (nch of them). slots_used counts them.
+// LINA_GLA_FWD_SPLIT=0 turns the split off (measurement only).
+std::vector<WorkItem> plan_segments(const Problem& p, std::int64_t vtiles, int ctas_per_sm, std::int64_t& slots_used) {
   std::int64_t seg = 1;
   const char* env = std::getenv("LINA_GLA_FWD_SPLIT");
   if (!(env && std::atoi(env) == 0)) {
@@ -553,7 +555,7 @@ std::vector<WorkItem> plan_segments(const Problem& p, std::int64_t vtiles, int c
     if (ctas > 0 && 2 * ctas <= slots) seg = slots / ctas;
   }
   std::vector<WorkItem> items;
-  split = false;
+  slots_used = 0;
   for (std::int64_t n = 0; n < p.N; ++n) {
     const auto& sq = p.sequences[static_cast<std::size_t>(n)];
     const std::int64_t nch = (sq.length + kC - 1) / kC;
@@ -561,9 +563,10 @@ std::vector<WorkItem> plan_segments(const Problem& p, std::int64_t vtiles, int c
     for (std::int64_t u = 0; u < ns; ++u) {
       const std::int64_t c0 = u * nch / ns, c1 = (u + 1) * nch / ns;
       const std::int64_t t0 = c0 * kC, t1 = std::min<std::int64_t>(sq.length, c1 * kC);
-      items.push_back({sq.row_begin + t0, static_cast<int>(t1 - t0), static_cast<int>(n), static_cast<int>(u), static_cast<int>(ns)});
+      items.push_back({sq.row_begin + t0, static_cast<int>(t1 - t0), static_cast<int>(n), static_cast<int>(u), static_cast<int>(ns),
+                       static_cast<int>(slots_used)});
     }
-    split = split || ns > 1;
+    slots_used += ns - 1;
   }
   return items;
 }
@@ -598,10 +601,15 @@ RunInfo chunk_gla_forward(const Problem& p, const ChunkGlaArgs& a, const Attenti
   prm.scale = static_cast<float>(p.scale);
   const bool wide = p.K == 128 && wide_v_tiles(p);
   const int vt = wide ? 128 : 64;
-  bool split = false;
-  const std::vector<WorkItem> items = plan_segments(p, p.V / vt, p.K == 64 ? 2 : 1, split);
+  std::int64_t slots = 0;
+  const std::vector<WorkItem> items = plan_segments(p, p.V / vt, p.K == 64 ? 2 : 1, slots);
+  const bool split = slots > 0;
   std::string name = "chunk_gla_fwd_fused";
   if (items.empty()) return RunInfo{"cuda", {name}};
+  // Work items and heads are grid dimensions z and y (at most 65535 each).
+  if (items.size() > 65535)
+    throw_unsupported(a.cu_seqlens ? "cu_seqlens" : "q", std::to_string(p.N) + " sequences", "at most 65535 sequences (the CUDA chunk_gla kernel)");
+  if (p.H > 65535) throw_unsupported("H", std::to_string(p.H), "at most 65535 heads (the CUDA chunk_gla kernel)");
   WorkItem* d_items = nullptr;
   float* scratch = nullptr;
   check(cudaMallocAsync(reinterpret_cast<void**>(&d_items), items.size() * sizeof(WorkItem), st), "cudaMallocAsync(items)");
@@ -609,8 +617,8 @@ RunInfo chunk_gla_forward(const Problem& p, const ChunkGlaArgs& a, const Attenti
   check(cudaMemcpyAsync(d_items, items.data(), items.size() * sizeof(WorkItem), cudaMemcpyHostToDevice, st), "cudaMemcpyAsync(items)");
   prm.items = d_items;
   if (split) {
-    const std::size_t ni = items.size(), hs = static_cast<std::size_t>(p.H);
-    const std::size_t state_elems = ni * hs * static_cast<std::size_t>(p.K * p.V), decay_elems = ni * hs * static_cast<std::size_t>(p.K);
+    const std::size_t ns = static_cast<std::size_t>(slots), hs = static_cast<std::size_t>(p.H);
+    const std::size_t state_elems = ns * hs * static_cast<std::size_t>(p.K * p.V), decay_elems = ns * hs * static_cast<std::size_t>(p.K);
     check(cudaMallocAsync(reinterpret_cast<void**>(&scratch), (state_elems + decay_elems) * sizeof(float), st), "cudaMallocAsync(segment states)");
     prm.seg_state = scratch;
     prm.seg_decay = scratch + state_elems;
