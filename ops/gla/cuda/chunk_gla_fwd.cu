@@ -10,6 +10,8 @@
 // finite bf16, so this factorisation is safe (spec section 5). A chunk outside that range (steep decay)
 // runs the exact token recurrence on the state registers instead. Masking is a select.
 // Tensor cores via mma.sync m16n8k16 bf16 -> fp32, operands through ldmatrix.
+// Few (sequence, head) pairs: sequences are cut into segments; pass 1 computes each segment's local
+// state and decay, pass 2 starts every segment from the combined state (plan_segments).
 #include <cuda_bf16.h>
 
 #include <cstdint>
@@ -325,51 +327,51 @@ __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fw
       float oacc[C::ONT][4], aacc[C::NJB][2][4];
       if (want_o) {
 #pragma unroll
-      for (int nt = 0; nt < C::ONT; ++nt) oacc[nt][0] = oacc[nt][1] = oacc[nt][2] = oacc[nt][3] = 0.f;
+        for (int nt = 0; nt < C::ONT; ++nt) oacc[nt][0] = oacc[nt][1] = oacc[nt][2] = oacc[nt][3] = 0.f;
 #pragma unroll
-      for (int jj = 0; jj < C::NJB; ++jj)
+        for (int jj = 0; jj < C::NJB; ++jj)
 #pragma unroll
-        for (int t = 0; t < 2; ++t) aacc[jj][t][0] = aacc[jj][t][1] = aacc[jj][t][2] = aacc[jj][t][3] = 0.f;
+          for (int t = 0; t < 2; ++t) aacc[jj][t][0] = aacc[jj][t][1] = aacc[jj][t][2] = aacc[jj][t][3] = 0.f;
 #pragma unroll 4
-      for (int ks = 0; ks < K / 16; ++ks) {
-        std::uint32_t a[4];
-        ldsm_frag_a(a, sq, C::kQ, rb * 16, ks * 16, lane);
+        for (int ks = 0; ks < K / 16; ++ks) {
+          std::uint32_t a[4];
+          ldsm_frag_a(a, sq, C::kQ, rb * 16, ks * 16, lane);
 #pragma unroll
-        for (int np = 0; np < C::ONT / 2; ++np) {
-          std::uint32_t b[4];
-          ldsm_frag_b_nk(b, sHT, C::kQ, ocol0 + np * 16, ks * 16, lane);
-          mma_bf16_16816(oacc[2 * np], a, b[0], b[1]);
-          mma_bf16_16816(oacc[2 * np + 1], a, b[2], b[3]);
+          for (int np = 0; np < C::ONT / 2; ++np) {
+            std::uint32_t b[4];
+            ldsm_frag_b_nk(b, sHT, C::kQ, ocol0 + np * 16, ks * 16, lane);
+            mma_bf16_16816(oacc[2 * np], a, b[0], b[1]);
+            mma_bf16_16816(oacc[2 * np + 1], a, b[2], b[3]);
+          }
+#pragma unroll
+          for (int jj = 0; jj < C::NJB; ++jj) {
+            const int jb = op + jj * C::OPARTS;
+            if (jb <= rb) {
+              std::uint32_t b[4];
+              ldsm_frag_b_nk(b, sg, C::kQ, jb * 16, ks * 16, lane);
+              mma_bf16_16816(aacc[jj][0], a, b[0], b[1]);
+              mma_bf16_16816(aacc[jj][1], a, b[2], b[3]);
+            }
+          }
         }
+        // Causal mask (select: the masked side may be inf), A -> hi + lo bf16.
 #pragma unroll
         for (int jj = 0; jj < C::NJB; ++jj) {
           const int jb = op + jj * C::OPARTS;
-          if (jb <= rb) {
-            std::uint32_t b[4];
-            ldsm_frag_b_nk(b, sg, C::kQ, jb * 16, ks * 16, lane);
-            mma_bf16_16816(aacc[jj][0], a, b[0], b[1]);
-            mma_bf16_16816(aacc[jj][1], a, b[2], b[3]);
-          }
+          if (jb > rb) continue;
+#pragma unroll
+          for (int t = 0; t < 2; ++t)
+#pragma unroll
+            for (int hh = 0; hh < 2; ++hh) {
+              const int r = rb * 16 + g8 + hh * 8, jc = jb * 16 + t * 8 + 2 * t4;
+              const float x0 = jc > r ? 0.f : aacc[jj][t][2 * hh];
+              const float x1 = jc + 1 > r ? 0.f : aacc[jj][t][2 * hh + 1];
+              const std::uint32_t hi = pack_bf16(x0, x1);
+              const float2 hf = unpack_bf16(hi);
+              *reinterpret_cast<std::uint32_t*>(sAh + r * C::kAs + jc) = hi;
+              *reinterpret_cast<std::uint32_t*>(sAl + r * C::kAs + jc) = pack_bf16(x0 - hf.x, x1 - hf.y);
+            }
         }
-      }
-      // Causal mask (select: the masked side may be inf), A -> hi + lo bf16.
-#pragma unroll
-      for (int jj = 0; jj < C::NJB; ++jj) {
-        const int jb = op + jj * C::OPARTS;
-        if (jb > rb) continue;
-#pragma unroll
-        for (int t = 0; t < 2; ++t)
-#pragma unroll
-          for (int hh = 0; hh < 2; ++hh) {
-            const int r = rb * 16 + g8 + hh * 8, jc = jb * 16 + t * 8 + 2 * t4;
-            const float x0 = jc > r ? 0.f : aacc[jj][t][2 * hh];
-            const float x1 = jc + 1 > r ? 0.f : aacc[jj][t][2 * hh + 1];
-            const std::uint32_t hi = pack_bf16(x0, x1);
-            const float2 hf = unpack_bf16(hi);
-            *reinterpret_cast<std::uint32_t*>(sAh + r * C::kAs + jc) = hi;
-            *reinterpret_cast<std::uint32_t*>(sAl + r * C::kAs + jc) = pack_bf16(x0 - hf.x, x1 - hf.y);
-          }
-      }
       }  // want_o
       __syncthreads();
       prefetch_qg();
@@ -377,33 +379,33 @@ __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fw
       // ---- o += A @ v (blocks kk <= rb), then store.
       if (want_o) {
 #pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {
-        if (kk <= rb) {
-          std::uint32_t ah[4], al[4];
-          ldsm_frag_a(ah, sAh, C::kAs, rb * 16, kk * 16, lane);
-          ldsm_frag_a(al, sAl, C::kAs, rb * 16, kk * 16, lane);
+        for (int kk = 0; kk < 4; ++kk) {
+          if (kk <= rb) {
+            std::uint32_t ah[4], al[4];
+            ldsm_frag_a(ah, sAh, C::kAs, rb * 16, kk * 16, lane);
+            ldsm_frag_a(al, sAl, C::kAs, rb * 16, kk * 16, lane);
 #pragma unroll
-          for (int np = 0; np < C::ONT / 2; ++np) {
-            std::uint32_t b[4];
-            ldsm_frag_b_kn(b, sv, C::kVs, kk * 16, ocol0 + np * 16, lane);
-            mma_bf16_16816(oacc[2 * np], ah, b[0], b[1]);
-            mma_bf16_16816(oacc[2 * np + 1], ah, b[2], b[3]);
-            mma_bf16_16816(oacc[2 * np], al, b[0], b[1]);
-            mma_bf16_16816(oacc[2 * np + 1], al, b[2], b[3]);
+            for (int np = 0; np < C::ONT / 2; ++np) {
+              std::uint32_t b[4];
+              ldsm_frag_b_kn(b, sv, C::kVs, kk * 16, ocol0 + np * 16, lane);
+              mma_bf16_16816(oacc[2 * np], ah, b[0], b[1]);
+              mma_bf16_16816(oacc[2 * np + 1], ah, b[2], b[3]);
+              mma_bf16_16816(oacc[2 * np], al, b[0], b[1]);
+              mma_bf16_16816(oacc[2 * np + 1], al, b[2], b[3]);
+            }
           }
         }
-      }
 #pragma unroll
-      for (int nt = 0; nt < C::ONT; ++nt)
+        for (int nt = 0; nt < C::ONT; ++nt)
 #pragma unroll
-        for (int hh = 0; hh < 2; ++hh) {
-          const int r = rb * 16 + g8 + hh * 8;
-          if (r < cn) {
-            const int col = j0 + ocol0 + nt * 8 + 2 * t4;
-            *reinterpret_cast<std::uint32_t*>(p.o + ((row0 + r) * p.H + h) * p.V + col) =
-                pack_bf16(p.scale * oacc[nt][2 * hh], p.scale * oacc[nt][2 * hh + 1]);
+          for (int hh = 0; hh < 2; ++hh) {
+            const int r = rb * 16 + g8 + hh * 8;
+            if (r < cn) {
+              const int col = j0 + ocol0 + nt * 8 + 2 * t4;
+              *reinterpret_cast<std::uint32_t*>(p.o + ((row0 + r) * p.H + h) * p.V + col) =
+                  pack_bf16(p.scale * oacc[nt][2 * hh], p.scale * oacc[nt][2 * hh + 1]);
+            }
           }
-        }
       }  // want_o
 
       // ---- H = diag(2^bL) H + ke^T @ v
@@ -474,11 +476,12 @@ __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fw
       }
       __syncthreads();
       prefetch_qg();
-      if (want_o)
-      for (int i = tid; i < cn * VT / 2; i += C::NT) {
-        const int t = i / (VT / 2), c = (i % (VT / 2)) * 2;
-        *reinterpret_cast<std::uint32_t*>(p.o + ((row0 + t) * p.H + h) * p.V + j0 + c) =
-            pack_bf16(p.scale * sOf[t * VT + c], p.scale * sOf[t * VT + c + 1]);
+      if (want_o) {
+        for (int i = tid; i < cn * VT / 2; i += C::NT) {
+          const int t = i / (VT / 2), c = (i % (VT / 2)) * 2;
+          *reinterpret_cast<std::uint32_t*>(p.o + ((row0 + t) * p.H + h) * p.V + j0 + c) =
+              pack_bf16(p.scale * sOf[t * VT + c], p.scale * sOf[t * VT + c + 1]);
+        }
       }
     }
   }
