@@ -73,6 +73,27 @@ __device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const std::uint32_
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// ldmatrix.x4 addressing for mma.sync m16n8k16 fragments (lane = threadIdx.x % 32, tiles bf16, ld in
+// elements). a: A fragment (rows m0.., k0..) of a row-major [m][k] tile. a_trans: A fragment of X^T from a
+// row-major [k][m] tile X. b_nk: B fragments of the n8 tiles n0 and n0+8 from a [n][k] tile (r0,r1 tile n0;
+// r2,r3 tile n0+8). b_kn: the same from a row-major [k][n] tile.
+__device__ __forceinline__ void ldsm_frag_a(std::uint32_t (&r)[4], const __nv_bfloat16* base, int ld, int m0, int k0, int lane) {
+  const int mi = lane >> 3, i = lane & 7;
+  ldsm_x4(r, base + (m0 + i + (mi & 1) * 8) * ld + k0 + (mi >> 1) * 8);
+}
+__device__ __forceinline__ void ldsm_frag_a_trans(std::uint32_t (&r)[4], const __nv_bfloat16* base, int ld, int m0, int k0, int lane) {
+  const int mi = lane >> 3, i = lane & 7;
+  ldsm_x4_trans(r, base + (k0 + i + (mi >> 1) * 8) * ld + m0 + (mi & 1) * 8);
+}
+__device__ __forceinline__ void ldsm_frag_b_nk(std::uint32_t (&r)[4], const __nv_bfloat16* base, int ld, int n0, int k0, int lane) {
+  const int mi = lane >> 3, i = lane & 7;
+  ldsm_x4(r, base + (n0 + i + (mi >> 1) * 8) * ld + k0 + (mi & 1) * 8);
+}
+__device__ __forceinline__ void ldsm_frag_b_kn(std::uint32_t (&r)[4], const __nv_bfloat16* base, int ld, int k0, int n0, int lane) {
+  const int mi = lane >> 3, i = lane & 7;
+  ldsm_x4_trans(r, base + (k0 + i + (mi & 1) * 8) * ld + n0 + (mi >> 1) * 8);
+}
+
 __device__ __forceinline__ std::uint32_t to_tf32(float x) {
   std::uint32_t r;
   asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));

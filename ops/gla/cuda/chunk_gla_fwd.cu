@@ -1,19 +1,24 @@
 // chunk_gla forward, one fused kernel (docs/kernels/chunk_gla_fwd.md).
-// One CTA per (sequence, head, 64-column V tile) walks its chunks of 64 tokens in order. The fp32
-// state tile H [K, 64] lives in the MMA accumulators of the warps (each warp owns K/NW rows); a bf16
-// copy in shared memory feeds the inter-chunk read. Per chunk, everything stays on chip:
-//   b   = chunk-local cumsum of g (log2 units)
-//   o   = scale * ((q * 2^b) @ H + A @ v),  A[r,j] = sum_c q_r k_j 2^(b_r - b_j) for j <= r
-//   H   = diag(2^bL) H + (k * 2^(bL - b))^T @ v
-// A uses one reference row per 16-row sub-chunk (its first row m): (q_r 2^(b_r - b_m)) . (k_j 2^(b_m - b_j)).
-// Off the diagonal both factors are <= 1. On the diagonal 16x16 blocks the k factor is >= 1 but at
-// most 2^span (span = decay across the 15 rows), so the same MMA is exact while span <= 60;
-// otherwise that block is computed element by element with the exact exponent (spec section 5).
-// Tensor cores via mma.sync m16n8k16 bf16 -> fp32.
+// One CTA per (sequence, head, V tile of VT columns) walks its chunks of 64 tokens in order. The fp32
+// state tile H [K, VT] lives in the MMA accumulators (warp w owns one 16-row m-tile and SNT n8 tiles).
+// Per chunk, everything stays on chip. With b = chunk-local cumsum of g (log2 units) and a per-channel
+// reference rho = b at row 31:
+//   qe = q 2^(b - rho),  kr = k 2^(rho - b),  ke = k 2^(bL - b)      (bf16, made once per chunk)
+//   o  = scale * (qe @ (diag(2^rho) H) + A @ v),  A = causal(qe kr^T)  (A kept as bf16 hi + lo)
+//   H  = diag(2^bL) H + ke^T @ v
+// qe kr^T = q k 2^(b_r - b_j) exactly in exponent; with |b - rho| <= kLim every operand is a normal
+// finite bf16, so this factorisation is safe (spec section 5). A chunk outside that range (steep decay)
+// runs the exact token recurrence on the state registers instead. Masking is a select.
+// Tensor cores via mma.sync m16n8k16 bf16 -> fp32, operands through ldmatrix.
+// Few (sequence, head) pairs: sequences are cut into segments; pass 1 computes each segment's local
+// state and decay, pass 2 starts every segment from the combined state (plan_segments).
 #include <cuda_bf16.h>
 
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "lina/error.h"
 #include "ops/common/backends.h"
@@ -24,346 +29,549 @@ namespace lina::detail::cuda {
 namespace {
 
 using namespace cuda_util;
-using cuda_util::SeqDesc;
 
-constexpr int kC = 64;              // chunk
-constexpr int kVT = 64;             // value columns per CTA
+constexpr int kC = 64;  // chunk
 constexpr float kLog2e = 1.4426950408889634f;
-constexpr float kMaxDiagSpan = 60.f;  // log2 units: 2^60 stays far inside bf16/fp32 range
+// Fast path when |b - rho| <= kLim for the whole chunk: q 2^(b-rho) and k 2^(rho-b) then stay within
+// 2^100 of q and k (bf16 range 2^-126 .. 2^127), and A's causal products q k 2^(b_r - b_j) are <= q k.
+constexpr float kLim = 100.f;
 
-template <int K>
+template <int K, int VT>
 struct Cfg {
-  static constexpr int NW = K == 64 ? 4 : 8;   // warps
-  static constexpr int STAGES = K == 256 ? 1 : 2;  // cp.async stages of the raw q, k, g, v tiles
-  static constexpr int kQ = K + 8;             // bf16 row stride of q, k, g, H^T (bank-conflict padding)
-  static constexpr int kB = K + 8;             // f32 row stride of b
-  static constexpr int kVs = kVT + 8;          // bf16 row stride of v and A
-  static constexpr int ROWS = K / NW;          // state rows per warp
-  static constexpr int MT = ROWS / 16;         // m16 tiles of state per warp
-  static constexpr int CG = NW / 4;            // warps sharing one 16-token row block
-  static constexpr int OCOLS = kVT / CG;       // output columns per warp
-  static constexpr int ONT = OCOLS / 8;        // n8 tiles of output per warp
-  static constexpr std::size_t stage_bytes = 3ull * kC * kQ * 2 + 1ull * kC * kVs * 2;  // q, k, g, v
-  static constexpr std::size_t smem = STAGES * stage_bytes + 1ull * kC * kB * 4 + 1ull * kVT * kQ * 2 + 1ull * kC * kVs * 2;
+  static constexpr int NW = K == 64 ? 8 : 16;  // warps
+  static constexpr int NT = NW * 32;
+  static constexpr int MINB = K == 64 ? 2 : 1;      // CTAs per SM the registers are sized for
+  static constexpr int STAGES = K == 256 ? 1 : 2;   // cp.async stages of the raw q, k, g, v tiles
+  static constexpr int kQ = K + 8;                  // bf16 row stride of q, k, g tiles and H^T (padding: no bank conflicts)
+  static constexpr int kVs = VT + 8;                // bf16 row stride of v
+  static constexpr int kAs = kC + 8;                // bf16 row stride of A
+  static constexpr int CGW = K / (8 * NW);          // 8-channel groups per warp in the operand pass
+  static constexpr int MTILES = K / 16;             // state m-tiles: one per warp
+  static constexpr int SPARTS = NW / MTILES;        // state column parts
+  static constexpr int SNT = VT / 8 / SPARTS;       // state n8 tiles per warp
+  static constexpr int OPARTS = NW / 4;             // output column parts (4 row blocks of 16 tokens)
+  static constexpr int OCOLS = VT / OPARTS;
+  static constexpr int ONT = OCOLS / 8;
+  static constexpr int NJB = 4 / OPARTS;            // 16x16 blocks of A per warp (column blocks op, op+OPARTS, ..)
+  static constexpr std::size_t tile_qk = 1ull * kC * kQ * 2;
+  static constexpr std::size_t stage_bytes = 3 * tile_qk + 1ull * kC * kVs * 2;  // q, k, g, v
+  static constexpr std::size_t ht_bytes = 1ull * VT * kQ * 2;
+  static constexpr std::size_t a_bytes = 1ull * kC * kAs * 2;
+  static constexpr std::size_t smem = STAGES * stage_bytes + ht_bytes + 2 * a_bytes + 3ull * K * 4;
+  static_assert(CGW >= 1 && SPARTS >= 1 && SNT % 2 == 0 && ONT % 2 == 0 && NJB >= 1, "warp layout");
+  static_assert(ht_bytes + 2 * a_bytes >= 4ull * kC * VT, "fallback o accumulators alias H^T and A");
 };
 
+// One CTA row of work: a segment (whole chunks) of one sequence. A sequence is cut into nseg segments
+// when there are too few (sequence, head) pairs to fill the GPU (see plan_segments).
+struct WorkItem {
+  std::int64_t row_begin;  // first token of the segment
+  int length;              // tokens in the segment
+  int seq;                 // sequence index (h0 / ht)
+  int seg, nseg;           // segment index within the sequence, segment count
+  int slot0;               // pass-1 slot of the sequence's segment 0 (segment u < nseg - 1 uses slot0 + u)
+};
+
+// mode: 0 one pass; 1 split pass 1 (local states of segments 0..nseg-2 from zero, with their decays);
+// 2 split pass 2 (initial state of segment s combined from h0 and the pass-1 results of segments < s).
 struct Params {
   const __nv_bfloat16 *q, *k, *v;
   const __nv_bfloat16* g;
   const float* h0;
   __nv_bfloat16* o;
   float* ht;
-  const SeqDesc* seqs;
+  const WorkItem* items;
+  float* seg_state;  // [slots, H, K, V] local final state of each segment but the last of its sequence
+  float* seg_decay;  // [slots, H, K] product of the segment's decays per channel
   int H, K, V;
+  int mode;
   float scale;
 };
 
-// B fragments of two adjacent n8 tiles from a row-major [k][n] bf16 tile (k0, n0 its corner).
-__device__ __forceinline__ void ldsm_x4_trans_at(std::uint32_t (&r)[4], const __nv_bfloat16* base, int ld, int k0, int n0, int lane) {
-  const int mi = lane >> 3, i = lane & 7;
-  ldsm_x4_trans(r, base + (k0 + i + (mi & 1) * 8) * ld + n0 + (mi >> 1) * 8);
-}
-
-// x[r][c..c+1] * 2^(b[r][c..c+1] - ref[c..c+1]) packed to bf16x2 (ref = nullptr: 2^b).
-template <int K>
-__device__ __forceinline__ std::uint32_t scaled_pair(const __nv_bfloat16* x, const float* b, const float* ref, int r, int c) {
-  const float2 xv = unpack_bf16(*reinterpret_cast<const std::uint32_t*>(x + r * Cfg<K>::kQ + c));
-  const float2 bv = *reinterpret_cast<const float2*>(b + r * Cfg<K>::kB + c);
-  float e0 = bv.x, e1 = bv.y;
-  if (ref) {
-    const float2 rv = *reinterpret_cast<const float2*>(ref + c);
-    e0 -= rv.x;
-    e1 -= rv.y;
+__device__ __forceinline__ void unpack8(const uint4& u, float (&x)[8]) {
+  const std::uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const float2 f = unpack_bf16(w[e]);
+    x[2 * e] = f.x;
+    x[2 * e + 1] = f.y;
   }
-  return pack_bf16(xv.x * ex2(e0), xv.y * ex2(e1));
+}
+__device__ __forceinline__ uint4 pack8(const float (&x)[8]) {
+  return make_uint4(pack_bf16(x[0], x[1]), pack_bf16(x[2], x[3]), pack_bf16(x[4], x[5]), pack_bf16(x[6], x[7]));
 }
 
-// k[j][c..c+1] * 2^(ref[c..c+1] - b[j][c..c+1]) packed to bf16x2 (the B side of A).
-template <int K>
-__device__ __forceinline__ std::uint32_t kref_pair(const __nv_bfloat16* x, const float* b, const float* ref, int j, int c) {
-  const float2 xv = unpack_bf16(*reinterpret_cast<const std::uint32_t*>(x + j * Cfg<K>::kQ + c));
-  const float2 bv = *reinterpret_cast<const float2*>(b + j * Cfg<K>::kB + c);
-  const float2 rv = *reinterpret_cast<const float2*>(ref + c);
-  return pack_bf16(xv.x * ex2(rv.x - bv.x), xv.y * ex2(rv.y - bv.y));
-}
-
-template <int K>
-__global__ void __launch_bounds__(Cfg<K>::NW * 32) chunk_gla_fwd_fused(Params p) {
-  using C = Cfg<K>;
+template <int K, int VT>
+__global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fwd_fused(Params p) {
+  using C = Cfg<K, VT>;
   extern __shared__ __align__(16) unsigned char smem[];
-  float* sb = reinterpret_cast<float*>(smem);                                  // [64][kB] cumsum (log2)
-  __nv_bfloat16* shT = reinterpret_cast<__nv_bfloat16*>(sb + kC * C::kB);      // [64 col][kQ] H_n in bf16
-  __nv_bfloat16* sA = shT + kVT * C::kQ;                                       // [64][kVs] A in bf16
-  unsigned char* stage0 = reinterpret_cast<unsigned char*>(sA + kC * C::kVs);  // STAGES x {q, k, g, v}
+  unsigned char* stage0 = smem;                                                                  // STAGES x {q, k, g, v}
+  __nv_bfloat16* sHT = reinterpret_cast<__nv_bfloat16*>(smem + C::STAGES * C::stage_bytes);  // [VT][kQ] bf16(2^rho H)^T
+  __nv_bfloat16* sAh = sHT + VT * C::kQ;                                                       // [64][kAs] A hi
+  __nv_bfloat16* sAl = sAh + kC * C::kAs;                                                      // [64][kAs] A lo
+  float* sRe = reinterpret_cast<float*>(sAl + kC * C::kAs);                                    // [K] 2^rho
+  float* sDl = sRe + K;                                                                        // [K] 2^bL
+  float* sCk = sDl + K;                                                                        // [K] 2^(bL - rho)
+  float* sOf = reinterpret_cast<float*>(sHT);  // [64][VT] fp32 o of the fallback (aliases H^T and A)
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g8 = lane >> 2, t4 = lane & 3;
-  const int j0 = blockIdx.x * kVT, h = blockIdx.y, n = blockIdx.z;
-  const SeqDesc s = p.seqs[n];
-  const std::int64_t state_base = (static_cast<std::int64_t>(n) * p.H + h) * K * p.V;
+  const int j0 = blockIdx.x * VT, h = blockIdx.y, n = blockIdx.z;
+  const WorkItem s = p.items[n];
+  if (p.mode == 1 && s.seg == s.nseg - 1) return;  // the last segment's local state is not needed
+  const std::int64_t state_base = (static_cast<std::int64_t>(s.seq) * p.H + h) * K * p.V;
+  const bool want_o = p.mode != 1;
 
-  // State accumulators: warp rows [warp*ROWS, +ROWS), all 64 columns.
-  float hacc[C::MT][8][4];
+  // State: warp rows [smt*16, +16), columns [scol0, + SNT*8) of the tile.
+  const int smt = warp % C::MTILES, scol0 = (warp / C::MTILES) * C::SNT * 8;
+  const int srow = smt * 16 + g8;
+  float hacc[C::SNT][4];
+  float seg_dec_lo = 1.f, seg_dec_hi = 1.f;  // mode 1: running product of 2^bL for rows srow, srow + 8
 #pragma unroll
-  for (int mt = 0; mt < C::MT; ++mt)
+  for (int nt = 0; nt < C::SNT; ++nt)
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
+    for (int e = 0; e < 4; ++e) {
+      const int r = srow + (e >= 2 ? 8 : 0), col = scol0 + nt * 8 + 2 * t4 + (e & 1);
+      hacc[nt][e] = p.h0 && p.mode != 1 ? p.h0[state_base + static_cast<std::int64_t>(r) * p.V + j0 + col] : 0.f;
+    }
+  if (p.mode == 2) {
+    // H_in(s) = D(s-1) H_in(s-1) + L(s-1): GLA's transition is diagonal, so segments combine row-wise.
+    for (int u = 0; u < s.seg; ++u) {
+      const std::int64_t sb = (static_cast<std::int64_t>(s.slot0 + u) * p.H + h) * K;
+      const float dlo = p.seg_decay[sb + srow], dhi = p.seg_decay[sb + srow + 8];
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = warp * C::ROWS + mt * 16 + g8 + (e >= 2 ? 8 : 0);
-        const int col = nt * 8 + 2 * t4 + (e & 1);
-        hacc[mt][nt][e] = p.h0 ? p.h0[state_base + static_cast<std::int64_t>(r) * p.V + j0 + col] : 0.f;
-      }
-  auto store_state_bf16 = [&]() {
-#pragma unroll
-    for (int mt = 0; mt < C::MT; ++mt)
-#pragma unroll
-      for (int nt = 0; nt < 8; ++nt)
+      for (int nt = 0; nt < C::SNT; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const int r = warp * C::ROWS + mt * 16 + g8 + (e >= 2 ? 8 : 0);
-          const int col = nt * 8 + 2 * t4 + (e & 1);
-          shT[col * C::kQ + r] = __float2bfloat16_rn(hacc[mt][nt][e]);
+          const int r = srow + (e >= 2 ? 8 : 0), col = scol0 + nt * 8 + 2 * t4 + (e & 1);
+          hacc[nt][e] = fmaf(e >= 2 ? dhi : dlo, hacc[nt][e], p.seg_state[(sb + r) * p.V + j0 + col]);
         }
-  };
-  store_state_bf16();
+    }
+  }
 
   const int nchunks = (s.length + kC - 1) / kC;
-  // Issue the raw tiles of chunk `ch` into stage `st` (16-byte cp.async; rows past the end zero-filled).
-  auto issue = [&](int ch, int st) {
-    unsigned char* base = stage0 + st * C::stage_bytes;
-    __nv_bfloat16* q_s = reinterpret_cast<__nv_bfloat16*>(base);
+  // Raw tiles of chunk `ch` into stage `st` (16-byte cp.async; rows past the end zero-filled, so g = 0 there).
+  // which: 1 = q and g, 2 = k and v, 3 = all. (With one stage, q and g of the next chunk are loaded as
+  // soon as qe and kr are dead, i.e. while A @ v and the state update still read ke and v.)
+  auto issue = [&](int ch, int st, int which) {
+    __nv_bfloat16* q_s = reinterpret_cast<__nv_bfloat16*>(stage0 + st * C::stage_bytes);
     __nv_bfloat16* k_s = q_s + kC * C::kQ;
     __nv_bfloat16* g_s = k_s + kC * C::kQ;
     __nv_bfloat16* v_s = g_s + kC * C::kQ;
     const int t0 = ch * kC, cn = min(kC, s.length - t0);
     const std::int64_t row0 = s.row_begin + t0;
-    for (int i = tid; i < kC * K / 8; i += C::NW * 32) {
+    for (int i = tid; i < kC * K / 8; i += C::NT) {
       const int r = i / (K / 8), c = (i % (K / 8)) * 8;
       const bool ok = r < cn;
       const std::int64_t off = ok ? ((row0 + r) * p.H + h) * K + c : 0;
-      cp_async16(q_s + r * C::kQ + c, p.q + off, ok);
-      cp_async16(k_s + r * C::kQ + c, p.k + off, ok);
-      cp_async16(g_s + r * C::kQ + c, p.g + off, ok);
+      if (which & 1) {
+        cp_async16(q_s + r * C::kQ + c, p.q + off, ok);
+        cp_async16(g_s + r * C::kQ + c, p.g + off, ok);
+      }
+      if (which & 2) cp_async16(k_s + r * C::kQ + c, p.k + off, ok);
     }
-    for (int i = tid; i < kC * kVT / 8; i += C::NW * 32) {
-      const int r = i / (kVT / 8), c = (i % (kVT / 8)) * 8;
-      const bool ok = r < cn;
-      const std::int64_t off = ok ? ((row0 + r) * p.H + h) * p.V + j0 + c : 0;
-      cp_async16(v_s + r * C::kVs + c, p.v + off, ok);
-    }
+    if (which & 2)
+      for (int i = tid; i < kC * VT / 8; i += C::NT) {
+        const int r = i / (VT / 8), c = (i % (VT / 8)) * 8;
+        const bool ok = r < cn;
+        const std::int64_t off = ok ? ((row0 + r) * p.H + h) * p.V + j0 + c : 0;
+        cp_async16(v_s + r * C::kVs + c, p.v + off, ok);
+      }
   };
-  if (C::STAGES == 2 && nchunks > 0) issue(0, 0);
-  cp_async_commit();
+  if (nchunks > 0) {
+    issue(0, 0, C::STAGES == 2 ? 3 : 1);
+    cp_async_commit();
+  }
 
-  const int rb = warp & 3;                      // row block (16 tokens) for o and A
-  const int cg = warp >> 2;                     // column group of o; A n-tiles nt with nt % CG == cg
-  const int cbase = cg * C::OCOLS;              // output columns of this warp
+  // o / A: row block rb of 16 tokens, column part op; each scheduler (warp % 4) gets every row block,
+  // so the causal imbalance of A and A @ v is spread over the four of them.
+  const int rb = C::NW == 16 ? warp >> 2 : ((warp & 1) ? ((warp >> 2) ? 2 : 1) : ((warp >> 2) ? 3 : 0));
+  const int op = C::NW == 16 ? warp & 3 : (warp >> 1) & 1;
+  const int ocol0 = op * C::OCOLS;
   for (int ch = 0; ch < nchunks; ++ch) {
     const int t0 = ch * kC;
     const int cn = min(kC, s.length - t0);
     const std::int64_t row0 = s.row_begin + t0;
-    __syncthreads();  // every warp is done with the stage about to be refilled, sb and sA
     if (C::STAGES == 2) {
-      if (ch + 1 < nchunks) issue(ch + 1, (ch + 1) & 1);
-      cp_async_commit();
-      cp_async_wait<1>();
+      cp_async_wait<0>();
+      __syncthreads();  // chunk ch landed for every thread; every warp is done with chunk ch-1
+      if (ch + 1 < nchunks) {
+        issue(ch + 1, (ch + 1) & 1, 3);
+        cp_async_commit();
+      }
     } else {
-      issue(ch, 0);
+      __syncthreads();  // every warp is done with ke and v of chunk ch-1
+      issue(ch, 0, 2);
       cp_async_commit();
       cp_async_wait<0>();
+      __syncthreads();
     }
-    __syncthreads();
-    const unsigned char* base = stage0 + (C::STAGES == 2 ? (ch & 1) : 0) * C::stage_bytes;
-    const __nv_bfloat16* sq = reinterpret_cast<const __nv_bfloat16*>(base);
-    const __nv_bfloat16* sk = sq + kC * C::kQ;
-    const __nv_bfloat16* sg = sk + kC * C::kQ;
+    // One stage: q and g of chunk ch+1 go in once this chunk's qe and kr are dead (after `barrier`).
+    auto prefetch_qg = [&]() {
+      if (C::STAGES == 1 && ch + 1 < nchunks) {
+        issue(ch + 1, 0, 1);
+        cp_async_commit();
+      }
+    };
+    unsigned char* base = stage0 + (C::STAGES == 2 ? (ch & 1) : 0) * C::stage_bytes;
+    __nv_bfloat16* sq = reinterpret_cast<__nv_bfloat16*>(base);  // q, then qe
+    __nv_bfloat16* sk = sq + kC * C::kQ;                          // k, then ke
+    __nv_bfloat16* sg = sk + kC * C::kQ;                          // g, then kr
     const __nv_bfloat16* sv = sg + kC * C::kQ;
 
-    // Chunk-local cumsum of g in log2 units; padded rows hold 0 so they repeat bL (all exps <= 1).
-    for (int c = tid; c < K; c += C::NW * 32) {
-      float acc = 0.f;
-#pragma unroll 16
-      for (int r = 0; r < kC; ++r) {
-        acc += __bfloat162float(sg[r * C::kQ + c]) * kLog2e;
-        sb[r * C::kB + c] = acc;
+    // ---- cumsum: warp w owns 8-channel groups w, w + NW, ..; lane l rows 2l, 2l+1; scan over lanes.
+    // d0, d1 = b - rho at rows 2l, 2l+1 of channels c0..c0+7; rho = b at row 31, bl = b at row 63.
+    auto scan = [&](int c0, float (&d0)[8], float (&d1)[8], float (&rho)[8], float (&bl)[8]) {
+      const int r0 = 2 * lane;
+      float x0[8], x1[8], inc[8];
+      unpack8(*reinterpret_cast<const uint4*>(sg + r0 * C::kQ + c0), x0);
+      unpack8(*reinterpret_cast<const uint4*>(sg + (r0 + 1) * C::kQ + c0), x1);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        x0[e] *= kLog2e;
+        x1[e] *= kLog2e;
+        inc[e] = x0[e] + x1[e];
       }
-    }
-    __syncthreads();
-
-    // ---- o = (q * 2^b) @ H_n  (rows rb*16.., columns cbase..)
-    float oacc[C::ONT][4];
 #pragma unroll
-    for (int nt = 0; nt < C::ONT; ++nt) oacc[nt][0] = oacc[nt][1] = oacc[nt][2] = oacc[nt][3] = 0.f;
-    const int r_lo = rb * 16 + g8, r_hi = r_lo + 8;
-#pragma unroll 2
-    for (int ks = 0; ks < K / 16; ++ks) {
-      const int c = ks * 16 + 2 * t4;
-      std::uint32_t a[4];
-      a[0] = scaled_pair<K>(sq, sb, nullptr, r_lo, c);
-      a[1] = scaled_pair<K>(sq, sb, nullptr, r_hi, c);
-      a[2] = scaled_pair<K>(sq, sb, nullptr, r_lo, c + 8);
-      a[3] = scaled_pair<K>(sq, sb, nullptr, r_hi, c + 8);
+      for (int o = 1; o < 32; o <<= 1)
 #pragma unroll
-      for (int nt = 0; nt < C::ONT; ++nt) {
-        const __nv_bfloat16* hb = shT + (cbase + nt * 8 + g8) * C::kQ + c;
-        mma_bf16_16816(oacc[nt], a, *reinterpret_cast<const std::uint32_t*>(hb), *reinterpret_cast<const std::uint32_t*>(hb + 8));
-      }
-    }
-
-    // ---- A row block rb, n8 tiles nt <= 2rb+1 with nt % CG == cg: reference row m = rb*16.
-    const int m = rb * 16;
-    const float* bref = sb + m * C::kB;
-    float span = 0.f;
-    for (int c = lane; c < K; c += 32) span = fmaxf(span, bref[c] - sb[(m + 15) * C::kB + c]);
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) span = fmaxf(span, __shfl_xor_sync(0xffffffffu, span, o));
-    const bool diag_mma = span <= kMaxDiagSpan;
-    const int nt_end = diag_mma ? 2 * rb + 2 : 2 * rb;  // n8 tiles of j computed by MMA
-    float aacc[8][4];
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt) aacc[nt][0] = aacc[nt][1] = aacc[nt][2] = aacc[nt][3] = 0.f;
-#pragma unroll 2
-    for (int ks = 0; ks < K / 16; ++ks) {
-      const int c = ks * 16 + 2 * t4;
-      std::uint32_t a[4];
-      a[0] = scaled_pair<K>(sq, sb, bref, r_lo, c);
-      a[1] = scaled_pair<K>(sq, sb, bref, r_hi, c);
-      a[2] = scaled_pair<K>(sq, sb, bref, r_lo, c + 8);
-      a[3] = scaled_pair<K>(sq, sb, bref, r_hi, c + 8);
-#pragma unroll
-      for (int nt = 0; nt < 8; ++nt) {
-        if (nt < nt_end && nt % C::CG == cg) {
-          const int jr = nt * 8 + g8;
-          mma_bf16_16816(aacc[nt], a, kref_pair<K>(sk, sb, bref, jr, c), kref_pair<K>(sk, sb, bref, jr, c + 8));
+        for (int e = 0; e < 8; ++e) {
+          const float y = __shfl_up_sync(0xffffffffu, inc[e], o);
+          if (lane >= o) inc[e] += y;
         }
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        rho[e] = __shfl_sync(0xffffffffu, inc[e], 15);
+        bl[e] = __shfl_sync(0xffffffffu, inc[e], 31);
+        d0[e] = inc[e] - x1[e] - rho[e];
+        d1[e] = inc[e] - rho[e];
+      }
+    };
+    float hd0[8], hd1[8];  // kept across the decision barrier when a warp has one channel group
+    bool bad = false;
+#pragma unroll
+    for (int cgi = 0; cgi < C::CGW; ++cgi) {
+      const int c0 = (warp + cgi * C::NW) * 8;
+      float d0[8], d1[8], rho[8], bl[8], re[8], dl[8], ck[8];
+      scan(c0, d0, d1, rho, bl);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        bad |= !(fabsf(d0[e]) <= kLim) || !(fabsf(d1[e]) <= kLim);
+        re[e] = ex2(rho[e]);
+        dl[e] = ex2(bl[e]);
+        ck[e] = ex2(bl[e] - rho[e]);
+        hd0[e] = d0[e];
+        hd1[e] = d1[e];
+      }
+      if (lane == 0) {
+        *reinterpret_cast<float4*>(sRe + c0) = make_float4(re[0], re[1], re[2], re[3]);
+        *reinterpret_cast<float4*>(sRe + c0 + 4) = make_float4(re[4], re[5], re[6], re[7]);
+        *reinterpret_cast<float4*>(sDl + c0) = make_float4(dl[0], dl[1], dl[2], dl[3]);
+        *reinterpret_cast<float4*>(sDl + c0 + 4) = make_float4(dl[4], dl[5], dl[6], dl[7]);
+        *reinterpret_cast<float4*>(sCk + c0) = make_float4(ck[0], ck[1], ck[2], ck[3]);
+        *reinterpret_cast<float4*>(sCk + c0 + 4) = make_float4(ck[4], ck[5], ck[6], ck[7]);
       }
     }
-    if (!diag_mma) {
-      // Exact per-channel exponent on the diagonal block (steep decay).
+    const bool fast = !__syncthreads_or(bad);
+
+    if (fast) {
+      // ---- operands in place: q -> qe, g -> kr, k -> ke.
 #pragma unroll
-      for (int nt = 0; nt < 8; ++nt) {
-        if ((nt >> 1) != rb || nt % C::CG != cg) continue;  // compile-time register index, run-time selection
+      for (int cgi = 0; cgi < C::CGW; ++cgi) {
+        const int c0 = (warp + cgi * C::NW) * 8;
+        float d0[8], d1[8], ckl[8];
+        if (C::CGW == 1) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int r = m + g8 + (e >= 2 ? 8 : 0);
-          const int jj = nt * 8 + 2 * t4 + (e & 1);
-          float acc = 0.f;
-          if (jj <= r) {
-            for (int c = 0; c < K; ++c)
-              acc += __bfloat162float(sq[r * C::kQ + c]) * __bfloat162float(sk[jj * C::kQ + c]) *
-                     ex2(sb[r * C::kB + c] - sb[jj * C::kB + c]);
+          for (int e = 0; e < 8; ++e) {
+            d0[e] = hd0[e];
+            d1[e] = hd1[e];
           }
-          aacc[nt][e] = acc;
+        } else {  // two groups: scan again (g of this group is still raw) rather than hold 32 registers
+          float rho[8], bl[8];
+          scan(c0, d0, d1, rho, bl);
+        }
+#pragma unroll
+        for (int e = 0; e < 8; ++e) ckl[e] = sCk[c0 + e];
+#pragma unroll
+        for (int hr = 0; hr < 2; ++hr) {
+          const int r = 2 * lane + hr;
+          float q[8], k[8], qe[8], kr[8], ke[8];
+          unpack8(*reinterpret_cast<const uint4*>(sq + r * C::kQ + c0), q);
+          unpack8(*reinterpret_cast<const uint4*>(sk + r * C::kQ + c0), k);
+#pragma unroll
+          for (int e = 0; e < 8; ++e) {
+            const float d = hr ? d1[e] : d0[e];
+            qe[e] = q[e] * ex2(d);
+            kr[e] = k[e] * ex2(-d);
+            ke[e] = kr[e] * ckl[e];
+          }
+          *reinterpret_cast<uint4*>(sq + r * C::kQ + c0) = pack8(qe);
+          *reinterpret_cast<uint4*>(sg + r * C::kQ + c0) = pack8(kr);
+          *reinterpret_cast<uint4*>(sk + r * C::kQ + c0) = pack8(ke);
         }
       }
-    }
-    // Causal mask (select, never multiply: the masked side may be large), then A -> sA in bf16.
+      // ---- H^T in bf16 with the rho rows folded in: qe @ (2^rho H) = (q 2^b) @ H.
+      if (want_o) {
+        const float re_lo = sRe[srow], re_hi = sRe[srow + 8];
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
-      if (nt % C::CG != cg) continue;
+        for (int nt = 0; nt < C::SNT; ++nt)
 #pragma unroll
-      for (int hh = 0; hh < 2; ++hh) {
-        const int r = m + g8 + hh * 8;
-        const int jj = nt * 8 + 2 * t4;
-        const float x0 = jj > r ? 0.f : aacc[nt][2 * hh];
-        const float x1 = jj + 1 > r ? 0.f : aacc[nt][2 * hh + 1];
-        *reinterpret_cast<std::uint32_t*>(sA + r * C::kVs + jj) = pack_bf16(x0, x1);
+          for (int e = 0; e < 4; ++e) {
+            const int r = srow + (e >= 2 ? 8 : 0), col = scol0 + nt * 8 + 2 * t4 + (e & 1);
+            sHT[col * C::kQ + r] = __float2bfloat16_rn(hacc[nt][e] * (e >= 2 ? re_hi : re_lo));
+          }
       }
-    }
-    __syncthreads();
+      __syncthreads();
 
-    // ---- o += A @ v   (only j blocks <= rb are nonzero)
+      // ---- o = qe @ H^T^T (row block rb, columns ocol0..) and A blocks (rb, jb) share qe's fragments.
+      float oacc[C::ONT][4], aacc[C::NJB][2][4];
+      if (want_o) {
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      if (kk <= rb) {
-        const int c = kk * 16 + 2 * t4;
-        std::uint32_t a[4];
-        a[0] = *reinterpret_cast<const std::uint32_t*>(sA + r_lo * C::kVs + c);
-        a[1] = *reinterpret_cast<const std::uint32_t*>(sA + r_hi * C::kVs + c);
-        a[2] = *reinterpret_cast<const std::uint32_t*>(sA + r_lo * C::kVs + c + 8);
-        a[3] = *reinterpret_cast<const std::uint32_t*>(sA + r_hi * C::kVs + c + 8);
+        for (int nt = 0; nt < C::ONT; ++nt) oacc[nt][0] = oacc[nt][1] = oacc[nt][2] = oacc[nt][3] = 0.f;
 #pragma unroll
-        for (int np = 0; np < C::ONT / 2; ++np) {
-          std::uint32_t b[4];
-          ldsm_x4_trans_at(b, sv, C::kVs, kk * 16, cbase + np * 16, lane);
-          mma_bf16_16816(oacc[2 * np], a, b[0], b[1]);
-          mma_bf16_16816(oacc[2 * np + 1], a, b[2], b[3]);
+        for (int jj = 0; jj < C::NJB; ++jj)
+#pragma unroll
+          for (int t = 0; t < 2; ++t) aacc[jj][t][0] = aacc[jj][t][1] = aacc[jj][t][2] = aacc[jj][t][3] = 0.f;
+#pragma unroll 4
+        for (int ks = 0; ks < K / 16; ++ks) {
+          std::uint32_t a[4];
+          ldsm_frag_a(a, sq, C::kQ, rb * 16, ks * 16, lane);
+#pragma unroll
+          for (int np = 0; np < C::ONT / 2; ++np) {
+            std::uint32_t b[4];
+            ldsm_frag_b_nk(b, sHT, C::kQ, ocol0 + np * 16, ks * 16, lane);
+            mma_bf16_16816(oacc[2 * np], a, b[0], b[1]);
+            mma_bf16_16816(oacc[2 * np + 1], a, b[2], b[3]);
+          }
+#pragma unroll
+          for (int jj = 0; jj < C::NJB; ++jj) {
+            const int jb = op + jj * C::OPARTS;
+            if (jb <= rb) {
+              std::uint32_t b[4];
+              ldsm_frag_b_nk(b, sg, C::kQ, jb * 16, ks * 16, lane);
+              mma_bf16_16816(aacc[jj][0], a, b[0], b[1]);
+              mma_bf16_16816(aacc[jj][1], a, b[2], b[3]);
+            }
+          }
         }
-      }
-    }
-    // ---- store o (bf16)
+        // Causal mask (select: the masked side may be inf), A -> hi + lo bf16.
 #pragma unroll
-    for (int nt = 0; nt < C::ONT; ++nt)
+        for (int jj = 0; jj < C::NJB; ++jj) {
+          const int jb = op + jj * C::OPARTS;
+          if (jb > rb) continue;
 #pragma unroll
-      for (int hh = 0; hh < 2; ++hh) {
-        const int r = (hh ? r_hi : r_lo);
-        if (r < cn) {
-          const int col = j0 + cbase + nt * 8 + 2 * t4;
-          *reinterpret_cast<std::uint32_t*>(p.o + ((row0 + r) * p.H + h) * p.V + col) =
-              pack_bf16(p.scale * oacc[nt][2 * hh], p.scale * oacc[nt][2 * hh + 1]);
+          for (int t = 0; t < 2; ++t)
+#pragma unroll
+            for (int hh = 0; hh < 2; ++hh) {
+              const int r = rb * 16 + g8 + hh * 8, jc = jb * 16 + t * 8 + 2 * t4;
+              const float x0 = jc > r ? 0.f : aacc[jj][t][2 * hh];
+              const float x1 = jc + 1 > r ? 0.f : aacc[jj][t][2 * hh + 1];
+              const std::uint32_t hi = pack_bf16(x0, x1);
+              const float2 hf = unpack_bf16(hi);
+              *reinterpret_cast<std::uint32_t*>(sAh + r * C::kAs + jc) = hi;
+              *reinterpret_cast<std::uint32_t*>(sAl + r * C::kAs + jc) = pack_bf16(x0 - hf.x, x1 - hf.y);
+            }
         }
-      }
-    // (H_n in shT was last read before the barrier above; the update below only writes it at the end.)
+      }  // want_o
+      __syncthreads();
+      prefetch_qg();
 
-    // ---- H = diag(2^bL) H + (k * 2^(bL - b))^T @ v
-    const float* bl = sb + (kC - 1) * C::kB;
+      // ---- o += A @ v (blocks kk <= rb), then store.
+      if (want_o) {
 #pragma unroll
-    for (int mt = 0; mt < C::MT; ++mt) {
-      const int c_lo = warp * C::ROWS + mt * 16 + g8, c_hi = c_lo + 8;
-      const float bl_lo = bl[c_lo], bl_hi = bl[c_hi];
-      const float d_lo = ex2(bl_lo), d_hi = ex2(bl_hi);
+        for (int kk = 0; kk < 4; ++kk) {
+          if (kk <= rb) {
+            std::uint32_t ah[4], al[4];
+            ldsm_frag_a(ah, sAh, C::kAs, rb * 16, kk * 16, lane);
+            ldsm_frag_a(al, sAl, C::kAs, rb * 16, kk * 16, lane);
 #pragma unroll
-      for (int nt = 0; nt < 8; ++nt) {
-        hacc[mt][nt][0] *= d_lo;
-        hacc[mt][nt][1] *= d_lo;
-        hacc[mt][nt][2] *= d_hi;
-        hacc[mt][nt][3] *= d_hi;
+            for (int np = 0; np < C::ONT / 2; ++np) {
+              std::uint32_t b[4];
+              ldsm_frag_b_kn(b, sv, C::kVs, kk * 16, ocol0 + np * 16, lane);
+              mma_bf16_16816(oacc[2 * np], ah, b[0], b[1]);
+              mma_bf16_16816(oacc[2 * np + 1], ah, b[2], b[3]);
+              mma_bf16_16816(oacc[2 * np], al, b[0], b[1]);
+              mma_bf16_16816(oacc[2 * np + 1], al, b[2], b[3]);
+            }
+          }
+        }
+#pragma unroll
+        for (int nt = 0; nt < C::ONT; ++nt)
+#pragma unroll
+          for (int hh = 0; hh < 2; ++hh) {
+            const int r = rb * 16 + g8 + hh * 8;
+            if (r < cn) {
+              const int col = j0 + ocol0 + nt * 8 + 2 * t4;
+              *reinterpret_cast<std::uint32_t*>(p.o + ((row0 + r) * p.H + h) * p.V + col) =
+                  pack_bf16(p.scale * oacc[nt][2 * hh], p.scale * oacc[nt][2 * hh + 1]);
+            }
+          }
+      }  // want_o
+
+      // ---- H = diag(2^bL) H + ke^T @ v
+      {
+        const float d_lo = sDl[srow], d_hi = sDl[srow + 8];
+        seg_dec_lo *= d_lo;
+        seg_dec_hi *= d_hi;
+#pragma unroll
+        for (int nt = 0; nt < C::SNT; ++nt) {
+          hacc[nt][0] *= d_lo;
+          hacc[nt][1] *= d_lo;
+          hacc[nt][2] *= d_hi;
+          hacc[nt][3] *= d_hi;
+        }
+#pragma unroll
+        for (int ks = 0; ks < kC / 16; ++ks) {
+          std::uint32_t a[4];
+          ldsm_frag_a_trans(a, sk, C::kQ, smt * 16, ks * 16, lane);
+#pragma unroll
+          for (int np = 0; np < C::SNT / 2; ++np) {
+            std::uint32_t b[4];
+            ldsm_frag_b_kn(b, sv, C::kVs, ks * 16, scol0 + np * 16, lane);
+            mma_bf16_16816(hacc[2 * np], a, b[0], b[1]);
+            mma_bf16_16816(hacc[2 * np + 1], a, b[2], b[3]);
+          }
+        }
       }
+    } else {
+      // ---- Steep chunk: the exact token recurrence on the state registers (fp32), o reduced in smem.
+      if (want_o)
+        for (int i = tid; i < kC * VT / 4; i += C::NT) reinterpret_cast<float4*>(sOf)[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+      __syncthreads();
+      for (int t = 0; t < cn; ++t) {
+        const __nv_bfloat16* qt = sq + t * C::kQ;
+        const __nv_bfloat16* kt = sk + t * C::kQ;
+        const __nv_bfloat16* gt = sg + t * C::kQ;
+        const float dlo = ex2(__bfloat162float(gt[srow]) * kLog2e), dhi = ex2(__bfloat162float(gt[srow + 8]) * kLog2e);
+        const float klo = __bfloat162float(kt[srow]), khi = __bfloat162float(kt[srow + 8]);
+        const float qlo = __bfloat162float(qt[srow]), qhi = __bfloat162float(qt[srow + 8]);
+        seg_dec_lo *= dlo;
+        seg_dec_hi *= dhi;
+        float part[C::SNT][2];
 #pragma unroll
-      for (int ks = 0; ks < kC / 16; ++ks) {
-        const int tk = ks * 16 + 2 * t4;
-        auto ke = [&](int tok, int c, float blc) {
-          return __bfloat162float(sk[tok * C::kQ + c]) * ex2(blc - sb[tok * C::kB + c]);
-        };
-        std::uint32_t a[4];
-        a[0] = pack_bf16(ke(tk, c_lo, bl_lo), ke(tk + 1, c_lo, bl_lo));
-        a[1] = pack_bf16(ke(tk, c_hi, bl_hi), ke(tk + 1, c_hi, bl_hi));
-        a[2] = pack_bf16(ke(tk + 8, c_lo, bl_lo), ke(tk + 9, c_lo, bl_lo));
-        a[3] = pack_bf16(ke(tk + 8, c_hi, bl_hi), ke(tk + 9, c_hi, bl_hi));
+        for (int nt = 0; nt < C::SNT; ++nt) {
+          const float2 vv = load_bf16x2(sv + t * C::kVs + scol0 + nt * 8 + 2 * t4);
+          hacc[nt][0] = fmaf(hacc[nt][0], dlo, klo * vv.x);
+          hacc[nt][1] = fmaf(hacc[nt][1], dlo, klo * vv.y);
+          hacc[nt][2] = fmaf(hacc[nt][2], dhi, khi * vv.x);
+          hacc[nt][3] = fmaf(hacc[nt][3], dhi, khi * vv.y);
+          part[nt][0] = fmaf(qlo, hacc[nt][0], qhi * hacc[nt][2]);
+          part[nt][1] = fmaf(qlo, hacc[nt][1], qhi * hacc[nt][3]);
+        }
+        if (!want_o) continue;
 #pragma unroll
-        for (int np = 0; np < 4; ++np) {
-          std::uint32_t b[4];
-          ldsm_x4_trans_at(b, sv, C::kVs, ks * 16, np * 16, lane);
-          mma_bf16_16816(hacc[mt][2 * np], a, b[0], b[1]);
-          mma_bf16_16816(hacc[mt][2 * np + 1], a, b[2], b[3]);
+        for (int o = 4; o < 32; o <<= 1)
+#pragma unroll
+          for (int nt = 0; nt < C::SNT; ++nt) {
+            part[nt][0] += __shfl_xor_sync(0xffffffffu, part[nt][0], o);
+            part[nt][1] += __shfl_xor_sync(0xffffffffu, part[nt][1], o);
+          }
+        if (g8 == 0) {
+#pragma unroll
+          for (int nt = 0; nt < C::SNT; ++nt) {
+            atomicAdd(sOf + t * VT + scol0 + nt * 8 + 2 * t4, part[nt][0]);
+            atomicAdd(sOf + t * VT + scol0 + nt * 8 + 2 * t4 + 1, part[nt][1]);
+          }
+        }
+      }
+      __syncthreads();
+      prefetch_qg();
+      if (want_o) {
+        for (int i = tid; i < cn * VT / 2; i += C::NT) {
+          const int t = i / (VT / 2), c = (i % (VT / 2)) * 2;
+          *reinterpret_cast<std::uint32_t*>(p.o + ((row0 + t) * p.H + h) * p.V + j0 + c) =
+              pack_bf16(p.scale * sOf[t * VT + c], p.scale * sOf[t * VT + c + 1]);
         }
       }
     }
-    store_state_bf16();  // read after the next chunk's barriers
   }
-  if (p.ht) {
+  if (p.mode == 1) {
+    const std::int64_t sb = (static_cast<std::int64_t>(s.slot0 + s.seg) * p.H + h) * K;
+    if (scol0 == 0 && t4 == 0) {
+      p.seg_decay[sb + srow] = seg_dec_lo;
+      p.seg_decay[sb + srow + 8] = seg_dec_hi;
+    }
 #pragma unroll
-    for (int mt = 0; mt < C::MT; ++mt)
+    for (int nt = 0; nt < C::SNT; ++nt)
 #pragma unroll
-      for (int nt = 0; nt < 8; ++nt)
+      for (int e = 0; e < 4; ++e) {
+        const int r = srow + (e >= 2 ? 8 : 0), col = scol0 + nt * 8 + 2 * t4 + (e & 1);
+        p.seg_state[(sb + r) * p.V + j0 + col] = hacc[nt][e];
+      }
+  } else if (p.ht && s.seg == s.nseg - 1) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int r = warp * C::ROWS + mt * 16 + g8 + (e >= 2 ? 8 : 0);
-          const int col = nt * 8 + 2 * t4 + (e & 1);
-          p.ht[state_base + static_cast<std::int64_t>(r) * p.V + j0 + col] = hacc[mt][nt][e];
-        }
+    for (int nt = 0; nt < C::SNT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = srow + (e >= 2 ? 8 : 0), col = scol0 + nt * 8 + 2 * t4 + (e & 1);
+        p.ht[state_base + static_cast<std::int64_t>(r) * p.V + j0 + col] = hacc[nt][e];
+      }
   }
 }
 
-template <int K>
-void launch(const Params& prm, const Problem& p, cudaStream_t st) {
-  using C = Cfg<K>;
-  check(cudaFuncSetAttribute(chunk_gla_fwd_fused<K>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(C::smem)),
+template <int K, int VT>
+std::string launch(Params prm, int items, const Problem& p, bool split, cudaStream_t st) {
+  using C = Cfg<K, VT>;
+  check(cudaFuncSetAttribute(chunk_gla_fwd_fused<K, VT>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(C::smem)),
         "cudaFuncSetAttribute(chunk_gla_fwd_fused)");
-  const dim3 grid(static_cast<unsigned>(p.V / kVT), static_cast<unsigned>(p.H), static_cast<unsigned>(p.N));
-  chunk_gla_fwd_fused<K><<<grid, C::NW * 32, C::smem, st>>>(prm);
+  const dim3 grid(static_cast<unsigned>(p.V / VT), static_cast<unsigned>(p.H), static_cast<unsigned>(items));
+  const std::string name = "chunk_gla_fwd_fused<" + std::to_string(K) + "," + std::to_string(VT) + ">";
+  if (!split) {
+    prm.mode = 0;
+    chunk_gla_fwd_fused<K, VT><<<grid, C::NT, C::smem, st>>>(prm);
+    check(cudaGetLastError(), "chunk_gla_fwd_fused launch");
+    return name;
+  }
+  prm.mode = 1;
+  chunk_gla_fwd_fused<K, VT><<<grid, C::NT, C::smem, st>>>(prm);
+  check(cudaGetLastError(), "chunk_gla_fwd_fused launch (segment states)");
+  prm.mode = 2;
+  chunk_gla_fwd_fused<K, VT><<<grid, C::NT, C::smem, st>>>(prm);
   check(cudaGetLastError(), "chunk_gla_fwd_fused launch");
+  return name + " x2 (sequence split)";
+}
+
+int sm_count() {
+  int dev = 0, sms = 132;
+  if (cudaGetDevice(&dev) == cudaSuccess) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  return sms;
+}
+
+// K = 128: one CTA per 128 value columns (A and the operands made once per head). LINA_GLA_FWD_VT=64
+// forces 64-column tiles (measurement only).
+bool wide_v_tiles(const Problem& p) {
+  if (p.V % 128 != 0) return false;
+  if (const char* e = std::getenv("LINA_GLA_FWD_VT")) return std::atoi(e) != 64;
+  return true;
+}
+
+// Sequence split: when the (sequence, head, V tile) CTAs fill less than half of the GPU's CTA slots,
+// each sequence is cut into up to `slots / ctas` segments of whole chunks, at least 2 chunks each. Pass 1
+// keeps one fp32 [K, V] state (+ K decays) per segment but the last of each sequence: per sequence at
+// most nch/2 - 1 of them, below FLA's per-chunk bf16 states (nch of them). slots_used counts them.
+// LINA_GLA_FWD_SPLIT=0 turns the split off (measurement only).
+std::vector<WorkItem> plan_segments(const Problem& p, std::int64_t vtiles, int ctas_per_sm, std::int64_t& slots_used) {
+  std::int64_t seg = 1;
+  const char* env = std::getenv("LINA_GLA_FWD_SPLIT");
+  if (!(env && std::atoi(env) == 0)) {
+    const std::int64_t ctas = p.N * p.H * vtiles, slots = static_cast<std::int64_t>(sm_count()) * ctas_per_sm;
+    if (ctas > 0 && 2 * ctas <= slots) seg = slots / ctas;
+  }
+  std::vector<WorkItem> items;
+  slots_used = 0;
+  for (std::int64_t n = 0; n < p.N; ++n) {
+    const auto& sq = p.sequences[static_cast<std::size_t>(n)];
+    const std::int64_t nch = (sq.length + kC - 1) / kC;
+    const std::int64_t ns = std::max<std::int64_t>(1, std::min(seg, nch / 2));
+    for (std::int64_t u = 0; u < ns; ++u) {
+      const std::int64_t c0 = u * nch / ns, c1 = (u + 1) * nch / ns;
+      const std::int64_t t0 = c0 * kC, t1 = std::min<std::int64_t>(sq.length, c1 * kC);
+      items.push_back({sq.row_begin + t0, static_cast<int>(t1 - t0), static_cast<int>(n), static_cast<int>(u), static_cast<int>(ns),
+                       static_cast<int>(slots_used)});
+    }
+    slots_used += ns - 1;
+  }
+  return items;
 }
 
 }  // namespace
@@ -394,17 +602,38 @@ RunInfo chunk_gla_forward(const Problem& p, const ChunkGlaArgs& a, const Attenti
   prm.K = static_cast<int>(p.K);
   prm.V = static_cast<int>(p.V);
   prm.scale = static_cast<float>(p.scale);
-  const cuda_util::DeviceSeqs seqs = cuda_util::upload_sequences(p, st);
-  prm.seqs = seqs.ptr;
-  std::string name = "chunk_gla_fwd_fused<" + std::to_string(p.K) + ">";
-  if (p.N > 0) {
-    switch (p.K) {
-      case 64: launch<64>(prm, p, st); break;
-      case 128: launch<128>(prm, p, st); break;
-      default: launch<256>(prm, p, st); break;
-    }
+  const bool wide = p.K == 128 && wide_v_tiles(p);
+  const int vt = wide ? 128 : 64;
+  std::int64_t slots = 0;
+  const std::vector<WorkItem> items = plan_segments(p, p.V / vt, p.K == 64 ? 2 : 1, slots);
+  const bool split = slots > 0;
+  std::string name = "chunk_gla_fwd_fused";
+  if (items.empty()) return RunInfo{"cuda", {name}};
+  // Work items and heads are grid dimensions z and y (at most 65535 each).
+  if (items.size() > 65535)
+    throw_unsupported(a.cu_seqlens ? "cu_seqlens" : "q", std::to_string(p.N) + " sequences", "at most 65535 sequences (the CUDA chunk_gla kernel)");
+  if (p.H > 65535) throw_unsupported("H", std::to_string(p.H), "at most 65535 heads (the CUDA chunk_gla kernel)");
+  WorkItem* d_items = nullptr;
+  float* scratch = nullptr;
+  check(cudaMallocAsync(reinterpret_cast<void**>(&d_items), items.size() * sizeof(WorkItem), st), "cudaMallocAsync(items)");
+  // Pageable source: staged before cudaMemcpyAsync returns.
+  check(cudaMemcpyAsync(d_items, items.data(), items.size() * sizeof(WorkItem), cudaMemcpyHostToDevice, st), "cudaMemcpyAsync(items)");
+  prm.items = d_items;
+  if (split) {
+    const std::size_t ns = static_cast<std::size_t>(slots), hs = static_cast<std::size_t>(p.H);
+    const std::size_t state_elems = ns * hs * static_cast<std::size_t>(p.K * p.V), decay_elems = ns * hs * static_cast<std::size_t>(p.K);
+    check(cudaMallocAsync(reinterpret_cast<void**>(&scratch), (state_elems + decay_elems) * sizeof(float), st), "cudaMallocAsync(segment states)");
+    prm.seg_state = scratch;
+    prm.seg_decay = scratch + state_elems;
   }
-  if (seqs.ptr) check(cudaFreeAsync(seqs.ptr, st), "cudaFreeAsync(seqs)");
+  const int ni = static_cast<int>(items.size());
+  switch (p.K) {
+    case 64: name = launch<64, 64>(prm, ni, p, split, st); break;
+    case 128: name = wide ? launch<128, 128>(prm, ni, p, split, st) : launch<128, 64>(prm, ni, p, split, st); break;
+    default: name = launch<256, 64>(prm, ni, p, split, st); break;
+  }
+  if (scratch) check(cudaFreeAsync(scratch, st), "cudaFreeAsync(segment states)");
+  check(cudaFreeAsync(d_items, st), "cudaFreeAsync(items)");
   return RunInfo{"cuda", {name}};
 }
 
