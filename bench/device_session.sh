@@ -9,26 +9,31 @@
 #           .whl + .carry/fla-autotune.tgz from bench/fla_autotune_warm.sh)
 set -u
 base="${1:?base sha}"
-steps="${2:-build,gate,sanitize,run,side,verify,profile}"
+steps="${2:-build,gate,side,sanitize,run,verify,profile}"
 repo=$PWD
 log() { echo "== $(date +%T) $*"; }
 has() { [[ ",$steps," == *",$1,"* ]]; }
-L=build/cli/lina
 mkdir -p "$OUT/logs"
-if [ ! -x /tmp/lina/$L ] || has build; then
-  rm -rf /tmp/lina && git clone -q .carry/lina.bundle /tmp/lina && git -C /tmp/lina checkout -q main
-fi
-cd /tmp/lina
-export LINA_CACHE_DIR=/tmp/lina-cache
-if has build || [ ! -x $L ]; then
+if [ -x "$repo/.carry/bin/lina_chunk_gla_gate" ]; then
+  # Binaries built on the development machine (sm_90a, cudart static) and carried: no build here.
+  BIN=$repo/.carry/bin GATE=$BIN LIB=$BIN/liblina_c.so L=$BIN/lina SHA=$(cat "$BIN/SHA" 2>/dev/null)
+  log "carried binaries of $SHA"
+else
+  if [ ! -x /tmp/lina/build/cli/lina ] || has build; then
+    rm -rf /tmp/lina && git clone -q .carry/lina.bundle /tmp/lina && git -C /tmp/lina checkout -q main
+  fi
+  cd /tmp/lina
   log "build $(git rev-parse --short HEAD)"
   (cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DLINA_WITH_CUDA=ON >/dev/null &&
    timeout 300 ninja -C build -j16 lina lina_c lina_chunk_gla_gate lina_chunk_kda_gate lina_chunk_gdn_gate) > "$OUT/logs/build.log" 2>&1
   echo "build rc=$?"; grep -E "spill|lmem|error" "$OUT/logs/build.log" | head
+  GATE=$PWD/build/tests LIB=$PWD/build/bindings/liblina_c.so L=$PWD/build/cli/lina SHA=$(git rev-parse HEAD)
 fi
+cd "$repo"
+export LINA_CACHE_DIR=/tmp/lina-cache
 if has gate; then
   for op in chunk_gla chunk_kda chunk_gdn; do
-    timeout 120 build/tests/lina_${op}_gate --gtest_filter='*Cuda*' --gtest_brief=1 --gtest_output=json:"$OUT/logs/gate_${op}.json" > "$OUT/logs/gate_${op}.log" 2>&1
+    timeout 120 $GATE/lina_${op}_gate --gtest_filter='*Cuda*' --gtest_brief=1 --gtest_output=json:"$OUT/logs/gate_${op}.json" > "$OUT/logs/gate_${op}.log" 2>&1
     rc=$?
     python3 - "$OUT/logs/gate_${op}.json" "$op" "$rc" <<'PY'
 import json, sys
@@ -48,18 +53,6 @@ for b in bad: print("  FAIL", b)
 PY
   done
 fi
-if has sanitize; then
-  # Small CUDA gate cases under each tool (the gate's shapes are already small; T <= 2048).
-  for tool in memcheck racecheck initcheck; do
-    for op in chunk_gla chunk_kda chunk_gdn; do
-      f='*Cuda*T63*:*Cuda*T1_*:*Cuda*varlen*'
-      [ $tool = memcheck ] && f='*Cuda*'
-      timeout 150 compute-sanitizer --tool $tool --error-exitcode 9 --print-limit 20 \
-        build/tests/lina_${op}_gate --gtest_filter="$f" --gtest_brief=1 > "$OUT/logs/san_${tool}_${op}.log" 2>&1
-      echo "sanitize $tool $op rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/logs/san_${tool}_${op}.log" | tail -1) $(grep -cE '^\[       OK|^\[  SKIPPED' "$OUT/logs/san_${tool}_${op}.log") cases"
-    done
-  done
-fi
 if has run; then
   log "run --op all"
   timeout 200 $L run --op all --modes fwd,fwdbwd --time-budget 0.3 --json "$OUT/run_all_h200.json" > "$OUT/logs/run_all.log" 2>&1; echo "rc=$?"
@@ -69,11 +62,33 @@ if has side; then
   log "lina vs FLA side by side"
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site "$repo"/.whl/*.whl
   mkdir -p /tmp/triton-cache && [ -f "$repo/.carry/fla-autotune.tgz" ] && tar -xzf "$repo/.carry/fla-autotune.tgz" -C /tmp
-  PYTHONPATH=/tmp/site TRITON_CACHE_DIR=/tmp/triton-cache LINA_LIB=$PWD/build/bindings/liblina_c.so PYTHONUNBUFFERED=1 \
-    LINA_GIT_SHA=$(git rev-parse HEAD) timeout "${SIDE_S:-240}" python3 bench/fla_side_by_side.py \
-    --ops "${SIDE_OPS:-chunk_gla,chunk_kda,chunk_gdn}" --modes ${SIDE_MODES:-fwd} --budget-s 0.5 \
-    --out "$OUT/side_by_side_h200" > "$OUT/logs/side.log" 2>&1; echo "rc=$?"
-  tail -40 "$OUT/logs/side.log"
+  side() {  # one invocation; rows accumulate in one JSON (--append)
+    PYTHONPATH=/tmp/site TRITON_CACHE_DIR=/tmp/triton-cache LINA_LIB=$LIB PYTHONUNBUFFERED=1 LINA_GIT_SHA=$SHA \
+      timeout "$1" python3 bench/fla_side_by_side.py --append --budget-s 0.5 --out "$OUT/side_by_side_h200" "${@:2}" >> "$OUT/logs/side.log" 2>&1
+    echo "side rc=$? ${*:2}"
+  }
+  d128=B1_T8192_H96_D128,B2_T16384_H16_D128,B4_T2048_H16_D128,B4_T4096_H64_D128
+  # FLA's autotune decisions are carried for: every fwd shape (not GLA/KDA varlen), GLA fwdbwd at the
+  # four D128 shapes, KDA fwdbwd at B1_T8192_H96. Elsewhere only lina is timed (no speedup claimed).
+  side 150 --ops chunk_gla,chunk_kda,chunk_gdn --modes fwd --varlen-tokens 0
+  side 60 --ops chunk_gla --modes fwdbwd --shapes $d128 --varlen-tokens 0
+  side 40 --ops chunk_kda --modes fwdbwd --shapes B1_T8192_H96_D128 --varlen-tokens 0
+  side 60 --ops chunk_gdn --modes fwdbwd --varlen-tokens 0  # FLA refuses this backward: lina rows only
+  side 60 --impls lina --ops chunk_kda --modes fwdbwd --shapes B2_T16384_H16_D128,B4_T2048_H16_D128,B4_T4096_H64_D128,B8_T2048_H32_D256,B8_T1024_H8_D64 --varlen-tokens 0
+  side 40 --impls lina --ops chunk_gla --modes fwdbwd --shapes B8_T2048_H32_D256,B8_T1024_H8_D64 --varlen-tokens 0
+  side 90 --ops chunk_gdn,chunk_gla,chunk_kda --modes fwd --shapes "" --varlen-tokens 32768
+  cat "$OUT/side_by_side_h200.md"
+fi
+if has sanitize; then
+  # Small CUDA gate cases (one partial chunk, T = 1, varlen with an empty sequence) under each tool.
+  f='*Cuda*T63_*:*Cuda*T1_*:*Cuda*varlen_zero*:*Cuda*T15_*'
+  for tool in memcheck racecheck initcheck; do
+    for op in chunk_gla chunk_kda chunk_gdn; do
+      timeout "${SAN_S:-60}" compute-sanitizer --tool $tool --error-exitcode 9 --print-limit 20 \
+        $GATE/lina_${op}_gate --gtest_filter="$f" --gtest_brief=1 > "$OUT/logs/san_${tool}_${op}.log" 2>&1
+      echo "sanitize $tool $op rc=$? | $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/logs/san_${tool}_${op}.log" | tail -1) | $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$OUT/logs/san_${tool}_${op}.log" | tr '\n' ' ')"
+    done
+  done
 fi
 if has verify; then
   log "verify ${VERIFY_OP:-chunk_gla} --base $base"

@@ -241,13 +241,16 @@ def main():
     ap.add_argument("--max-noise", type=float, default=0.005)
     ap.add_argument("--budget-s", type=float, default=1.0)
     ap.add_argument("--out", required=True, help="output path prefix (.json and .md are written)")
+    ap.add_argument("--append", action="store_true",
+                    help="add this invocation's rows to an existing OUT.json (same machine, same session) and "
+                         "rewrite OUT.md over all of them; each invocation's command is kept")
     args = ap.parse_args()
     args.impls = args.impls.split(",")
     timer = Timer(args)
     rows = []
     for op in args.ops.split(","):
         for mode in args.modes:
-            for shape in args.shapes.split(","):
+            for shape in filter(None, args.shapes.split(",")):
                 rows += run_cell(args, timer, op, mode, shape)
             if args.varlen_tokens:
                 cu = longtail_cu(args.varlen_tokens, args.seed).cuda()
@@ -258,6 +261,11 @@ def main():
                                               max_noise=args.max_noise, time_budget_s=args.budget_s,
                                               command=" ".join(sys.argv)),
                results=rows)
+    prev = Path(args.out + ".json")
+    if args.append and prev.exists():
+        old_doc = json.loads(prev.read_text())
+        doc["results"] = old_doc["results"] + rows
+        doc["config"]["commands"] = old_doc["config"].get("commands", [old_doc["config"]["command"]]) + [doc["config"]["command"]]
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out + ".json").write_text(json.dumps(doc, indent=1))
     Path(args.out + ".md").write_text(markdown(doc))
@@ -267,19 +275,23 @@ def main():
 def markdown(doc):
     m = doc["machine"]
     lines = [f"Machine: {m['gpu']} ({m['sm_count']} SMs, CC {m['compute_capability']}), {m.get('nvidia_smi', '')}, "
-             f"torch {m['torch']}, CUDA {m['cuda_runtime']}", f"Command: `{doc['config']['command']}`", "",
+             f"torch {m['torch']}, CUDA {m['cuda_runtime']}"]
+    lines += [f"Command: `{c}`" for c in doc["config"].get("commands", [doc["config"]["command"]])]
+    lines += ["",
              "| op | mode | shape | FLA ms | lina ms | speedup | lina ns/th | lina x floor | lina check | peak extra MB lina / FLA |",
              "|---|---|---|---:|---:|---:|---:|---:|---|---:|"]
     cells = {}
     for r in doc["results"]:
         cells.setdefault((r["op"], r["mode"], r["shape"]), {})[r.get("impl")] = r
-    speedups = {}
+    speedups, floors = {}, {}
     for (op, mode, shape), c in cells.items():
         li, fl = c.get("lina-cuda", {}), c.get("fla-triton", {})
         lm, fm = li.get("median_ms"), fl.get("median_ms")
         sp = fm / lm if lm and fm else None
-        if sp:
+        if sp and shape in DEFAULT_SHAPES:  # the bars are geomeans over FLA's six default shapes
             speedups.setdefault((op, mode), []).append(sp)
+        if li.get("x_floor") and shape in DEFAULT_SHAPES:
+            floors.setdefault((op, mode), []).append(li["x_floor"])
         chk = li.get("check", {})
         chk_s = "n/a" if not chk else ("pass" if chk.get("pass") else ("FAIL" if chk.get("pass") is False else "unverified"))
         if chk.get("err_ratio") is not None:
@@ -290,8 +302,13 @@ def markdown(doc):
                      f"{fmt(li.get('x_floor'), '%.1f')} | {chk_s} | "
                      f"{(li.get('peak_extra_mem_bytes') or 0) / 1e6:.0f} / {(fl.get('peak_extra_mem_bytes') or 0) / 1e6:.0f} |")
     lines.append("")
+    gm = lambda v: math.exp(sum(map(math.log, v)) / len(v))  # noqa: E731
     for (op, mode), v in speedups.items():
-        lines.append(f"Geomean speedup {op} {mode} over {len(v)} cells: {math.exp(sum(map(math.log, v)) / len(v)):.2f}x")
+        lines.append(f"Geomean speedup {op} {mode} over {len(v)} of the six default shapes: {gm(v):.2f}x "
+                     f"(slowest cell {min(v):.2f}x)")
+    for (op, mode), v in floors.items():
+        if mode == "fwd":
+            lines.append(f"Geomean lina x floor {op} {mode} over {len(v)} default shapes: {gm(v):.2f}")
     return "\n".join(lines) + "\n"
 
 
