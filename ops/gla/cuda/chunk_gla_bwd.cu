@@ -17,6 +17,8 @@
 #include <cuda_bf16.h>
 
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <utility>
 #include <vector>
 
@@ -75,16 +77,38 @@ __device__ __forceinline__ void load_mat_tile(bf16* dst, const bf16* src, int ld
   }
 }
 
-// Chunk-local inclusive cumsum of one channel (thread c < 64) in log2 units. Returns b_0 - b_63
-// (the span; padded rows hold g = 0, so b_63 = bL). Rounded ops so every kernel gets the same bits.
-__device__ __forceinline__ float cumsum_channel(float* sb, const bf16* sg, int c) {
-  float acc = 0.f;
-#pragma unroll 8
-  for (int r = 0; r < kC; ++r) {
-    acc = __fadd_rn(acc, fmaxf(__fmul_rn(bf(sg[r * kS + c]), kLog2e), kGateFloor));
-    sb[r * kSf + c] = acc;
+// Chunk-local inclusive cumsum of g in log2 units for the 64 channels of a tile, all 128 threads:
+// thread (c = tid & 63, half = tid >> 6) scans rows [32 half, 32 half + 32) in registers, then the
+// upper half adds the lower half's total (xchg: 64 floats). Padded rows hold g = 0, so b_63 = bL.
+// The caller syncs before reading sb.
+__device__ __forceinline__ void cumsum_tile(float* sb, const bf16* sg, float* xchg, int tid) {
+  const int c = tid & 63, hf = tid >> 6;
+  float v[32];
+#pragma unroll
+  for (int i = 0; i < 32; ++i) {
+    const float x = bf(sg[(32 * hf + i) * kS + c]) * kLog2e;
+    v[i] = x < kGateFloor ? kGateFloor : x;  // NaN passes through
   }
-  return sb[c] - acc;
+#pragma unroll
+  for (int i = 1; i < 32; ++i) v[i] += v[i - 1];
+  if (hf == 0) xchg[c] = v[31];
+  __syncthreads();
+  const float base = hf ? xchg[c] : 0.f;
+#pragma unroll
+  for (int i = 0; i < 32; ++i) sb[(32 * hf + i) * kSf + c] = base + v[i];
+}
+
+// True when some channel of the tile decays by more than kMaxSpan across the chunk (after a sync).
+__device__ __forceinline__ bool tile_is_steep(const float* sb, int tid) {
+  return __syncthreads_or(tid < kC && !(sb[tid] - sb[(kC - 1) * kSf + tid] <= kMaxSpan));
+}
+
+// Split x into bf16 hi + lo (hi + lo carries ~16 mantissa bits): the intra-chunk dq / dk terms
+// cancel in db = q dq - k dk, so their gated operands need more than bf16 (spec section 5).
+__device__ __forceinline__ void split_bf16(float x0, float x1, std::uint32_t& hi, std::uint32_t& lo) {
+  hi = pack_bf16(x0, x1);
+  const float2 h = unpack_bf16(hi);
+  lo = pack_bf16(x0 - h.x, x1 - h.y);
 }
 
 // A fragment (16 x 16) from a row-major [m][k] bf16 tile.
@@ -120,6 +144,7 @@ __global__ void __launch_bounds__(kThreads) gla_bwd_states(Params p) {
   extern __shared__ __align__(16) unsigned char smem[];
   float* sb = reinterpret_cast<float*>(smem);
   bf16* stage0 = reinterpret_cast<bf16*>(smem + kTileFBytes);  // 2 stages x {x, g, y}
+  float* xchg = reinterpret_cast<float*>(stage0 + 2 * 3 * kC * kS);
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
   const int KT = p.K / kC;
@@ -174,7 +199,7 @@ __global__ void __launch_bounds__(kThreads) gla_bwd_states(Params p) {
     const bf16* sx = stage0 + (it & 1) * 3 * kC * kS;
     const bf16* sg = sx + kC * kS;
     const bf16* sy = sg + kC * kS;
-    if (tid < kC) cumsum_channel(sb, sg, tid);
+    cumsum_tile(sb, sg, xchg, tid);
     __syncthreads();
 
     const float* bl = sb + (kC - 1) * kSf;
@@ -227,7 +252,7 @@ __global__ void __launch_bounds__(kThreads) gla_bwd_states(Params p) {
 //    Over V in slabs of 64: dA += dO v^T, Qe += dO H^T, Ke += v dh^T, rs += rowsum(H * dh).
 //    dq = scale 2^b Qe + intra(dA, k);  dk = 2^(bL - b) Ke + intra(dA^T, q);
 //    dg = reverse cumsum of (q dq - k dk), seeded with 2^bL rs + colsum(k * 2^(bL - b) Ke).
-constexpr int kDqkgSmem = 3 * kTileBytes + kTileFBytes + 4 * kTileBytes + kTileBytes + 3 * kC * 4;
+constexpr int kDqkgSmem = 3 * kTileBytes + kTileFBytes + 4 * kTileBytes + 2 * kTileBytes + 5 * kC * 4;
 
 __global__ void __launch_bounds__(kThreads) gla_bwd_dqkg(Params p) {
   extern __shared__ __align__(16) unsigned char smem[];
@@ -240,12 +265,16 @@ __global__ void __launch_bounds__(kThreads) gla_bwd_dqkg(Params p) {
   bf16* sh = sv + kC * kS;
   bf16* sdh = sh + kC * kS;
   bf16* sdA = sdh + kC * kS;
-  float* sL = reinterpret_cast<float*>(sdA + kC * kS);  // [64] last-row seed
-  float* srs = sL + kC;                                 // [2][64] rowsum(H * dh) halves
-  // After the V loop the slab stage is reused: q~, k~ (bf16) and db (fp32).
+  bf16* sqtl = sdA + kC * kS;                            // q~ low part
+  float* sL = reinterpret_cast<float*>(sqtl + kC * kS);  // [64] last-row seed
+  float* srs = sL + kC;                                  // [2][64] rowsum(H * dh) halves
+  float* xchg = srs + 2 * kC;                            // [64] scan exchange
+  float* xchg2 = xchg + kC;                              // [64]
+  // After the V loop the slab stage is reused: q~, k~ (bf16 hi parts) and db (fp32); k~ low part in g's tile.
   bf16* sqt = sdo;
   bf16* skt = sqt + kC * kS;
   float* sdb = reinterpret_cast<float*>(skt + kC * kS);
+  bf16* sktl = sg;
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
   const int KT = p.K / kC, kt = blockIdx.x % KT, h = blockIdx.y;
@@ -263,6 +292,7 @@ __global__ void __launch_bounds__(kThreads) gla_bwd_dqkg(Params p) {
   load_tok_tile(sq, p.q, row0, cn, p.H, h, p.K, kt * kC, tid);
   load_tok_tile(sk, p.k, row0, cn, p.H, h, p.K, kt * kC, tid);
   load_tok_tile(sg, p.g, row0, cn, p.H, h, p.K, kt * kC, tid);
+  cp_async_commit();
   auto issue_slab = [&](int vs) {
     load_tok_tile(sdo, p.dO, row0, cn, p.H, h, p.V, vs * kC, tid);
     load_tok_tile(sv, p.v, row0, cn, p.H, h, p.V, vs * kC, tid);
@@ -272,17 +302,19 @@ __global__ void __launch_bounds__(kThreads) gla_bwd_dqkg(Params p) {
   issue_slab(0);
   cp_async_commit();
   if (tid < kC) sL[tid] = 0.f;
+  cp_async_wait<1>();
+  __syncthreads();
+  cumsum_tile(sb, sg, xchg, tid);
 
   float aA[8][4], aQ[8][4], aK[8][4];
   zero(aA);
   zero(aQ);
   zero(aK);
-  float rs = 0.f, span = 0.f;
+  float rs = 0.f;
   const int rc = tid & 63, rhalf = tid >> 6;  // rowsum: channel, half of the slab's columns
   for (int vs = 0; vs < VT; ++vs) {
     cp_async_wait<0>();
     __syncthreads();
-    if (vs == 0 && tid < kC) span = cumsum_channel(sb, sg, tid);
 #pragma unroll
     for (int ks = 0; ks < kC / 16; ++ks) {
       std::uint32_t ado[4], avv[4];
@@ -314,7 +346,7 @@ __global__ void __launch_bounds__(kThreads) gla_bwd_dqkg(Params p) {
     if (vs + 1 < VT) issue_slab(vs + 1);
     cp_async_commit();
   }
-  const bool steep = __syncthreads_or(tid < kC && !(span <= kMaxSpan));
+  const bool steep = tile_is_steep(sb, tid);
   srs[rhalf * kC + rc] = rs;
 
   // dA (masked, scaled) -> bf16 tile.
@@ -337,8 +369,13 @@ __global__ void __launch_bounds__(kThreads) gla_bwd_dqkg(Params p) {
       const float2 b = *reinterpret_cast<const float2*>(sb + r * kSf + c);
       const float rho0 = 0.5f * (sb[c] + bL[c]), rho1 = 0.5f * (sb[c + 1] + bL[c + 1]);
       const float2 qv = load_bf16x2(sq + r * kS + c), kv = load_bf16x2(sk + r * kS + c);
-      *reinterpret_cast<std::uint32_t*>(sqt + r * kS + c) = pack_bf16(qv.x * ex2(b.x - rho0), qv.y * ex2(b.y - rho1));
-      *reinterpret_cast<std::uint32_t*>(skt + r * kS + c) = pack_bf16(kv.x * ex2(rho0 - b.x), kv.y * ex2(rho1 - b.y));
+      std::uint32_t hi, lo;
+      split_bf16(qv.x * ex2(b.x - rho0), qv.y * ex2(b.y - rho1), hi, lo);
+      *reinterpret_cast<std::uint32_t*>(sqt + r * kS + c) = hi;
+      *reinterpret_cast<std::uint32_t*>(sqtl + r * kS + c) = lo;
+      split_bf16(kv.x * ex2(rho0 - b.x), kv.y * ex2(rho1 - b.y), hi, lo);
+      *reinterpret_cast<std::uint32_t*>(skt + r * kS + c) = hi;
+      *reinterpret_cast<std::uint32_t*>(sktl + r * kS + c) = lo;
     }
   }
   __syncthreads();
@@ -356,6 +393,9 @@ __global__ void __launch_bounds__(kThreads) gla_bwd_dqkg(Params p) {
         for (int np = 0; np < 4; ++np) {
           std::uint32_t b[4];
           ldsm_b_kn(b, skt, np * 16, kk * 16, lane);
+          mma_bf16_16816(aI[2 * np], a, b[0], b[1]);
+          mma_bf16_16816(aI[2 * np + 1], a, b[2], b[3]);
+          ldsm_b_kn(b, sktl, np * 16, kk * 16, lane);
           mma_bf16_16816(aI[2 * np], a, b[0], b[1]);
           mma_bf16_16816(aI[2 * np + 1], a, b[2], b[3]);
         }
@@ -402,6 +442,9 @@ __global__ void __launch_bounds__(kThreads) gla_bwd_dqkg(Params p) {
         for (int np = 0; np < 4; ++np) {
           std::uint32_t b[4];
           ldsm_b_kn(b, sqt, np * 16, kk * 16, lane);
+          mma_bf16_16816(aI[2 * np], a, b[0], b[1]);
+          mma_bf16_16816(aI[2 * np + 1], a, b[2], b[3]);
+          ldsm_b_kn(b, sqtl, np * 16, kk * 16, lane);
           mma_bf16_16816(aI[2 * np], a, b[0], b[1]);
           mma_bf16_16816(aI[2 * np + 1], a, b[2], b[3]);
         }
@@ -453,15 +496,23 @@ __global__ void __launch_bounds__(kThreads) gla_bwd_dqkg(Params p) {
   }
   __syncthreads();
 
-  // ---- dg: reverse cumsum over the chunk's valid rows.
-  if (tid < kC) {
-    const int c = tid;
-    float acc = sL[c] + ex2(bL[c]) * (srs[c] + srs[kC + c]);
-    bf16* dg = p.dg + row0 * p.H * p.K + h * p.K + kt * kC + c;
-    for (int r = cn - 1; r >= 0; --r) {
-      acc += sdb[r * kSf + c];
-      dg[static_cast<std::int64_t>(r) * p.H * p.K] = __float2bfloat16_rn(acc);
-    }
+  // ---- dg: reverse cumsum over the chunk's valid rows, seeded with the last-row terms.
+  // Thread (c, half) scans rows [32 half, 32 half + 32) in registers; the lower half adds the
+  // upper half's total.
+  {
+    const int c = tid & 63, hf = tid >> 6;
+    float v[32];
+#pragma unroll
+    for (int i = 0; i < 32; ++i) v[i] = 32 * hf + i < cn ? sdb[(32 * hf + i) * kSf + c] : 0.f;
+#pragma unroll
+    for (int i = 30; i >= 0; --i) v[i] += v[i + 1];
+    if (hf == 1) xchg2[c] = v[0];
+    __syncthreads();
+    const float seed = sL[c] + ex2(bL[c]) * (srs[c] + srs[kC + c]) + (hf == 0 ? xchg2[c] : 0.f);
+    bf16* dg = p.dg + (row0 + 32 * hf) * p.H * p.K + h * p.K + kt * kC + c;
+#pragma unroll
+    for (int i = 0; i < 32; ++i)
+      if (32 * hf + i < cn) dg[static_cast<std::int64_t>(i) * p.H * p.K] = __float2bfloat16_rn(v[i] + seed);
   }
 }
 
@@ -469,7 +520,7 @@ __global__ void __launch_bounds__(kThreads) gla_bwd_dqkg(Params p) {
 // 3. dv for one (chunk, head, 64-column tile vt). Warp w: token rows j in [16 w, 16 w + 16).
 //    Over K in slabs of 64: P^T += k~ q~^T (= A^T / scale), Dv += (k 2^(bL - b)) dh.
 //    dv = Dv + (scale mask(P^T)) dO.
-constexpr int kDvSmem = 4 * kTileBytes + kTileBytes + kTileFBytes + 3 * kTileBytes;
+constexpr int kDvSmem = 4 * kTileBytes + kTileBytes + kTileFBytes + 3 * kTileBytes + kC * 4;
 
 __global__ void __launch_bounds__(kThreads) gla_bwd_dv(Params p) {
   extern __shared__ __align__(16) unsigned char smem[];
@@ -482,6 +533,7 @@ __global__ void __launch_bounds__(kThreads) gla_bwd_dv(Params p) {
   bf16* sqt = reinterpret_cast<bf16*>(sb + kC * kSf);
   bf16* skt = sqt + kC * kS;
   bf16* skl = skt + kC * kS;
+  float* xchg = reinterpret_cast<float*>(skl + kC * kS);
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
   const int VT = p.V / kC, vt = blockIdx.x % VT, h = blockIdx.y;
@@ -511,9 +563,9 @@ __global__ void __launch_bounds__(kThreads) gla_bwd_dv(Params p) {
   for (int ksl = 0; ksl < KT; ++ksl) {
     cp_async_wait<0>();
     __syncthreads();
-    float span = 0.f;
-    if (tid < kC) span = cumsum_channel(sb, sg, tid);
-    const bool steep = __syncthreads_or(tid < kC && !(span <= kMaxSpan));
+    cumsum_tile(sb, sg, xchg, tid);
+    __syncthreads();
+    const bool steep = tile_is_steep(sb, tid);
     const float* bL = sb + (kC - 1) * kSf;
     for (int i = tid; i < kC * kC / 2; i += kThreads) {
       const int r = i >> 5, c = (i & 31) * 2;
@@ -598,7 +650,7 @@ __global__ void __launch_bounds__(kThreads) gla_bwd_dv(Params p) {
   }
 }
 
-constexpr int kStatesSmem = kTileFBytes + 2 * 3 * kTileBytes;
+constexpr int kStatesSmem = kTileFBytes + 2 * 3 * kTileBytes + kC * 4;
 
 }  // namespace
 
@@ -659,17 +711,35 @@ RunInfo chunk_gla_backward(const Problem& p, const ChunkGlaArgs& a, const Attent
   prm.chunks = chunk_map;
 
   const int KT = static_cast<int>(p.K / kC), VT = static_cast<int>(p.V / kC);
+  // TEMP profiling (removed before merge): LINA_GLA_BWD_TIMING=1 prints per-kernel ms.
+  static const bool timing = std::getenv("LINA_GLA_BWD_TIMING") != nullptr;
+  cudaEvent_t ev[4];
+  if (timing) {
+    for (auto& e : ev) cudaEventCreate(&e);
+    cudaEventRecord(ev[0], st);
+  }
   check(cudaFuncSetAttribute(gla_bwd_states, cudaFuncAttributeMaxDynamicSharedMemorySize, kStatesSmem), "cudaFuncSetAttribute(states)");
   gla_bwd_states<<<dim3(static_cast<unsigned>(KT * VT * 2), static_cast<unsigned>(p.H), static_cast<unsigned>(p.N)), kThreads, kStatesSmem,
                    st>>>(prm);
   check(cudaGetLastError(), "gla_bwd_states launch");
+  if (timing) cudaEventRecord(ev[1], st);
   if (total > 0) {
     check(cudaFuncSetAttribute(gla_bwd_dqkg, cudaFuncAttributeMaxDynamicSharedMemorySize, kDqkgSmem), "cudaFuncSetAttribute(dqkg)");
     check(cudaFuncSetAttribute(gla_bwd_dv, cudaFuncAttributeMaxDynamicSharedMemorySize, kDvSmem), "cudaFuncSetAttribute(dv)");
     gla_bwd_dqkg<<<dim3(static_cast<unsigned>(total * KT), static_cast<unsigned>(p.H)), kThreads, kDqkgSmem, st>>>(prm);
     check(cudaGetLastError(), "gla_bwd_dqkg launch");
+    if (timing) cudaEventRecord(ev[2], st);
     gla_bwd_dv<<<dim3(static_cast<unsigned>(total * VT), static_cast<unsigned>(p.H)), kThreads, kDvSmem, st>>>(prm);
     check(cudaGetLastError(), "gla_bwd_dv launch");
+    if (timing) {
+      cudaEventRecord(ev[3], st);
+      cudaEventSynchronize(ev[3]);
+      float t[3];
+      for (int i = 0; i < 3; ++i) cudaEventElapsedTime(&t[i], ev[i], ev[i + 1]);
+      std::fprintf(stderr, "gla_bwd timing N%lld H%lld K%lld chunks %d: states %.3f dqkg %.3f dv %.3f ms\n", static_cast<long long>(p.N),
+                   static_cast<long long>(p.H), static_cast<long long>(p.K), total, t[0], t[1], t[2]);
+      for (auto& e : ev) cudaEventDestroy(e);
+    }
     check(cudaFreeAsync(prm.Hs, st), "cudaFreeAsync(chunk states)");
     check(cudaFreeAsync(prm.dHs, st), "cudaFreeAsync(chunk state gradients)");
     check(cudaFreeAsync(chunk_map, st), "cudaFreeAsync(chunk map)");
