@@ -13,7 +13,5 @@ namespace {
 
 bool compiled() { return true; }
 RunInfo chunk_gla_backward(const Problem&, const ChunkGlaArgs&, const AttentionGradInputs&, const ChunkGlaGrads&, const ExecOptions&) { pending("chunk_gla"); }
-RunInfo chunk_kda_backward(const Problem&, const ChunkKdaArgs&, const AttentionGradInputs&, const DeltaRuleGrads&, const ExecOptions&) { pending("chunk_kda"); }
-RunInfo chunk_gdn_backward(const Problem&, const ChunkGdnArgs&, const AttentionGradInputs&, const DeltaRuleGrads&, const ExecOptions&) { pending("chunk_gdn"); }
 
 }  // namespace lina::detail::cuda
