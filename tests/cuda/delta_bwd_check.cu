@@ -358,7 +358,10 @@ void time_one(bool kda, const Shape4& s, std::FILE* log) {
 
 int main(int argc, char** argv) {
   bool do_time = true, do_check = true, small_only = false;
+  int only_op = -1, only_shape = -1;  // --op kda|gdn, --shape INDEX
   for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--op") && i + 1 < argc) only_op = !std::strcmp(argv[++i], "kda") ? 1 : 0;
+    if (!std::strcmp(argv[i], "--shape") && i + 1 < argc) only_shape = std::atoi(argv[++i]);
     if (!std::strcmp(argv[i], "--no-time")) do_time = false;
     if (!std::strcmp(argv[i], "--no-check")) do_check = false;
     if (!std::strcmp(argv[i], "--small")) small_only = true;  // for compute-sanitizer
@@ -404,7 +407,9 @@ int main(int argc, char** argv) {
     const std::vector<Shape4> shapes = {{1, 8192, 96, 128, 12.229}, {2, 16384, 16, 128, 8.153}, {4, 2048, 16, 128, 3.862},
                                         {4, 4096, 64, 128, 15.446}, {8, 1024, 8, 64, 0}};
     for (bool kda : {true, false})
-      for (const auto& s : shapes) time_one(kda, s, log);
+      for (size_t i = 0; i < shapes.size(); ++i)
+        if ((only_op < 0 || only_op == static_cast<int>(kda)) && (only_shape < 0 || only_shape == static_cast<int>(i)))
+          time_one(kda, shapes[i], log);
     if (log) std::fclose(log);
   }
   std::printf("%s (%d failing checks)\n", fails ? "FAILED" : "ALL CHECKS PASSED", fails);

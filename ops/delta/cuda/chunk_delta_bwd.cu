@@ -20,6 +20,9 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -255,17 +258,42 @@ __global__ void __launch_bounds__(kNT, 1) chunk_prep_kernel(const Params p) {
   }
   __syncthreads();
 
-  // X = (I + L)^-1, one thread per column: X[i][c] = [i==c] - sum_{c<=j<i} L[i][j] X[j][c]
+  // X = (I + L)^-1 (unit lower triangular). The 16x16 diagonal blocks by forward substitution (64
+  // threads: block tid/16, column tid%16, a 136-FMA chain), then the off-diagonal blocks diagonal by
+  // diagonal: X_ij = -X_ii sum_{m=j}^{i-1} L_im X_mj (block rows of (I+L) X = I).
+  for (int i = tid; i < kC * kC; i += kNT) X_s[(i >> 6) * kP64 + (i & 63)] = 0.f;
+  __syncthreads();
   if (tid < kC) {
-    const int c = tid;
-    for (int i = 0; i < kC; ++i) {
-      float x = (i == c) ? 1.f : 0.f;
-      if (i > c)
-        for (int j = c; j < i; ++j) x -= L_s[i * kP64 + j] * X_s[j * kP64 + c];
-      X_s[i * kP64 + c] = x;
+    const int o = 16 * (tid >> 4), c = tid & 15;
+    float x[16];
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      float acc = (i == c) ? 1.f : 0.f;
+#pragma unroll
+      for (int j = 0; j < i; ++j) acc -= L_s[(o + i) * kP64 + o + j] * x[j];
+      x[i] = acc;
     }
+#pragma unroll
+    for (int i = 0; i < 16; ++i) X_s[(o + i) * kP64 + o + c] = x[i];
   }
   __syncthreads();
+  {
+    float* Y_s = v_s;  // 16 x 17 scratch; v_s is free until u
+    const int r = tid >> 4, c = tid & 15;
+    for (int d = 1; d < 4; ++d)
+      for (int bj = 0; bj + d < 4; ++bj) {
+        const int bi = bj + d;
+        float y = 0.f;
+        for (int m = 16 * bj; m < 16 * bi; ++m) y += L_s[(16 * bi + r) * kP64 + m] * X_s[m * kP64 + 16 * bj + c];
+        Y_s[r * 17 + c] = y;
+        __syncthreads();
+        float x = 0.f;
+#pragma unroll
+        for (int m = 0; m < 16; ++m) x -= X_s[(16 * bi + r) * kP64 + 16 * bi + m] * Y_s[m * 17 + c];
+        X_s[(16 * bi + r) * kP64 + 16 * bj + c] = x;
+        __syncthreads();
+      }
+  }
   for (int i = tid; i < kC * kC; i += kNT) {
     const int r = i >> 6, j = i & 63;
     if (r < Cn) p.Tinv[((t0 + r) * p.HV + hv) * kC + j] = X_s[r * kP64 + j];
@@ -1067,21 +1095,83 @@ void launch(Kern kern, dim3 grid, int threads, size_t smem, cudaStream_t st, con
   cuda_util::check(cudaGetLastError(), name);
 }
 
+// LINA_DELTA_BWD_STAGES=1 prints the time of each stage (CUDA events; synchronises the stream).
+bool stage_timing() {
+  static const bool on = [] {
+    const char* e = std::getenv("LINA_DELTA_BWD_STAGES");
+    return e && *e && *e != '0';
+  }();
+  return on;
+}
+
 template <int K>
 void run_pipeline(const Params& prm, int total_chunks, cudaStream_t st) {
   using S = SmemSize<K>;
   const dim3 chunk_grid(static_cast<unsigned>(total_chunks), static_cast<unsigned>(prm.HV));
   const dim3 seq_grid(static_cast<unsigned>(static_cast<i64>(prm.N) * prm.HV * prm.nvt));
   const auto warps = [](i64 n) { return dim3(static_cast<unsigned>((n + 7) / 8)); };
+  const bool timed = stage_timing();
+  std::vector<cudaEvent_t> ev;
+  std::vector<const char*> names;
+  auto mark = [&](const char* name) {
+    if (!timed) return;
+    cudaEvent_t e;
+    cuda_util::check(cudaEventCreate(&e), "cudaEventCreate");
+    cuda_util::check(cudaEventRecord(e, st), "cudaEventRecord");
+    ev.push_back(e);
+    names.push_back(name);
+  };
+  mark("start");
   launch(prep_qk_kernel, warps(prm.R * prm.H), 256, 0, st, prm, "delta_bwd prep_qk");
+  mark("prep_qk");
   launch(chunk_prep_kernel<K>, chunk_grid, kNT, S::A, st, prm, "delta_bwd chunk_prep");
+  mark("chunk_prep");
   launch(state_fwd_kernel<K>, seq_grid, kNT, S::B, st, prm, "delta_bwd state_fwd");
+  mark("state_fwd");
   launch(state_bwd_kernel<K>, seq_grid, kNT, S::C, st, prm, "delta_bwd state_bwd");
+  mark("state_bwd");
   launch(grad_v_kernel<K>, chunk_grid, kNT, S::D1, st, prm, "delta_bwd grad_v");
+  mark("grad_v");
   launch(grad_k_kernel<K>, chunk_grid, kNT, S::D2, st, prm, "delta_bwd grad_k");
+  mark("grad_k");
   launch(post_qk_kernel, warps(prm.R * prm.H), 256, 0, st, prm, "delta_bwd post_qk");
+  mark("post_qk");
   launch(post_gate_kernel, warps(prm.R * prm.HV), 256, 0, st, prm, "delta_bwd post_gate");
+  mark("post_gate");
   if (prm.dA_log || prm.ddt) launch(param_reduce_kernel, dim3(static_cast<unsigned>(prm.HV)), 256, 0, st, prm, "delta_bwd param_reduce");
+  mark("param_reduce");
+  if (timed) {
+    cuda_util::check(cudaEventSynchronize(ev.back()), "cudaEventSynchronize");
+    std::fprintf(stderr, "delta_bwd stages (ms):");
+    for (size_t i = 1; i < ev.size(); ++i) {
+      float ms = 0.f;
+      cudaEventElapsedTime(&ms, ev[i - 1], ev[i]);
+      std::fprintf(stderr, " %s %.3f", names[i], ms);
+    }
+    std::fprintf(stderr, "\n");
+    for (cudaEvent_t e : ev) cudaEventDestroy(e);
+  }
+}
+
+// The scratch comes from a lina-owned stream-ordered pool that keeps its memory between calls
+// (the default pool would return it to the OS at every synchronisation and remap it next call).
+cudaMemPool_t scratch_pool() {
+  static std::mutex mu;
+  static cudaMemPool_t pools[64] = {};
+  int dev = 0;
+  cuda_util::check(cudaGetDevice(&dev), "cudaGetDevice");
+  std::lock_guard<std::mutex> lock(mu);
+  if (dev < 0 || dev >= 64) throw Error(ErrorCode::runtime, "", "chunk_delta bwd: device index out of range");
+  if (!pools[dev]) {
+    cudaMemPoolProps props{};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = dev;
+    cuda_util::check(cudaMemPoolCreate(&pools[dev], &props), "cudaMemPoolCreate");
+    std::uint64_t keep = ~0ull;
+    cuda_util::check(cudaMemPoolSetAttribute(pools[dev], cudaMemPoolAttrReleaseThreshold, &keep), "cudaMemPoolSetAttribute");
+  }
+  return pools[dev];
 }
 
 int code(DType d) { return static_cast<int>(d); }
@@ -1196,7 +1286,9 @@ RunInfo backward(const Problem& p, const DeltaRuleArgs& a, const AttentionGradIn
   i64 total = 0;
   for (i64 s : sizes) total += (s + 63) / 64 * 64;  // 256-byte aligned slices
   float* scratch = nullptr;
-  if (total > 0) cuda_util::check(cudaMallocAsync(reinterpret_cast<void**>(&scratch), static_cast<size_t>(total) * 4, st), "cudaMallocAsync(delta bwd scratch)");
+  if (total > 0)
+    cuda_util::check(cudaMallocFromPoolAsync(reinterpret_cast<void**>(&scratch), static_cast<size_t>(total) * 4, scratch_pool(), st),
+                     "cudaMallocFromPoolAsync(delta bwd scratch)");
   i64 off = 0;
   for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); ++i) {
     *slots[i] = scratch + off;
