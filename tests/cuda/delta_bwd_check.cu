@@ -348,7 +348,7 @@ void time_one(bool kda, const Shape4& s, std::FILE* log) {
   char fla_s[64] = "n/a";
   if (kda && s.fla_kda_fb > 0) std::snprintf(fla_s, sizeof fla_s, "%.3f ms (%.2fx)", s.fla_kda_fb, s.fla_kda_fb / mt);
   std::printf("%-4s %-22s fwd %8.3f ms  bwd %8.3f ms  fwd+bwd %8.3f ms  FLA fwd+bwd %s\n", kda ? "kda" : "gdn", name, mf, mb, mt, fla_s);
-  if (log) std::fprintf(log, "%s,%s,%.4f,%.4f,%.4f,%.3f\n", kda ? "kda" : "gdn", name, mf, mb, mt, s.fla_kda_fb);
+  if (log) std::fprintf(log, "%s,%s,%.4f,%.4f,%.4f,%.3f\n", kda ? "kda" : "gdn", name, mf, mb, mt, kda ? s.fla_kda_fb : 0.0);
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
   cudaEventDestroy(e2);
