@@ -58,6 +58,7 @@ struct Case {
   Gate gate = kGiven;
   bool safe = false, sigmoid = false, neg_eig = false, l2 = true, h0 = true, dht = true;
   double neg1000 = 0;  // probability of a -1000 gate element
+  int Dv = 0;            // value head dim when it differs from D (K)
   bool gpu_ref = false;  // large: compare against the GPU fp32 reference
 };
 
@@ -70,7 +71,7 @@ Inputs make_inputs(const Case& c, std::uint64_t seed) {
   testing::Rng r(seed);
   const bool varlen = !c.cu.empty();
   const int B = varlen ? 1 : c.B, T = varlen ? c.cu.back() : c.T, N = varlen ? static_cast<int>(c.cu.size()) - 1 : B;
-  const int H = c.H, HV = c.HV, K = c.D, V = c.D;
+  const int H = c.H, HV = c.HV, K = c.D, V = c.Dv ? c.Dv : c.D;
   Inputs in;
   auto qk = [&]() {
     if (c.l2) return testing::normal(r, DType::bf16, {B, T, H, K});
@@ -387,6 +388,9 @@ int main(int argc, char** argv) {
     c = {"kda varlen H2 HV2 D64 given m1000", true, 1, 0, 2, 2, 64, vl}; c.neg1000 = 0.3; add(c);
     c = {"kda T200 B2 H2 HV2 D64 sigmoid neg-eig", true, 2, 200, 2, 2, 64}; c.sigmoid = true; c.neg_eig = true; add(c);
     c = {"kda T130 H2 HV2 D128 no-l2 no-h0", true, 1, 130, 2, 2, 128}; c.l2 = false; c.h0 = false; add(c);
+    c = {"kda T100 H2 HV4 K64 V128 (V != K)", true, 1, 100, 2, 4, 64}; c.Dv = 128; add(c);
+    c = {"gdn varlen H1 HV2 K128 V256 (4 V tiles)", false, 1, 0, 1, 2, 128, {0, 70, 200}}; c.Dv = 256; add(c);
+    c = {"kda varlen H1 HV2 K128 V192 lb gate", true, 1, 0, 1, 2, 128, {0, 130}}; c.Dv = 192; c.gate = kLowerBound; c.safe = true; add(c);
     if (!small_only) {
       c = {"kda B1 T4096 H8 HV16 D128 (gpu ref)", true, 1, 4096, 8, 16, 128}; c.safe = true; c.gpu_ref = true; add(c);
       c = {"gdn B1 T4096 H8 HV16 D128 (gpu ref)", false, 1, 4096, 8, 16, 128}; c.gpu_ref = true; add(c);

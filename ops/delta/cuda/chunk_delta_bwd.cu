@@ -1205,8 +1205,8 @@ RunInfo backward(const Problem& p, const DeltaRuleArgs& a, const AttentionGradIn
       throw_unsupported(n, std::string("dtype ") + std::string(dtype_name((*t)->dtype)) + " on the cuda backend", "float32");
   if (gr.d_initial_state && gr.d_initial_state->dtype != DType::f32)
     throw_unsupported("d_initial_state", "a non-float32 tensor", "float32");
-  for (const auto* t : {&gr.d_A_log, &gr.d_dt_bias})
-    if (*t && (*t)->dtype != DType::f32) throw_unsupported("d_A_log", "a non-float32 tensor", "float32");
+  if (gr.d_A_log && gr.d_A_log->dtype != DType::f32) throw_unsupported("d_A_log", "a non-float32 tensor", "float32");
+  if (gr.d_dt_bias && gr.d_dt_bias->dtype != DType::f32) throw_unsupported("d_dt_bias", "a non-float32 tensor", "float32");
 
   auto st = static_cast<cudaStream_t>(opts.stream);
   Params prm{};
