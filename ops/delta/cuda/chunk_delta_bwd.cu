@@ -1,0 +1,1336 @@
+// chunk_kda / chunk_gdn backward on sm_90a (docs/kernels/chunk_delta_bwd.md).
+//
+// A port of the CPU chunked backward (ops/delta/cpu_kernels.cpp, spec 4.2 / 4.3) to a pipeline of
+// fp32 SIMT kernels with fp32 global scratch between them:
+//   P  prep_qk      per (token, q/k head): l2norm (fp32) -> qn, kn, rstd
+//   A  chunk_prep   per (chunk, value head): gate activation + chunk cumsum b, beta sigmoid, Aqk, L,
+//                   Tinv = (I+L)^-1, w = Tinv (k e^b beta), u = Tinv (v beta)
+//   B  state_fwd    per (sequence, value head, 64-column V tile), chunks in order: H_n, v_new
+//   C  state_bwd    same grid, chunks in reverse: dh[n], dvn = Aqk^T dO + kg dh[n], dh0
+//   D1 grad_v       per (chunk, value head), loops over V tiles: dq_e, dk_e, dw, dAqk, dT's v part,
+//                   dv (final), rowsum(H*dh), dbeta's v part
+//   D2 grad_k       per (chunk, value head): WY backward, dAkk, intra (exact per-channel exps), db
+//                   -> reverse chunk cumsum -> dg (w.r.t. the activated gate), dbeta (w.r.t. beta)
+//   E1 post_qk      per (token, q/k head): GVA group sum of dq/dk, l2norm backward
+//   E2 post_gate    per (token, value head): beta sigmoid and gate backward (+ parameter partials)
+//   F  param_reduce per value head: dA_log, ddt_bias (double sums in a fixed order)
+// Gate cumsums are natural-log and only non-positive differences are exponentiated (spec section 5);
+// rows past a sequence's end are zero with gate 0, so they contribute nothing and never overflow.
+// GDN runs the KDA code with its scalar gate broadcast over K (the sum over K of KDA's dg is GDN's dg).
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "lina/chunk_delta.h"
+#include "lina/error.h"
+#include "ops/common/backends.h"
+#include "ops/common/cuda/cuda_common.cuh"
+
+namespace lina::detail::cuda {
+namespace {
+
+using cuda_util::load_as_float;
+using cuda_util::warp_sum;
+using i64 = std::int64_t;
+
+constexpr int kC = 64;     // chunk length
+constexpr int kVT = 64;    // value columns per tile
+constexpr int kNT = 256;   // threads per block of the chunk kernels
+constexpr int kP64 = 65;   // fp32 pitch of 64-wide tiles (odd: transposed reads hit distinct banks)
+
+enum GateMode : int { kGateGiven = 0, kGateSoftplus = 1, kGateLowerBound = 2 };
+
+struct ChunkRef {
+  int seq;    // sequence index
+  int local;  // chunk index inside the sequence
+};
+
+struct Params {
+  // inputs
+  const void* q;
+  const void* k;
+  const void* v;
+  const void* g;
+  const void* beta;
+  const float* A_log;    // may be null
+  const float* dt_bias;  // may be null
+  const float* h0;       // may be null
+  const void* d_o;
+  const void* dht;  // may be null
+  int qk_t, v_t, g_t, beta_t, do_t, dht_t;  // dtype codes (lina::DType order: f64 f32 bf16 f16)
+  // outputs
+  void* dq;
+  void* dk;
+  void* dv;
+  void* dg;
+  void* dbeta;
+  float* dh0;     // may be null
+  float* dA_log;  // may be null
+  float* ddt;     // may be null
+  int dq_t, dv_t, dg_t, dbeta_t;
+  // problem
+  const cuda_util::SeqDesc* seqs;
+  const ChunkRef* chunks;
+  int N, H, HV, G, K, V, Kg, nvt;
+  i64 R;  // total token rows
+  float scale;
+  int kda, gate_mode, has_A_log, beta_sigmoid, l2norm;
+  float lower_bound, beta_mult;
+  // fp32 scratch
+  float *qn, *kn, *rq, *rk;   // [R,H,K], [R,H]
+  float *b, *bt;              // chunk-local gate cumsum [R,HV,Kg]; beta after the sigmoid [R,HV]
+  float *Aqk, *Tinv;          // [R,HV,64]
+  float *w, *vn;              // [R,HV,K]; u then v_new [R,HV,V]
+  float *Hs, *dHs;            // [chunks,HV,K,V]
+  float* dvn;                 // [R,HV,V]
+  float *dqe, *dke, *dw;      // [R,HV,K]; reused by D2 for the per-value-head dq, dk
+  float *dAqk, *dTv;          // [R,HV,64]
+  float* hd;                  // [chunks,HV,K]: rowsum(H_n * dh[n])
+  float* dbp;                 // [R,HV]: dbeta partial, then dbeta w.r.t. beta
+  float* dgv;                 // [R,HV,K]: dg w.r.t. the activated gate, then w.r.t. the raw gate
+  float* dAc;                 // [R,HV]: per-row dA_log contributions
+};
+
+__device__ __forceinline__ void store_as(void* p, int dtype, i64 i, float x) {
+  switch (dtype) {
+    case 0: static_cast<double*>(p)[i] = x; return;
+    case 1: static_cast<float*>(p)[i] = x; return;
+    case 2: static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16(x); return;
+    default: static_cast<__half*>(p)[i] = __float2half(x); return;
+  }
+}
+
+__device__ __forceinline__ float sigmoidf_(float x) {
+  if (x >= 0.f) return 1.f / (1.f + __expf(-x));
+  const float e = __expf(x);
+  return e / (1.f + e);
+}
+__device__ __forceinline__ float softplusf_(float x) { return x > 20.f ? x : log1pf(__expf(x)); }
+
+// The activated log gate of one raw element (channel c of value head hv).
+__device__ __forceinline__ float gate_act(const Params& p, float raw, int hv, int c) {
+  if (p.gate_mode == kGateGiven) return raw;
+  const float x = raw + (p.dt_bias ? p.dt_bias[hv * p.Kg + c] : 0.f);
+  const float a = p.has_A_log ? __expf(p.A_log[hv]) : 1.f;
+  if (p.gate_mode == kGateSoftplus) return -a * softplusf_(x);
+  return p.lower_bound * sigmoidf_(a * x);
+}
+
+struct ChunkInfo {
+  i64 t0;    // first token row
+  int Cn;    // valid rows
+  int gidx;  // global chunk index
+  int seq;
+};
+
+__device__ __forceinline__ ChunkInfo chunk_info(const Params& p, int ci) {
+  const ChunkRef cr = p.chunks[ci];
+  const cuda_util::SeqDesc sd = p.seqs[cr.seq];
+  ChunkInfo c;
+  c.t0 = sd.row_begin + static_cast<i64>(cr.local) * kC;
+  c.Cn = min(kC, sd.length - cr.local * kC);
+  c.gidx = ci;
+  c.seq = cr.seq;
+  return c;
+}
+
+// ---------------------------------------------------------------------------------------------
+// P: q/k l2norm, one warp per (token, q/k head)
+__global__ void prep_qk_kernel(const Params p) {
+  const i64 item = (static_cast<i64>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+  const int lane = threadIdx.x & 31;
+  if (item >= p.R * p.H) return;
+  const int K = p.K;
+  for (int which = 0; which < 2; ++which) {
+    const void* src = which ? p.k : p.q;
+    float* dst = (which ? p.kn : p.qn) + item * K;
+    float x[8];
+    float ss = 0.f;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      const int c = lane + 32 * e;
+      x[e] = c < K ? load_as_float(src, p.qk_t, item * K + c) : 0.f;
+      ss += x[e] * x[e];
+    }
+    ss = warp_sum(ss);
+    const float rs = p.l2norm ? rsqrtf(ss + 1e-6f) : 1.f;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      const int c = lane + 32 * e;
+      if (c < K) dst[c] = x[e] * rs;
+    }
+    if (lane == 0) (which ? p.rk : p.rq)[item] = rs;
+  }
+}
+
+// Loads rows [0, 64) of a [R, heads, width] fp32 tensor (rows past Cn are zero) into smem[64][pitch].
+__device__ __forceinline__ void load_rows(float* dst, int pitch, const float* src, i64 t0, int Cn, int heads, int head,
+                                          int width, int col0, int ncols) {
+  for (int i = threadIdx.x; i < kC * ncols; i += blockDim.x) {
+    const int r = i / ncols, c = i % ncols;
+    dst[r * pitch + c] = r < Cn ? src[((t0 + r) * heads + head) * width + col0 + c] : 0.f;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A: per (chunk, value head) forward quantities. smem: q, k, b [64][K+1]; L, X [64][65]; v tile [64][65]
+template <int K>
+__global__ void __launch_bounds__(kNT, 1) chunk_prep_kernel(const Params p) {
+  extern __shared__ float sm[];
+  constexpr int KP = K + 1;
+  float* q_s = sm;
+  float* k_s = q_s + kC * KP;
+  float* b_s = k_s + kC * KP;
+  float* L_s = b_s + kC * KP;
+  float* X_s = L_s + kC * kP64;
+  float* v_s = X_s + kC * kP64;
+  float* beta_s = v_s + kC * kP64;
+  const int hv = blockIdx.y, h = hv / p.G, tid = threadIdx.x;
+  const ChunkInfo ci = chunk_info(p, blockIdx.x);
+  const i64 t0 = ci.t0;
+  const int Cn = ci.Cn;
+
+  load_rows(q_s, KP, p.qn, t0, Cn, p.H, h, K, 0, K);
+  load_rows(k_s, KP, p.kn, t0, Cn, p.H, h, K, 0, K);
+  if (tid < kC) {
+    float bt = 0.f;
+    if (tid < Cn) {
+      bt = load_as_float(p.beta, p.beta_t, (t0 + tid) * p.HV + hv);
+      if (p.beta_sigmoid) bt = p.beta_mult * sigmoidf_(bt);
+      p.bt[(t0 + tid) * p.HV + hv] = bt;
+    }
+    beta_s[tid] = bt;
+  }
+  // gate activation + chunk-local cumsum (padded rows add 0)
+  if (tid < p.Kg) {
+    const int c = tid;
+    float cum = 0.f;
+    for (int r = 0; r < kC; ++r) {
+      if (r < Cn) {
+        const i64 gi = ((t0 + r) * p.HV + hv) * p.Kg + c;
+        cum += gate_act(p, load_as_float(p.g, p.g_t, gi), hv, c);
+        p.b[gi] = cum;
+      }
+      if (p.kda) b_s[r * KP + c] = cum;
+      else
+        for (int cc = 0; cc < K; ++cc) b_s[r * KP + cc] = cum;
+    }
+  }
+  __syncthreads();
+
+  // Aqk (j <= r, scale included) and L (j < r, times beta_r): thread per (r, j) pair
+  for (int pi = tid; pi < kC * kC; pi += kNT) {
+    const int r = pi >> 6, j = pi & 63;
+    float a = 0.f, l = 0.f;
+    if (j <= r && r < Cn) {
+      const float* qr = q_s + r * KP;
+      const float* kr = k_s + r * KP;
+      const float* kj = k_s + j * KP;
+      const float* br = b_s + r * KP;
+      const float* bj = b_s + j * KP;
+      if (p.kda) {
+#pragma unroll 8
+        for (int c = 0; c < K; ++c) {
+          const float e = __expf(br[c] - bj[c]) * kj[c];
+          a += qr[c] * e;
+          l += kr[c] * e;
+        }
+      } else {
+#pragma unroll 8
+        for (int c = 0; c < K; ++c) {
+          a += qr[c] * kj[c];
+          l += kr[c] * kj[c];
+        }
+        const float e = __expf(br[0] - bj[0]);
+        a *= e;
+        l *= e;
+      }
+      a *= p.scale;
+      l = (j < r) ? l * beta_s[r] : 0.f;
+    }
+    L_s[r * kP64 + j] = l;
+    if (r < Cn) p.Aqk[((t0 + r) * p.HV + hv) * kC + j] = a;
+  }
+  __syncthreads();
+
+  // X = (I + L)^-1 (unit lower triangular). The 16x16 diagonal blocks by forward substitution (64
+  // threads: block tid/16, column tid%16, a 136-FMA chain), then the off-diagonal blocks diagonal by
+  // diagonal: X_ij = -X_ii sum_{m=j}^{i-1} L_im X_mj (block rows of (I+L) X = I).
+  for (int i = tid; i < kC * kC; i += kNT) X_s[(i >> 6) * kP64 + (i & 63)] = 0.f;
+  __syncthreads();
+  if (tid < kC) {
+    const int o = 16 * (tid >> 4), c = tid & 15;
+    float x[16];
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      float acc = (i == c) ? 1.f : 0.f;
+#pragma unroll
+      for (int j = 0; j < i; ++j) acc -= L_s[(o + i) * kP64 + o + j] * x[j];
+      x[i] = acc;
+    }
+#pragma unroll
+    for (int i = 0; i < 16; ++i) X_s[(o + i) * kP64 + o + c] = x[i];
+  }
+  __syncthreads();
+  {
+    float* Y_s = v_s;  // 16 x 17 scratch; v_s is free until u
+    const int r = tid >> 4, c = tid & 15;
+    for (int d = 1; d < 4; ++d)
+      for (int bj = 0; bj + d < 4; ++bj) {
+        const int bi = bj + d;
+        float y = 0.f;
+        for (int m = 16 * bj; m < 16 * bi; ++m) y += L_s[(16 * bi + r) * kP64 + m] * X_s[m * kP64 + 16 * bj + c];
+        Y_s[r * 17 + c] = y;
+        __syncthreads();
+        float x = 0.f;
+#pragma unroll
+        for (int m = 0; m < 16; ++m) x -= X_s[(16 * bi + r) * kP64 + 16 * bi + m] * Y_s[m * 17 + c];
+        X_s[(16 * bi + r) * kP64 + 16 * bj + c] = x;
+        __syncthreads();
+      }
+  }
+  for (int i = tid; i < kC * kC; i += kNT) {
+    const int r = i >> 6, j = i & 63;
+    if (r < Cn) p.Tinv[((t0 + r) * p.HV + hv) * kC + j] = X_s[r * kP64 + j];
+  }
+  // kbe = k e^b beta (into q_s, q is dead)
+  for (int i = tid; i < kC * K; i += kNT) {
+    const int r = i / K, c = i % K;
+    q_s[r * KP + c] = k_s[r * KP + c] * __expf(b_s[r * KP + c]) * beta_s[r];
+  }
+  __syncthreads();
+  const int tx = tid & 15, ty = tid >> 4;
+  {  // w = X @ kbe: rows ty + 16i, cols tx + 16j
+    constexpr int TN = K / 16;
+    float acc[4][TN] = {};
+    for (int m = 0; m < kC; ++m) {
+      float a[4], bb[TN];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) a[i] = X_s[(ty + 16 * i) * kP64 + m];
+#pragma unroll
+      for (int j = 0; j < TN; ++j) bb[j] = q_s[m * KP + tx + 16 * j];
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) acc[i][j] += a[i] * bb[j];
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int r = ty + 16 * i;
+      if (r < Cn)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) p.w[((t0 + r) * p.HV + hv) * K + tx + 16 * j] = acc[i][j];
+    }
+  }
+  // u = X @ (v beta), per 64-column tile
+  for (int vt = 0; vt < p.nvt; ++vt) {
+    __syncthreads();
+    for (int i = tid; i < kC * kVT; i += kNT) {
+      const int r = i >> 6, c = i & 63;
+      v_s[r * kP64 + c] = r < Cn ? load_as_float(p.v, p.v_t, ((t0 + r) * p.HV + hv) * p.V + vt * kVT + c) * beta_s[r] : 0.f;
+    }
+    __syncthreads();
+    float acc[4][4] = {};
+    for (int m = 0; m < kC; ++m) {
+      float a[4], bb[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) a[i] = X_s[(ty + 16 * i) * kP64 + m];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) bb[j] = v_s[m * kP64 + tx + 16 * j];
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[i][j] += a[i] * bb[j];
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int r = ty + 16 * i;
+      if (r < Cn)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) p.vn[((t0 + r) * p.HV + hv) * p.V + vt * kVT + tx + 16 * j] = acc[i][j];
+    }
+  }
+}
+
+// Loads the chunk's gate cumsum into b_s[64][K+1] (GDN broadcast; padded rows = the last valid row)
+// and returns nothing; bL_s[K] gets the last valid row.
+template <int K>
+__device__ __forceinline__ void load_gate_rows(const Params& p, float* b_s, float* bL_s, i64 t0, int Cn, int hv) {
+  constexpr int KP = K + 1;
+  for (int i = threadIdx.x; i < kC * K; i += blockDim.x) {
+    const int r = i / K, c = i % K;
+    const int rr = min(r, Cn - 1);
+    b_s[r * KP + c] = p.b[((t0 + rr) * p.HV + hv) * p.Kg + (p.kda ? c : 0)];
+  }
+  for (int c = threadIdx.x; c < K; c += blockDim.x) bL_s[c] = p.b[((t0 + Cn - 1) * p.HV + hv) * p.Kg + (p.kda ? c : 0)];
+}
+
+// ---------------------------------------------------------------------------------------------
+// B: forward state pass per (sequence, value head, V tile). H (fp32) lives in registers; thread
+// owns rows ty + 16i, columns tx + 16j of the K x 64 tile. smem: H [K][65], w, kg [64][K+1], vn [64][65]
+template <int K>
+__global__ void __launch_bounds__(kNT, 1) state_fwd_kernel(const Params p) {
+  extern __shared__ float sm[];
+  constexpr int KP = K + 1, TM = K / 16;
+  float* H_s = sm;
+  float* w_s = H_s + K * kP64;
+  float* kg_s = w_s + kC * KP;
+  float* vn_s = kg_s + kC * KP;
+  float* b_s = vn_s + kC * kP64;
+  float* bL_s = b_s + kC * KP;
+  int bid = blockIdx.x;
+  const int vt = bid % p.nvt;
+  bid /= p.nvt;
+  const int hv = bid % p.HV, n = bid / p.HV, h = hv / p.G;
+  const cuda_util::SeqDesc sd = p.seqs[n];
+  const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
+  const int V = p.V, c0 = vt * kVT;
+  float hreg[TM][4];
+  const i64 sbase = (static_cast<i64>(n) * p.HV + hv) * K * V;
+#pragma unroll
+  for (int i = 0; i < TM; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      hreg[i][j] = p.h0 ? p.h0[sbase + static_cast<i64>(ty + 16 * i) * V + c0 + tx + 16 * j] : 0.f;
+  const int nch = (sd.length + kC - 1) / kC;
+  for (int lc = 0; lc < nch; ++lc) {
+    const i64 t0 = sd.row_begin + static_cast<i64>(lc) * kC;
+    const int Cn = min(kC, sd.length - lc * kC);
+    const int gidx = sd.chunk_off + lc;
+    float* Hout = p.Hs + (static_cast<i64>(gidx) * p.HV + hv) * K * V;
+    __syncthreads();  // previous chunk's readers are done
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int r = ty + 16 * i, c = tx + 16 * j;
+        H_s[r * kP64 + c] = hreg[i][j];
+        Hout[static_cast<i64>(r) * V + c0 + c] = hreg[i][j];
+      }
+    load_rows(w_s, KP, p.w, t0, Cn, p.HV, hv, K, 0, K);
+    load_rows(kg_s, KP, p.kn, t0, Cn, p.H, h, K, 0, K);
+    load_gate_rows<K>(p, b_s, bL_s, t0, Cn, hv);
+    load_rows(vn_s, kP64, p.vn, t0, Cn, p.HV, hv, V, c0, kVT);  // u
+    __syncthreads();
+    // v_new = u - w @ H (rows ty+16i, cols tx+16j of 64 x 64)
+    {
+      float acc[4][4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[i][j] = vn_s[(ty + 16 * i) * kP64 + tx + 16 * j];
+      for (int m = 0; m < K; ++m) {
+        float a[4], bb[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) a[i] = w_s[(ty + 16 * i) * KP + m];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) bb[j] = H_s[m * kP64 + tx + 16 * j];
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+          for (int j = 0; j < 4; ++j) acc[i][j] -= a[i] * bb[j];
+      }
+      // kg = k e^(bL - b) in place (each thread touches its own elements after the barrier below)
+      __syncthreads();
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int r = ty + 16 * i;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const float x = r < Cn ? acc[i][j] : 0.f;
+          vn_s[r * kP64 + tx + 16 * j] = x;
+          if (r < Cn) p.vn[((t0 + r) * p.HV + hv) * V + c0 + tx + 16 * j] = x;
+        }
+      }
+      for (int i = tid; i < kC * K; i += kNT) {
+        const int r = i / K, c = i % K;
+        kg_s[r * KP + c] *= __expf(fminf(bL_s[c] - b_s[r * KP + c], 0.f));
+      }
+    }
+    __syncthreads();
+    // H = diag(e^bL) H + kg^T v_new
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {
+      const float d = __expf(bL_s[ty + 16 * i]);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) hreg[i][j] *= d;
+    }
+    for (int m = 0; m < kC; ++m) {
+      float a[TM], bb[4];
+#pragma unroll
+      for (int i = 0; i < TM; ++i) a[i] = kg_s[m * KP + ty + 16 * i];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) bb[j] = vn_s[m * kP64 + tx + 16 * j];
+#pragma unroll
+      for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) hreg[i][j] += a[i] * bb[j];
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// C: reverse state pass. D (fp32 registers, same ownership as B) starts at dht. Per chunk, last to
+// first: dh[n] = D; dvn = Aqk^T dO + kg D; D = diag(e^bL) D + scale qg^T dO - w^T dvn.
+// smem: D [K][65], kg/qg (shared buffer, reloaded), w [64][K+1], b [64][K+1], Aqk, dO, dvn [64][65]
+template <int K>
+__global__ void __launch_bounds__(kNT, 1) state_bwd_kernel(const Params p) {
+  extern __shared__ float sm[];
+  constexpr int KP = K + 1, TM = K / 16;
+  float* D_s = sm;
+  float* x_s = D_s + K * kP64;   // kg, later qg
+  float* w_s = x_s + kC * KP;
+  float* b_s = w_s + kC * KP;
+  float* A_s = b_s + kC * KP;
+  float* dO_s = A_s + kC * kP64;
+  float* dvn_s = dO_s + kC * kP64;
+  float* bL_s = dvn_s + kC * kP64;
+  int bid = blockIdx.x;
+  const int vt = bid % p.nvt;
+  bid /= p.nvt;
+  const int hv = bid % p.HV, n = bid / p.HV, h = hv / p.G;
+  const cuda_util::SeqDesc sd = p.seqs[n];
+  const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
+  const int V = p.V, c0 = vt * kVT;
+  float dreg[TM][4];
+  const i64 sbase = (static_cast<i64>(n) * p.HV + hv) * K * V;
+#pragma unroll
+  for (int i = 0; i < TM; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      dreg[i][j] = p.dht ? load_as_float(p.dht, p.dht_t, sbase + static_cast<i64>(ty + 16 * i) * V + c0 + tx + 16 * j) : 0.f;
+  const int nch = (sd.length + kC - 1) / kC;
+  for (int lc = nch - 1; lc >= 0; --lc) {
+    const i64 t0 = sd.row_begin + static_cast<i64>(lc) * kC;
+    const int Cn = min(kC, sd.length - lc * kC);
+    const int gidx = sd.chunk_off + lc;
+    float* Dout = p.dHs + (static_cast<i64>(gidx) * p.HV + hv) * K * V;
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int r = ty + 16 * i, c = tx + 16 * j;
+        D_s[r * kP64 + c] = dreg[i][j];
+        Dout[static_cast<i64>(r) * V + c0 + c] = dreg[i][j];
+      }
+    load_rows(x_s, KP, p.kn, t0, Cn, p.H, h, K, 0, K);
+    load_rows(w_s, KP, p.w, t0, Cn, p.HV, hv, K, 0, K);
+    load_gate_rows<K>(p, b_s, bL_s, t0, Cn, hv);
+    load_rows(A_s, kP64, p.Aqk, t0, Cn, p.HV, hv, kC, 0, kC);
+    for (int i = tid; i < kC * kVT; i += kNT) {
+      const int r = i >> 6, c = i & 63;
+      dO_s[r * kP64 + c] = r < Cn ? load_as_float(p.d_o, p.do_t, ((t0 + r) * p.HV + hv) * V + c0 + c) : 0.f;
+    }
+    __syncthreads();
+    for (int i = tid; i < kC * K; i += kNT) {
+      const int r = i / K, c = i % K;
+      x_s[r * KP + c] *= __expf(fminf(bL_s[c] - b_s[r * KP + c], 0.f));  // kg
+    }
+    __syncthreads();
+    {  // dvn = Aqk^T dO + kg D (64 x 64: rows ty+16i, cols tx+16j)
+      float acc[4][4] = {};
+      for (int m = 0; m < kC; ++m) {
+        float a[4], bb[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) a[i] = A_s[m * kP64 + ty + 16 * i];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) bb[j] = dO_s[m * kP64 + tx + 16 * j];
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+          for (int j = 0; j < 4; ++j) acc[i][j] += a[i] * bb[j];
+      }
+      for (int m = 0; m < K; ++m) {
+        float a[4], bb[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) a[i] = x_s[(ty + 16 * i) * KP + m];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) bb[j] = D_s[m * kP64 + tx + 16 * j];
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+          for (int j = 0; j < 4; ++j) acc[i][j] += a[i] * bb[j];
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int r = ty + 16 * i;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const float x = r < Cn ? acc[i][j] : 0.f;
+          dvn_s[r * kP64 + tx + 16 * j] = x;
+          if (r < Cn) p.dvn[((t0 + r) * p.HV + hv) * V + c0 + tx + 16 * j] = x;
+        }
+      }
+    }
+    __syncthreads();
+    // qg = q e^b (x_s is free again)
+    for (int i = tid; i < kC * K; i += kNT) {
+      const int r = i / K, c = i % K;
+      x_s[r * KP + c] = r < Cn ? p.qn[((t0 + r) * p.H + h) * K + c] * __expf(b_s[r * KP + c]) : 0.f;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {
+      const float d = __expf(bL_s[ty + 16 * i]);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) dreg[i][j] *= d;
+    }
+    for (int m = 0; m < kC; ++m) {
+      float a[TM], aw[TM], bo[4], bv[4];
+#pragma unroll
+      for (int i = 0; i < TM; ++i) {
+        a[i] = p.scale * x_s[m * KP + ty + 16 * i];
+        aw[i] = w_s[m * KP + ty + 16 * i];
+      }
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        bo[j] = dO_s[m * kP64 + tx + 16 * j];
+        bv[j] = dvn_s[m * kP64 + tx + 16 * j];
+      }
+#pragma unroll
+      for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) dreg[i][j] += a[i] * bo[j] - aw[i] * bv[j];
+    }
+  }
+  if (p.dh0) {
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        p.dh0[sbase + static_cast<i64>(ty + 16 * i) * V + c0 + tx + 16 * j] = dreg[i][j];
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// D1: per (chunk, value head), products over V. smem: H, D tiles [K][65]; dO, vn, dvn, v, Tinv [64][65]
+template <int K>
+__global__ void __launch_bounds__(kNT, 1) grad_v_kernel(const Params p) {
+  extern __shared__ float sm[];
+  constexpr int TN = K / 16;
+  float* H_s = sm;
+  float* D_s = H_s + K * kP64;
+  float* dO_s = D_s + K * kP64;
+  float* vn_s = dO_s + kC * kP64;
+  float* dvn_s = vn_s + kC * kP64;
+  float* v_s = dvn_s + kC * kP64;
+  float* T_s = v_s + kC * kP64;
+  float* beta_s = T_s + kC * kP64;
+  float* dbp_s = beta_s + kC;
+  const int hv = blockIdx.y, tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
+  const ChunkInfo ci = chunk_info(p, blockIdx.x);
+  const i64 t0 = ci.t0;
+  const int Cn = ci.Cn, V = p.V;
+  const float* Hg = p.Hs + (static_cast<i64>(ci.gidx) * p.HV + hv) * K * V;
+  const float* Dg = p.dHs + (static_cast<i64>(ci.gidx) * p.HV + hv) * K * V;
+  load_rows(T_s, kP64, p.Tinv, t0, Cn, p.HV, hv, kC, 0, kC);
+  if (tid < kC) {
+    beta_s[tid] = tid < Cn ? p.bt[(t0 + tid) * p.HV + hv] : 0.f;
+    dbp_s[tid] = 0.f;
+  }
+  float aq[4][TN] = {}, aw[4][TN] = {}, aA[4][4] = {}, aT[4][4] = {};
+  float hdsum = 0.f;
+  // pass 1: dq_e, dw (with H), dAqk, dTv, dv, dbeta's v part
+  for (int vt = 0; vt < p.nvt; ++vt) {
+    const int c0 = vt * kVT;
+    __syncthreads();
+    for (int i = tid; i < K * kVT; i += kNT) {
+      const int r = i >> 6, c = i & 63;
+      H_s[r * kP64 + c] = Hg[static_cast<i64>(r) * V + c0 + c];
+      D_s[r * kP64 + c] = Dg[static_cast<i64>(r) * V + c0 + c];
+    }
+    for (int i = tid; i < kC * kVT; i += kNT) {
+      const int r = i >> 6, c = i & 63;
+      const bool ok = r < Cn;
+      const i64 off = ((t0 + r) * p.HV + hv) * V + c0 + c;
+      dO_s[r * kP64 + c] = ok ? load_as_float(p.d_o, p.do_t, off) : 0.f;
+      vn_s[r * kP64 + c] = ok ? p.vn[off] : 0.f;
+      dvn_s[r * kP64 + c] = ok ? p.dvn[off] : 0.f;
+      v_s[r * kP64 + c] = ok ? load_as_float(p.v, p.v_t, off) : 0.f;
+    }
+    __syncthreads();
+    if (tid < K) {
+      float s = 0.f;
+      for (int c = 0; c < kVT; ++c) s += H_s[tid * kP64 + c] * D_s[tid * kP64 + c];
+      hdsum += s;
+    }
+    for (int m = 0; m < kVT; ++m) {
+      float ao[4], ad[4], bh[TN];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        ao[i] = dO_s[(ty + 16 * i) * kP64 + m];
+        ad[i] = dvn_s[(ty + 16 * i) * kP64 + m];
+      }
+#pragma unroll
+      for (int j = 0; j < TN; ++j) bh[j] = H_s[(tx + 16 * j) * kP64 + m];
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) {
+          aq[i][j] += ao[i] * bh[j];
+          aw[i][j] += ad[i] * bh[j];
+        }
+      float bvn[4], bv[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        bvn[j] = vn_s[(tx + 16 * j) * kP64 + m];
+        bv[j] = v_s[(tx + 16 * j) * kP64 + m];
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          aA[i][j] += ao[i] * bvn[j];
+          aT[i][j] += ad[i] * bv[j];
+        }
+    }
+    {  // dvb = Tinv^T dvn; dv = dvb beta; dbeta += rowsum(dvb v)
+      float acc[4][4] = {};
+      for (int m = 0; m < kC; ++m) {
+        float a[4], bb[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) a[i] = T_s[m * kP64 + ty + 16 * i];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) bb[j] = dvn_s[m * kP64 + tx + 16 * j];
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+          for (int j = 0; j < 4; ++j) acc[i][j] += a[i] * bb[j];
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int r = ty + 16 * i;
+        if (r >= Cn) continue;
+        float s = 0.f;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int c = tx + 16 * j;
+          s += acc[i][j] * v_s[r * kP64 + c];
+          store_as(p.dv, p.dv_t, ((t0 + r) * p.HV + hv) * V + c0 + c, acc[i][j] * beta_s[r]);
+        }
+        atomicAdd(&dbp_s[r], s);
+      }
+    }
+  }
+  // pass 2: dk_e = vn @ D^T
+  float ak[4][TN] = {};
+  for (int vt = 0; vt < p.nvt; ++vt) {
+    const int c0 = vt * kVT;
+    if (p.nvt > 1) {
+      __syncthreads();
+      for (int i = tid; i < K * kVT; i += kNT) {
+        const int r = i >> 6, c = i & 63;
+        D_s[r * kP64 + c] = Dg[static_cast<i64>(r) * V + c0 + c];
+      }
+      for (int i = tid; i < kC * kVT; i += kNT) {
+        const int r = i >> 6, c = i & 63;
+        vn_s[r * kP64 + c] = r < Cn ? p.vn[((t0 + r) * p.HV + hv) * V + c0 + c] : 0.f;
+      }
+      __syncthreads();
+    }
+    for (int m = 0; m < kVT; ++m) {
+      float a[4], bb[TN];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) a[i] = vn_s[(ty + 16 * i) * kP64 + m];
+#pragma unroll
+      for (int j = 0; j < TN; ++j) bb[j] = D_s[(tx + 16 * j) * kP64 + m];
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) ak[i][j] += a[i] * bb[j];
+    }
+  }
+  // epilogue: gate factors; write scratch
+  const i64 bLrow = ((t0 + Cn - 1) * p.HV + hv) * p.Kg;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int r = ty + 16 * i;
+    if (r >= Cn) continue;
+    const i64 row = (t0 + r) * p.HV + hv;
+#pragma unroll
+    for (int j = 0; j < TN; ++j) {
+      const int c = tx + 16 * j;
+      const float br = p.b[row * p.Kg + (p.kda ? c : 0)];
+      const float bL = p.b[bLrow + (p.kda ? c : 0)];
+      p.dqe[row * K + c] = p.scale * __expf(br) * aq[i][j];
+      p.dke[row * K + c] = __expf(fminf(bL - br, 0.f)) * ak[i][j];
+      p.dw[row * K + c] = -aw[i][j];
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int c = tx + 16 * j;
+      p.dAqk[row * kC + c] = (c <= r) ? p.scale * aA[i][j] : 0.f;
+      p.dTv[row * kC + c] = (c < r) ? aT[i][j] : 0.f;
+    }
+  }
+  if (tid < K) p.hd[(static_cast<i64>(ci.gidx) * p.HV + hv) * K + tid] = hdsum;
+  __syncthreads();
+  if (tid < Cn) p.dbp[(t0 + tid) * p.HV + hv] = dbp_s[tid];
+}
+
+// ---------------------------------------------------------------------------------------------
+// D2: per (chunk, value head) WY backward, intra-chunk gated products, db -> dg.
+// smem: q, k, b, dw(then db) [64][K+1]; Tinv, dAqk, dT(then dAkk), X [64][65]; beta, dbeta [64]
+template <int K>
+__global__ void __launch_bounds__(kNT, 1) grad_k_kernel(const Params p) {
+  extern __shared__ float sm[];
+  constexpr int KP = K + 1, TN = K / 16;
+  float* q_s = sm;
+  float* k_s = q_s + kC * KP;
+  float* b_s = k_s + kC * KP;
+  float* dw_s = b_s + kC * KP;
+  float* T_s = dw_s + kC * KP;
+  float* dA_s = T_s + kC * kP64;
+  float* dT_s = dA_s + kC * kP64;
+  float* X_s = dT_s + kC * kP64;
+  float* beta_s = X_s + kC * kP64;
+  float* dbt_s = beta_s + kC;
+  float* bL_s = dbt_s + kC;
+  float* cs_s = bL_s + K;  // colsum(k dk_e)
+  const int hv = blockIdx.y, h = hv / p.G, tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
+  const ChunkInfo ci = chunk_info(p, blockIdx.x);
+  const i64 t0 = ci.t0;
+  const int Cn = ci.Cn;
+  load_rows(q_s, KP, p.qn, t0, Cn, p.H, h, K, 0, K);
+  load_rows(k_s, KP, p.kn, t0, Cn, p.H, h, K, 0, K);
+  load_gate_rows<K>(p, b_s, bL_s, t0, Cn, hv);
+  load_rows(dw_s, KP, p.dw, t0, Cn, p.HV, hv, K, 0, K);
+  load_rows(T_s, kP64, p.Tinv, t0, Cn, p.HV, hv, kC, 0, kC);
+  load_rows(dA_s, kP64, p.dAqk, t0, Cn, p.HV, hv, kC, 0, kC);
+  load_rows(dT_s, kP64, p.dTv, t0, Cn, p.HV, hv, kC, 0, kC);
+  if (tid < kC) {
+    beta_s[tid] = tid < Cn ? p.bt[(t0 + tid) * p.HV + hv] : 0.f;
+    dbt_s[tid] = tid < Cn ? p.dbp[(t0 + tid) * p.HV + hv] : 0.f;
+  }
+  if (tid < K) cs_s[tid] = 0.f;
+  __syncthreads();
+  // dT = tril_strict((dw kgb^T + dTv) * beta_j), kgb = k e^b
+  for (int pi = tid; pi < kC * kC; pi += kNT) {
+    const int r = pi >> 6, j = pi & 63;
+    if (j < r && r < Cn) {
+      const float* dwr = dw_s + r * KP;
+      const float* kj = k_s + j * KP;
+      const float* bj = b_s + j * KP;
+      float s = 0.f;
+      if (p.kda) {
+#pragma unroll 8
+        for (int c = 0; c < K; ++c) s += dwr[c] * kj[c] * __expf(bj[c]);
+      } else {
+#pragma unroll 8
+        for (int c = 0; c < K; ++c) s += dwr[c] * kj[c];
+        s *= __expf(bj[0]);
+      }
+      dT_s[r * kP64 + j] = (s + dT_s[r * kP64 + j]) * beta_s[j];
+    } else {
+      dT_s[r * kP64 + j] = 0.f;
+    }
+  }
+  __syncthreads();
+  {  // X = Tinv^T dT
+    float acc[4][4] = {};
+    for (int m = 0; m < kC; ++m) {
+      float a[4], bb[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) a[i] = T_s[m * kP64 + ty + 16 * i];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) bb[j] = dT_s[m * kP64 + tx + 16 * j];
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[i][j] += a[i] * bb[j];
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) X_s[(ty + 16 * i) * kP64 + tx + 16 * j] = acc[i][j];
+  }
+  __syncthreads();
+  {  // dAkk = tril_strict(-(X Tinv^T)) into dT_s
+    float acc[4][4] = {};
+    for (int m = 0; m < kC; ++m) {
+      float a[4], bb[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) a[i] = X_s[(ty + 16 * i) * kP64 + m];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) bb[j] = T_s[(tx + 16 * j) * kP64 + m];
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[i][j] += a[i] * bb[j];
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int r = ty + 16 * i, c = tx + 16 * j;
+        dT_s[r * kP64 + c] = (c < r) ? -acc[i][j] : 0.f;
+      }
+  }
+  // dkgb = Tinv^T dw (64 x K); then db, dk partials
+  float dkgb[4][TN] = {};
+  for (int m = 0; m < kC; ++m) {
+    float a[4], bb[TN];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) a[i] = T_s[m * kP64 + ty + 16 * i];
+#pragma unroll
+    for (int j = 0; j < TN; ++j) bb[j] = dw_s[m * KP + tx + 16 * j];
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+      for (int j = 0; j < TN; ++j) dkgb[i][j] += a[i] * bb[j];
+  }
+  __syncthreads();  // dw_s is free: it becomes db
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int r = ty + 16 * i;
+    float s = 0.f;
+#pragma unroll
+    for (int j = 0; j < TN; ++j) {
+      const int c = tx + 16 * j;
+      float db = 0.f;
+      if (r < Cn) {
+        const i64 x = ((t0 + r) * p.HV + hv) * K + c;
+        const float eb = __expf(b_s[r * KP + c]);
+        const float kgb = k_s[r * KP + c] * eb;
+        const float dke = p.dke[x];  // still the pure inter part dk_e
+        s += dkgb[i][j] * kgb;
+        atomicAdd(&cs_s[c], k_s[r * KP + c] * dke);
+        db = q_s[r * KP + c] * p.dqe[x] - k_s[r * KP + c] * dke + kgb * dkgb[i][j] * beta_s[r];
+        p.dke[x] = dke + dkgb[i][j] * eb * beta_s[r];  // dk partial (per value head)
+      }
+      dw_s[r * KP + c] = db;
+    }
+    if (r < Cn) atomicAdd(&dbt_s[r], s);
+  }
+  __syncthreads();
+  // Intra: thread per (row x, channel c)
+  for (int it = tid; it < kC * K; it += kNT) {
+    const int x = it / K, c = it % K;
+    if (x >= Cn) continue;
+    const float bx = b_s[x * KP + c];
+    float dqi = 0.f, kr = 0.f, dkt = 0.f;
+    for (int j = 0; j <= x; ++j) {  // x as the query / later row
+      const float e = __expf(bx - b_s[j * KP + c]) * k_s[j * KP + c];
+      dqi += dA_s[x * kP64 + j] * e;
+      kr += dT_s[x * kP64 + j] * e;  // dAkk is 0 on the diagonal
+    }
+    for (int r = x; r < Cn; ++r) {  // x as the key / earlier row
+      const float e = __expf(b_s[r * KP + c] - bx);
+      dkt += (dA_s[r * kP64 + x] * q_s[r * KP + c] + dT_s[r * kP64 + x] * beta_s[r] * k_s[r * KP + c]) * e;
+    }
+    const i64 gx = ((t0 + x) * p.HV + hv) * K + c;
+    const float qx = q_s[x * KP + c], kx = k_s[x * KP + c];
+    const float dkrow = beta_s[x] * kr;
+    p.dqe[gx] += dqi;
+    p.dke[gx] += dkrow + dkt;
+    dw_s[x * KP + c] += qx * dqi + (dkrow - dkt) * kx;
+    atomicAdd(&dbt_s[x], kr * kx);
+  }
+  __syncthreads();
+  // last row: the terms through bL, e^bL rowsum(H dh) + colsum(k dk_e); reverse cumsum -> dg
+  if (tid < K) {
+    const int c = tid;
+    dw_s[(Cn - 1) * KP + c] += __expf(bL_s[c]) * p.hd[(static_cast<i64>(ci.gidx) * p.HV + hv) * K + c] + cs_s[c];
+  }
+  __syncthreads();
+  if (p.kda) {
+    if (tid < K) {
+      const int c = tid;
+      float acc = 0.f;
+      for (int r = Cn - 1; r >= 0; --r) {
+        acc += dw_s[r * KP + c];
+        p.dgv[((t0 + r) * p.HV + hv) * K + c] = acc;
+      }
+    }
+  } else {
+    // GDN: row sums, then the reverse cumsum
+    for (int r = threadIdx.x >> 5; r < Cn; r += kNT / 32) {
+      float s = 0.f;
+      for (int c = threadIdx.x & 31; c < K; c += 32) s += dw_s[r * KP + c];
+      s = warp_sum(s);
+      if ((threadIdx.x & 31) == 0) X_s[r] = s;
+    }
+    __syncthreads();
+    if (tid == 0) {
+      float acc = 0.f;
+      for (int r = Cn - 1; r >= 0; --r) {
+        acc += X_s[r];
+        p.dgv[(t0 + r) * p.HV + hv] = acc;
+      }
+    }
+  }
+  if (tid < Cn) p.dbp[(t0 + tid) * p.HV + hv] = dbt_s[tid];
+}
+
+// ---------------------------------------------------------------------------------------------
+// E1: dq, dk: GVA group sum over the value heads of each q/k head, then the l2norm backward.
+__global__ void post_qk_kernel(const Params p) {
+  const i64 item = (static_cast<i64>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+  const int lane = threadIdx.x & 31;
+  if (item >= p.R * p.H) return;
+  const i64 row = item / p.H;
+  const int h = static_cast<int>(item % p.H), K = p.K;
+  for (int which = 0; which < 2; ++which) {
+    const float* src = which ? p.dke : p.dqe;
+    const float* y = (which ? p.kn : p.qn) + item * K;
+    float d[8], yy[8];
+    float dot = 0.f;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      const int c = lane + 32 * e;
+      d[e] = 0.f;
+      yy[e] = 0.f;
+      if (c < K) {
+        for (int gi = 0; gi < p.G; ++gi) d[e] += src[(row * p.HV + h * p.G + gi) * K + c];
+        yy[e] = y[c];
+      }
+      dot += d[e] * yy[e];
+    }
+    if (p.l2norm) {
+      dot = warp_sum(dot);
+      const float rs = (which ? p.rk : p.rq)[item];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) d[e] = rs * (d[e] - dot * yy[e]);
+    }
+    void* dst = which ? p.dk : p.dq;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      const int c = lane + 32 * e;
+      if (c < K) store_as(dst, p.dq_t, item * K + c, d[e]);
+    }
+  }
+}
+
+// E2: dbeta through the sigmoid, dg through the in-kernel gate; per-row dA_log contributions.
+__global__ void post_gate_kernel(const Params p) {
+  const i64 item = (static_cast<i64>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+  const int lane = threadIdx.x & 31;
+  if (item >= p.R * p.HV) return;
+  const int hv = static_cast<int>(item % p.HV);
+  if (lane == 0) {
+    float db = p.dbp[item];
+    if (p.beta_sigmoid) {
+      const float s = sigmoidf_(load_as_float(p.beta, p.beta_t, item));
+      db *= p.beta_mult * s * (1.f - s);
+    }
+    store_as(p.dbeta, p.dbeta_t, item, db);
+  }
+  const float a = p.has_A_log ? __expf(p.A_log[hv]) : 1.f;
+  float dA = 0.f;
+  for (int c = lane; c < p.Kg; c += 32) {
+    const i64 gi = item * p.Kg + c;
+    const float dy = p.dgv[gi];
+    float dx = dy;
+    if (p.gate_mode != kGateGiven) {
+      const float x = load_as_float(p.g, p.g_t, gi) + (p.dt_bias ? p.dt_bias[hv * p.Kg + c] : 0.f);
+      if (p.gate_mode == kGateSoftplus) {
+        dx = -a * sigmoidf_(x) * dy;
+        dA += dy * (-a * softplusf_(x));
+      } else {
+        const float s = sigmoidf_(a * x);
+        dx = dy * p.lower_bound * s * (1.f - s) * a;
+        dA += dx * x;
+      }
+      p.dgv[gi] = dx;
+    }
+    store_as(p.dg, p.dg_t, gi, dx);
+  }
+  if (p.dA_log) {
+    dA = warp_sum(dA);
+    if (lane == 0) p.dAc[item] = dA;
+  }
+}
+
+// F: parameter gradients, one block per value head, double sums in a fixed order.
+__global__ void param_reduce_kernel(const Params p) {
+  const int hv = blockIdx.x, tid = threadIdx.x;
+  __shared__ double red[256];
+  if (p.dA_log) {
+    double s = 0.0;
+    for (i64 r = tid; r < p.R; r += blockDim.x) s += p.dAc[r * p.HV + hv];
+    red[tid] = s;
+    __syncthreads();
+    for (int o = blockDim.x / 2; o > 0; o >>= 1) {
+      if (tid < o) red[tid] += red[tid + o];
+      __syncthreads();
+    }
+    if (tid == 0) p.dA_log[hv] = static_cast<float>(red[0]);
+  }
+  if (p.ddt) {
+    for (int c = tid; c < p.Kg; c += blockDim.x) {
+      double s = 0.0;
+      for (i64 r = 0; r < p.R; ++r) s += p.dgv[(r * p.HV + hv) * p.Kg + c];
+      p.ddt[hv * p.Kg + c] = static_cast<float>(s);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host side
+
+template <int K>
+struct SmemSize {
+  static constexpr int KP = K + 1;
+  static constexpr size_t A = sizeof(float) * (3 * kC * KP + 3 * kC * kP64 + kC);
+  static constexpr size_t B = sizeof(float) * (K * kP64 + 3 * kC * KP + kC * kP64 + K);
+  static constexpr size_t C = sizeof(float) * (K * kP64 + 3 * kC * KP + 3 * kC * kP64 + K);
+  static constexpr size_t D1 = sizeof(float) * (2 * K * kP64 + 5 * kC * kP64 + 2 * kC);
+  static constexpr size_t D2 = sizeof(float) * (4 * kC * KP + 4 * kC * kP64 + 2 * kC + 2 * K);
+};
+static_assert(SmemSize<128>::D2 <= 227 * 1024, "grad_k_kernel<128> shared memory over the sm_90 limit");
+static_assert(SmemSize<128>::C <= 227 * 1024, "state_bwd_kernel<128> shared memory over the sm_90 limit");
+
+template <class Kern>
+void launch(Kern kern, dim3 grid, int threads, size_t smem, cudaStream_t st, const Params& prm, const char* name) {
+  if (grid.x == 0 || grid.y == 0) return;
+  if (smem > 48 * 1024)
+    cuda_util::check(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)), name);
+  kern<<<grid, threads, smem, st>>>(prm);
+  cuda_util::check(cudaGetLastError(), name);
+}
+
+// LINA_DELTA_BWD_STAGES=1 prints the time of each stage (CUDA events; synchronises the stream).
+bool stage_timing() {
+  static const bool on = [] {
+    const char* e = std::getenv("LINA_DELTA_BWD_STAGES");
+    return e && *e && *e != '0';
+  }();
+  return on;
+}
+
+template <int K>
+void run_pipeline(const Params& prm, int total_chunks, cudaStream_t st) {
+  using S = SmemSize<K>;
+  const dim3 chunk_grid(static_cast<unsigned>(total_chunks), static_cast<unsigned>(prm.HV));
+  const dim3 seq_grid(static_cast<unsigned>(static_cast<i64>(prm.N) * prm.HV * prm.nvt));
+  const auto warps = [](i64 n) { return dim3(static_cast<unsigned>((n + 7) / 8)); };
+  const bool timed = stage_timing();
+  std::vector<cudaEvent_t> ev;
+  std::vector<const char*> names;
+  auto mark = [&](const char* name) {
+    if (!timed) return;
+    cudaEvent_t e;
+    cuda_util::check(cudaEventCreate(&e), "cudaEventCreate");
+    cuda_util::check(cudaEventRecord(e, st), "cudaEventRecord");
+    ev.push_back(e);
+    names.push_back(name);
+  };
+  mark("start");
+  launch(prep_qk_kernel, warps(prm.R * prm.H), 256, 0, st, prm, "delta_bwd prep_qk");
+  mark("prep_qk");
+  launch(chunk_prep_kernel<K>, chunk_grid, kNT, S::A, st, prm, "delta_bwd chunk_prep");
+  mark("chunk_prep");
+  launch(state_fwd_kernel<K>, seq_grid, kNT, S::B, st, prm, "delta_bwd state_fwd");
+  mark("state_fwd");
+  launch(state_bwd_kernel<K>, seq_grid, kNT, S::C, st, prm, "delta_bwd state_bwd");
+  mark("state_bwd");
+  launch(grad_v_kernel<K>, chunk_grid, kNT, S::D1, st, prm, "delta_bwd grad_v");
+  mark("grad_v");
+  launch(grad_k_kernel<K>, chunk_grid, kNT, S::D2, st, prm, "delta_bwd grad_k");
+  mark("grad_k");
+  launch(post_qk_kernel, warps(prm.R * prm.H), 256, 0, st, prm, "delta_bwd post_qk");
+  mark("post_qk");
+  launch(post_gate_kernel, warps(prm.R * prm.HV), 256, 0, st, prm, "delta_bwd post_gate");
+  mark("post_gate");
+  if (prm.dA_log || prm.ddt) launch(param_reduce_kernel, dim3(static_cast<unsigned>(prm.HV)), 256, 0, st, prm, "delta_bwd param_reduce");
+  mark("param_reduce");
+  if (timed) {
+    cuda_util::check(cudaEventSynchronize(ev.back()), "cudaEventSynchronize");
+    std::fprintf(stderr, "delta_bwd stages (ms):");
+    for (size_t i = 1; i < ev.size(); ++i) {
+      float ms = 0.f;
+      cudaEventElapsedTime(&ms, ev[i - 1], ev[i]);
+      std::fprintf(stderr, " %s %.3f", names[i], ms);
+    }
+    std::fprintf(stderr, "\n");
+    for (cudaEvent_t e : ev) cudaEventDestroy(e);
+  }
+}
+
+// The scratch comes from a lina-owned stream-ordered pool that keeps its memory between calls
+// (the default pool would return it to the OS at every synchronisation and remap it next call).
+cudaMemPool_t scratch_pool() {
+  static std::mutex mu;
+  static cudaMemPool_t pools[64] = {};
+  int dev = 0;
+  cuda_util::check(cudaGetDevice(&dev), "cudaGetDevice");
+  std::lock_guard<std::mutex> lock(mu);
+  if (dev < 0 || dev >= 64) throw Error(ErrorCode::runtime, "", "chunk_delta bwd: device index out of range");
+  if (!pools[dev]) {
+    cudaMemPoolProps props{};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = dev;
+    cuda_util::check(cudaMemPoolCreate(&pools[dev], &props), "cudaMemPoolCreate");
+    std::uint64_t keep = ~0ull;
+    cuda_util::check(cudaMemPoolSetAttribute(pools[dev], cudaMemPoolAttrReleaseThreshold, &keep), "cudaMemPoolSetAttribute");
+  }
+  return pools[dev];
+}
+
+int code(DType d) { return static_cast<int>(d); }
+
+void require_float(const char* name, const TensorView& t) {
+  if (!is_floating(t.dtype))
+    throw_unsupported(name, std::string("dtype ") + std::string(dtype_name(t.dtype)) + " on the cuda backend",
+                      "a floating dtype");
+  if (!t.is_contiguous()) throw_unsupported(name, "a non-contiguous tensor on the cuda backend", "contiguous tensors");
+}
+
+RunInfo backward(const Problem& p, const DeltaRuleArgs& a, const AttentionGradInputs& gin, const DeltaRuleGrads& gr,
+                 const ExecOptions& opts, bool kda, std::optional<double> lb, const char* op) {
+  if (p.K != 64 && p.K != 128)
+    throw_unsupported("q", std::string("head dim K = ") + std::to_string(p.K) + " for the cuda " + op + " backward",
+                      "K in {64, 128} (K = 256 is not built yet)");
+  if (p.V % kVT != 0 || p.V > 256)
+    throw_unsupported("v", std::string("head dim V = ") + std::to_string(p.V) + " for the cuda " + op + " backward",
+                      "V in {64, 128, 192, 256}");
+  for (const auto& [n, t] : {std::pair<const char*, const TensorView*>{"q", &a.q}, {"k", &a.k}, {"v", &a.v}, {"g", &a.g},
+                             {"beta", &a.beta}, {"do", &gin.d_o}, {"dq", &gr.dq}, {"dk", &gr.dk}, {"dv", &gr.dv},
+                             {"dg", &gr.dg}, {"dbeta", &gr.dbeta}})
+    require_float(n, *t);
+  for (const auto& [n, t] : {std::pair<const char*, const std::optional<TensorView>*>{"initial_state", &a.initial_state},
+                             {"dht", &gin.d_final_state}, {"d_initial_state", &gr.d_initial_state}, {"A_log", &a.A_log},
+                             {"dt_bias", &a.dt_bias}, {"d_A_log", &gr.d_A_log}, {"d_dt_bias", &gr.d_dt_bias}})
+    if (*t) require_float(n, **t);
+  for (const auto& [n, t] : {std::pair<const char*, const std::optional<TensorView>*>{"initial_state", &a.initial_state},
+                             {"A_log", &a.A_log}, {"dt_bias", &a.dt_bias}})
+    if (*t && (*t)->dtype != DType::f32)
+      throw_unsupported(n, std::string("dtype ") + std::string(dtype_name((*t)->dtype)) + " on the cuda backend", "float32");
+  if (gr.d_initial_state && gr.d_initial_state->dtype != DType::f32)
+    throw_unsupported("d_initial_state", "a non-float32 tensor", "float32");
+  if (gr.d_A_log && gr.d_A_log->dtype != DType::f32) throw_unsupported("d_A_log", "a non-float32 tensor", "float32");
+  if (gr.d_dt_bias && gr.d_dt_bias->dtype != DType::f32) throw_unsupported("d_dt_bias", "a non-float32 tensor", "float32");
+
+  auto st = static_cast<cudaStream_t>(opts.stream);
+  Params prm{};
+  prm.q = a.q.data;
+  prm.k = a.k.data;
+  prm.v = a.v.data;
+  prm.g = a.g.data;
+  prm.beta = a.beta.data;
+  prm.A_log = a.A_log ? a.A_log->ptr<const float>() : nullptr;
+  prm.dt_bias = a.dt_bias ? a.dt_bias->ptr<const float>() : nullptr;
+  prm.h0 = a.initial_state ? a.initial_state->ptr<const float>() : nullptr;
+  prm.d_o = gin.d_o.data;
+  prm.dht = gin.d_final_state ? gin.d_final_state->data : nullptr;
+  prm.qk_t = code(a.q.dtype);
+  if (a.k.dtype != a.q.dtype) throw_unsupported("k", "a dtype different from q's", "the dtype of q");
+  prm.v_t = code(a.v.dtype);
+  prm.g_t = code(a.g.dtype);
+  prm.beta_t = code(a.beta.dtype);
+  prm.do_t = code(gin.d_o.dtype);
+  prm.dht_t = gin.d_final_state ? code(gin.d_final_state->dtype) : 1;
+  prm.dq = gr.dq.data;
+  prm.dk = gr.dk.data;
+  prm.dv = gr.dv.data;
+  prm.dg = gr.dg.data;
+  prm.dbeta = gr.dbeta.data;
+  prm.dh0 = gr.d_initial_state ? gr.d_initial_state->ptr<float>() : nullptr;
+  prm.dA_log = gr.d_A_log ? gr.d_A_log->ptr<float>() : nullptr;
+  prm.ddt = gr.d_dt_bias ? gr.d_dt_bias->ptr<float>() : nullptr;
+  if (gr.dk.dtype != gr.dq.dtype) throw_unsupported("dk", "a dtype different from dq's", "the dtype of dq");
+  prm.dq_t = code(gr.dq.dtype);
+  prm.dv_t = code(gr.dv.dtype);
+  prm.dg_t = code(gr.dg.dtype);
+  prm.dbeta_t = code(gr.dbeta.dtype);
+  prm.N = static_cast<int>(p.N);
+  prm.H = static_cast<int>(p.H);
+  prm.HV = static_cast<int>(p.HV);
+  prm.G = static_cast<int>(p.group());
+  prm.K = static_cast<int>(p.K);
+  prm.V = static_cast<int>(p.V);
+  prm.Kg = kda ? prm.K : 1;
+  prm.nvt = prm.V / kVT;
+  prm.R = p.B * p.T;
+  prm.scale = static_cast<float>(p.scale);
+  prm.kda = kda;
+  prm.gate_mode = a.use_gate_in_kernel ? ((kda && lb) ? kGateLowerBound : kGateSoftplus) : kGateGiven;
+  prm.has_A_log = a.A_log.has_value();
+  prm.lower_bound = lb ? static_cast<float>(*lb) : 0.f;
+  prm.beta_sigmoid = a.use_beta_sigmoid_in_kernel;
+  prm.beta_mult = a.allow_neg_eigval ? 2.f : 1.f;
+  prm.l2norm = a.use_qk_l2norm_in_kernel;
+
+  // sequences and the chunk table
+  const cuda_util::DeviceSeqs seqs = cuda_util::upload_sequences(p, st);
+  std::vector<ChunkRef> table;
+  table.reserve(static_cast<size_t>(seqs.total_chunks));
+  for (i64 n = 0; n < p.N; ++n) {
+    const i64 len = p.sequences[static_cast<size_t>(n)].length;
+    for (i64 c = 0; c * kC < len; ++c) table.push_back({static_cast<int>(n), static_cast<int>(c)});
+  }
+  const int total_chunks = static_cast<int>(table.size());
+
+  // fp32 scratch, carved from one allocation
+  const i64 R = prm.R, H = p.H, HV = p.HV, K = p.K, V = p.V, Kg = prm.Kg, NT = total_chunks;
+  const i64 sizes[] = {R * H * K, R * H * K, R * H, R * H,       // qn kn rq rk
+                       R * HV * Kg, R * HV,                      // b bt
+                       R * HV * kC, R * HV * kC,                 // Aqk Tinv
+                       R * HV * K, R * HV * V,                   // w vn
+                       NT * HV * K * V, NT * HV * K * V,         // Hs dHs
+                       R * HV * V,                               // dvn
+                       R * HV * K, R * HV * K, R * HV * K,       // dqe dke dw
+                       R * HV * kC, R * HV * kC,                 // dAqk dTv
+                       NT * HV * K, R * HV, R * HV * Kg, R * HV};  // hd dbp dgv dAc
+  float** slots[] = {&prm.qn, &prm.kn, &prm.rq, &prm.rk, &prm.b, &prm.bt, &prm.Aqk, &prm.Tinv, &prm.w, &prm.vn,
+                     &prm.Hs, &prm.dHs, &prm.dvn, &prm.dqe, &prm.dke, &prm.dw, &prm.dAqk, &prm.dTv, &prm.hd,
+                     &prm.dbp, &prm.dgv, &prm.dAc};
+  static_assert(sizeof(sizes) / sizeof(sizes[0]) == sizeof(slots) / sizeof(slots[0]));
+  i64 total = 0;
+  for (i64 s : sizes) total += (s + 63) / 64 * 64;  // 256-byte aligned slices
+  float* scratch = nullptr;
+  if (total > 0)
+    cuda_util::check(cudaMallocFromPoolAsync(reinterpret_cast<void**>(&scratch), static_cast<size_t>(total) * 4, scratch_pool(), st),
+                     "cudaMallocFromPoolAsync(delta bwd scratch)");
+  i64 off = 0;
+  for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); ++i) {
+    *slots[i] = scratch + off;
+    off += (sizes[i] + 63) / 64 * 64;
+  }
+  ChunkRef* dtable = nullptr;
+  if (total_chunks > 0) {
+    cuda_util::check(cudaMallocAsync(reinterpret_cast<void**>(&dtable), table.size() * sizeof(ChunkRef), st), "cudaMallocAsync(chunk table)");
+    cuda_util::check(cudaMemcpyAsync(dtable, table.data(), table.size() * sizeof(ChunkRef), cudaMemcpyHostToDevice, st),
+                     "cudaMemcpyAsync(chunk table)");
+  }
+  prm.seqs = seqs.ptr;
+  prm.chunks = dtable;
+  try {
+    if (p.K == 64) run_pipeline<64>(prm, total_chunks, st);
+    else run_pipeline<128>(prm, total_chunks, st);
+  } catch (...) {
+    if (scratch) cudaFreeAsync(scratch, st);
+    if (dtable) cudaFreeAsync(dtable, st);
+    if (seqs.ptr) cudaFreeAsync(seqs.ptr, st);
+    throw;
+  }
+  if (scratch) cuda_util::check(cudaFreeAsync(scratch, st), "cudaFreeAsync(delta bwd scratch)");
+  if (dtable) cuda_util::check(cudaFreeAsync(dtable, st), "cudaFreeAsync(chunk table)");
+  if (seqs.ptr) cuda_util::check(cudaFreeAsync(seqs.ptr, st), "cudaFreeAsync(seqs)");
+  const std::string ks = std::to_string(p.K);
+  return RunInfo{"cuda",
+                 {"lina::delta_bwd prep_qk", "lina::delta_bwd chunk_prep<" + ks + ">", "lina::delta_bwd state_fwd<" + ks + ">",
+                  "lina::delta_bwd state_bwd<" + ks + ">", "lina::delta_bwd grad_v<" + ks + ">",
+                  "lina::delta_bwd grad_k<" + ks + ">", "lina::delta_bwd post_qk", "lina::delta_bwd post_gate"}};
+}
+
+}  // namespace
+
+RunInfo chunk_kda_backward(const Problem& p, const ChunkKdaArgs& a, const AttentionGradInputs& in, const DeltaRuleGrads& g,
+                           const ExecOptions& opts) {
+  return backward(p, a, in, g, opts, true, a.use_gate_in_kernel ? a.lower_bound : std::nullopt, "chunk_kda");
+}
+
+RunInfo chunk_gdn_backward(const Problem& p, const ChunkGdnArgs& a, const AttentionGradInputs& in, const DeltaRuleGrads& g,
+                           const ExecOptions& opts) {
+  return backward(p, a, in, g, opts, false, std::nullopt, "chunk_gdn");
+}
+
+}  // namespace lina::detail::cuda

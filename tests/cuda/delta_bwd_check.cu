@@ -1,0 +1,421 @@
+// Standalone check + timing of the CUDA chunk_kda / chunk_gdn backward through the public API.
+// Correctness, FLA's metric RMS(ref - out) / RMS(ref) at FLA's tolerances (harness/tolerances.cpp):
+//   small shapes: the fp64 host reference (lina::reference, naive recurrence) on the same inputs;
+//   large shapes: the GPU fp32 naive reference (lina::gpu_reference).
+// Outputs are poisoned with NaN. Timing: FLA's benchmark inputs (safe gate, lower_bound -5, q/k
+// l2norm in kernel), forward (training) and backward, CUDA events, median, 256 MB L2 flush.
+// Exit code: 0 all checks passed, 1 a check failed.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "harness/accuracy.h"
+#include "harness/tolerances.h"
+#include "lina/chunk_delta.h"
+#include "lina/error.h"
+#include "lina/gpu_reference.h"
+#include "tests/support/random.h"
+
+using namespace lina;
+
+#define CK(x)                                                                                       \
+  do {                                                                                              \
+    cudaError_t e_ = (x);                                                                           \
+    if (e_ != cudaSuccess) {                                                                        \
+      std::fprintf(stderr, "CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
+      std::exit(2);                                                                                 \
+    }                                                                                               \
+  } while (0)
+
+namespace {
+
+struct DevBuf {
+  void* p = nullptr;
+  size_t n = 0;
+  DevBuf() = default;
+  explicit DevBuf(size_t bytes) : n(bytes) { CK(cudaMalloc(&p, bytes ? bytes : 16)); }
+  ~DevBuf() { if (p) cudaFree(p); }
+  DevBuf(const DevBuf&) = delete;
+  DevBuf& operator=(const DevBuf&) = delete;
+};
+
+enum Gate { kGiven = 0, kSoftplus = 1, kLowerBound = 2 };
+
+struct Case {
+  const char* name;
+  bool kda;
+  int B, T, H, HV, D;
+  std::vector<int> cu;  // empty: dense
+  Gate gate = kGiven;
+  bool safe = false, sigmoid = false, neg_eig = false, l2 = true, h0 = true, dht = true;
+  double neg1000 = 0;  // probability of a -1000 gate element
+  int Dv = 0;            // value head dim when it differs from D (K)
+  bool gpu_ref = false;  // large: compare against the GPU fp32 reference
+};
+
+struct Inputs {
+  HostTensor q, k, v, g, beta, h0, cu, d_o, dht;
+  std::optional<HostTensor> A_log, dt_bias;
+};
+
+Inputs make_inputs(const Case& c, std::uint64_t seed) {
+  testing::Rng r(seed);
+  const bool varlen = !c.cu.empty();
+  const int B = varlen ? 1 : c.B, T = varlen ? c.cu.back() : c.T, N = varlen ? static_cast<int>(c.cu.size()) - 1 : B;
+  const int H = c.H, HV = c.HV, K = c.D, V = c.Dv ? c.Dv : c.D;
+  Inputs in;
+  auto qk = [&]() {
+    if (c.l2) return testing::normal(r, DType::bf16, {B, T, H, K});
+    HostTensor t(DType::bf16, {B, T, H, K});  // normalised outside
+    std::vector<double> row(K);
+    for (std::int64_t i = 0; i < static_cast<std::int64_t>(B) * T * H; ++i) {
+      double n = 0;
+      for (auto& x : row) { x = r.normal(); n += x * x; }
+      for (int j = 0; j < K; ++j) t.set(i * K + j, row[j] / std::sqrt(n));
+    }
+    return t;
+  };
+  in.q = qk();
+  in.k = qk();
+  in.v = testing::normal(r, DType::bf16, {B, T, HV, V});
+  const Shape gs = c.kda ? Shape{B, T, HV, K} : Shape{B, T, HV};
+  in.g = testing::make(c.gate == kGiven ? DType::f32 : (c.kda ? DType::bf16 : DType::f32), gs, [&] {
+    const double x = r.normal();
+    double g = c.gate != kGiven ? x : testing::logsigmoid(x);
+    if (c.safe && c.gate == kGiven) g = std::max(g, -5.0);
+    if (c.neg1000 > 0 && r.uniform() < c.neg1000) g = -1000.0;
+    return g;
+  });
+  in.beta = testing::make(DType::f32, {B, T, HV}, [&] { const double x = r.normal(); return c.sigmoid ? x : testing::sigmoid(x); });
+  if (c.gate != kGiven) {
+    in.A_log = testing::make(DType::f32, {HV}, [&] { return c.gate == kSoftplus ? std::log(1.0 + 15.0 * r.uniform()) : 0.3 * r.normal(); });
+    in.dt_bias = testing::make(DType::f32, c.kda ? Shape{HV * K} : Shape{HV}, [&] { return r.normal(); });
+  }
+  in.h0 = c.h0 ? testing::normal(r, DType::f32, {N, HV, K, V}) : HostTensor::filled(DType::f32, {N, HV, K, V}, 0.0);
+  if (varlen) {
+    in.cu = HostTensor(DType::i32, {static_cast<std::int64_t>(c.cu.size())});
+    for (size_t i = 0; i < c.cu.size(); ++i) in.cu.set(static_cast<std::int64_t>(i), c.cu[i]);
+  }
+  in.d_o = testing::normal(r, DType::bf16, {B, T, HV, V});
+  in.dht = testing::normal(r, DType::f32, {N, HV, K, V});
+  return in;
+}
+
+// One set of views (host or device) of the inputs.
+struct Views {
+  TensorView q, k, v, g, beta, h0, cu, d_o, dht;
+  std::optional<TensorView> A_log, dt_bias;
+};
+
+template <class Args>
+void fill_args(Args& a, const Views& v, const Case& c) {
+  a.q = v.q;
+  a.k = v.k;
+  a.v = v.v;
+  a.g = v.g;
+  a.beta = v.beta;
+  a.initial_state = v.h0;
+  if (!c.cu.empty()) a.cu_seqlens = v.cu;
+  a.use_qk_l2norm_in_kernel = c.l2;
+  a.use_beta_sigmoid_in_kernel = c.sigmoid;
+  a.allow_neg_eigval = c.neg_eig;
+  a.use_gate_in_kernel = c.gate != kGiven;
+  a.A_log = v.A_log;
+  a.dt_bias = v.dt_bias;
+}
+
+ChunkKdaArgs kda_args(const Views& v, const Case& c) {
+  ChunkKdaArgs a;
+  fill_args(a, v, c);
+  if (c.safe) a.safe_gate = true;
+  if (c.safe || c.gate == kLowerBound) a.lower_bound = -5.0;
+  return a;
+}
+
+using Results = std::map<std::string, HostTensor>;
+
+// Gradient tensors in the given dtypes (exact: the input dtypes; otherwise all `forced`).
+Results alloc_grads(const Inputs& in, bool exact, DType forced) {
+  auto dt = [&](DType d) { return exact ? d : forced; };
+  Results r;
+  r["dq"] = testing::poisoned(dt(in.q.dtype()), in.q.shape());
+  r["dk"] = testing::poisoned(dt(in.k.dtype()), in.k.shape());
+  r["dv"] = testing::poisoned(dt(in.v.dtype()), in.v.shape());
+  r["dg"] = testing::poisoned(dt(in.g.dtype()), in.g.shape());
+  r["dbeta"] = testing::poisoned(dt(in.beta.dtype()), in.beta.shape());
+  r["dh0"] = testing::poisoned(dt(DType::f32), in.h0.shape());
+  if (in.A_log) r["dA_log"] = testing::poisoned(dt(DType::f32), in.A_log->shape());
+  if (in.dt_bias) r["ddt_bias"] = testing::poisoned(dt(DType::f32), in.dt_bias->shape());
+  return r;
+}
+
+DeltaRuleGrads grads_of(std::map<std::string, TensorView>& t) {
+  DeltaRuleGrads g{t["dq"], t["dk"], t["dv"], t["dg"], t["dbeta"], t["dh0"], std::nullopt, std::nullopt};
+  if (t.count("dA_log")) g.d_A_log = t["dA_log"];
+  if (t.count("ddt_bias")) g.d_dt_bias = t["ddt_bias"];
+  return g;
+}
+
+void call_bwd(const Case& c, const Views& v, const DeltaRuleGrads& g, int mode /*0 cuda, 1 host ref, 2 gpu ref*/) {
+  const AttentionGradInputs gi{v.d_o, c.dht ? std::optional<TensorView>(v.dht) : std::nullopt};
+  ExecOptions opts;
+  opts.backend = Backend::cuda;
+  if (c.kda) {
+    const ChunkKdaArgs a = kda_args(v, c);
+    if (mode == 0) chunk_kda_backward(a, gi, g, opts);
+    else if (mode == 1) reference::chunk_kda_backward(a, gi, g);
+    else gpu_reference::chunk_kda_backward(a, gi, g);
+  } else {
+    ChunkGdnArgs a;
+    fill_args(a, v, c);
+    if (mode == 0) chunk_gdn_backward(a, gi, g, opts);
+    else if (mode == 1) reference::chunk_gdn_backward(a, gi, g);
+    else gpu_reference::chunk_gdn_backward(a, gi, g);
+  }
+}
+
+struct DeviceSet {
+  std::vector<std::unique_ptr<DevBuf>> keep;
+  TensorView up(const HostTensor& h) {
+    keep.push_back(std::make_unique<DevBuf>(h.nbytes()));
+    CK(cudaMemcpy(keep.back()->p, h.data(), h.nbytes(), cudaMemcpyHostToDevice));
+    return TensorView::contiguous(keep.back()->p, h.dtype(), h.shape(), Device::cuda, 0);
+  }
+};
+
+Views device_views(DeviceSet& d, const Inputs& in, const Case& c) {
+  Views v{d.up(in.q), d.up(in.k), d.up(in.v), d.up(in.g), d.up(in.beta), d.up(in.h0), TensorView{}, d.up(in.d_o), d.up(in.dht), {}, {}};
+  if (!c.cu.empty()) v.cu = d.up(in.cu);
+  if (in.A_log) v.A_log = d.up(*in.A_log);
+  if (in.dt_bias) v.dt_bias = d.up(*in.dt_bias);
+  return v;
+}
+
+// Runs mode 0 (cuda) or 2 (gpu ref) on the device and brings the grads back.
+Results run_device(const Case& c, const Inputs& in, int mode) {
+  DeviceSet d;
+  const Views v = device_views(d, in, c);
+  Results r = alloc_grads(in, mode == 0, DType::f32);
+  std::map<std::string, TensorView> t;
+  std::map<std::string, DevBuf*> bufs;
+  for (auto& [k, h] : r) {
+    t[k] = d.up(h);
+    bufs[k] = d.keep.back().get();
+  }
+  call_bwd(c, v, grads_of(t), mode);
+  CK(cudaDeviceSynchronize());
+  for (auto& [k, h] : r) CK(cudaMemcpy(h.data(), bufs[k]->p, h.nbytes(), cudaMemcpyDeviceToHost));
+  return r;
+}
+
+Results run_host_ref(const Case& c, const Inputs& in) {
+  Results r = alloc_grads(in, false, DType::f64);
+  Views v{in.q.view(), in.k.view(), in.v.view(), in.g.view(), in.beta.view(), in.h0.view(), TensorView{}, in.d_o.view(), in.dht.view(), {}, {}};
+  if (!c.cu.empty()) v.cu = in.cu.view();
+  if (in.A_log) v.A_log = in.A_log->view();
+  if (in.dt_bias) v.dt_bias = in.dt_bias->view();
+  std::map<std::string, TensorView> t;
+  for (auto& [k, h] : r) t[k] = h.view();
+  call_bwd(c, v, grads_of(t), 1);
+  return r;
+}
+
+int run_case(const Case& c, std::uint64_t seed) {
+  const Inputs in = make_inputs(c, seed);
+  Results out, ref;
+  try {
+    out = run_device(c, in, 0);
+  } catch (const Error& e) {
+    std::printf("%-48s ERROR %s\n", c.name, e.what());
+    return 1;
+  }
+  ref = c.gpu_ref ? run_device(c, in, 2) : run_host_ref(c, in);
+  const auto set = c.cu.empty() ? harness::ToleranceSet::dense : harness::ToleranceSet::varlen;
+  bool pass = true;
+  std::string line;
+  for (const auto& [name, r] : ref) {
+    const auto cl = harness::assert_close(r, out.at(name), harness::tolerance(c.kda ? "chunk_kda" : "chunk_gdn", name, set));
+    char buf[96];
+    std::snprintf(buf, sizeof buf, " %s %.2e%s%s", name.c_str(), cl.err_ratio, cl.has_nan ? "(nan)" : "", cl.pass ? "" : "(FAIL)");
+    line += buf;
+    pass = pass && cl.pass;
+  }
+  std::printf("%-48s%s  %s\n", c.name, line.c_str(), pass ? "PASS" : "FAIL");
+  return pass ? 0 : 1;
+}
+
+// ---- timing on FLA's benchmark inputs (device-side hash RNG)
+__device__ float hash_normal(unsigned long long i, unsigned long long seed) {
+  unsigned long long x = i * 0x9E3779B97F4A7C15ull + seed;
+  x ^= x >> 30; x *= 0xBF58476D1CE4E5B9ull; x ^= x >> 27; x *= 0x94D049BB133111EBull; x ^= x >> 31;
+  const float u1 = ((x >> 40) + 1) * (1.0f / 16777217.0f), u2 = ((x >> 16) & 0xFFFFFF) * (1.0f / 16777216.0f);
+  return sqrtf(-2.f * logf(u1)) * cospif(2.f * u2);
+}
+
+__global__ void fill_kernel(__nv_bfloat16* p, long n, unsigned long long seed, int transform) {
+  for (long i = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x; i < n; i += static_cast<long>(gridDim.x) * blockDim.x) {
+    float x = __bfloat162float(__float2bfloat16(hash_normal(i, seed)));
+    if (transform == 1) x = x >= 0 ? -log1pf(expf(-x)) : x - log1pf(expf(x));  // logsigmoid
+    if (transform == 2) x = 1.f / (1.f + expf(-x));                             // sigmoid
+    p[i] = __float2bfloat16(x);
+  }
+}
+
+struct Shape4 {
+  int B, T, H, D;
+  double fla_kda_fb;  // FLA fwd+bwd ms (anchors), 0 = n/a
+};
+
+void time_one(bool kda, const Shape4& s, std::FILE* log) {
+  const long BT = static_cast<long>(s.B) * s.T, n_qk = BT * s.H * s.D, ng = kda ? n_qk : BT * s.H;
+  DevBuf q(n_qk * 2), k(n_qk * 2), v(n_qk * 2), o(n_qk * 2), g(ng * 2), beta(BT * s.H * 2), dO(n_qk * 2);
+  DevBuf dq(n_qk * 2), dk(n_qk * 2), dv(n_qk * 2), dg(ng * 2), dbeta(BT * s.H * 2);
+  fill_kernel<<<1024, 256>>>(static_cast<__nv_bfloat16*>(q.p), n_qk, 1, 0);
+  fill_kernel<<<1024, 256>>>(static_cast<__nv_bfloat16*>(k.p), n_qk, 2, 0);
+  fill_kernel<<<1024, 256>>>(static_cast<__nv_bfloat16*>(v.p), n_qk, 3, 0);
+  fill_kernel<<<1024, 256>>>(static_cast<__nv_bfloat16*>(g.p), ng, 4, 1);
+  fill_kernel<<<1024, 256>>>(static_cast<__nv_bfloat16*>(beta.p), BT * s.H, 5, 2);
+  fill_kernel<<<1024, 256>>>(static_cast<__nv_bfloat16*>(dO.p), n_qk, 6, 0);
+  CK(cudaGetLastError());
+  DevBuf flush(256ull << 20);
+  auto view = [](DevBuf& b, Shape sh) { return TensorView::contiguous(b.p, DType::bf16, sh, Device::cuda, 0); };
+  const Shape qs{s.B, s.T, s.H, s.D}, gsh = kda ? qs : Shape{s.B, s.T, s.H}, bs{s.B, s.T, s.H};
+  AttentionOutputs out{view(o, qs), std::nullopt};
+  ExecOptions opts;
+  opts.backend = Backend::cuda;
+  ChunkKdaArgs ka;
+  ChunkGdnArgs ga;
+  DeltaRuleArgs& a = kda ? static_cast<DeltaRuleArgs&>(ka) : static_cast<DeltaRuleArgs&>(ga);
+  a.q = view(q, qs);
+  a.k = view(k, qs);
+  a.v = view(v, qs);
+  a.g = view(g, gsh);
+  a.beta = view(beta, bs);
+  a.use_qk_l2norm_in_kernel = true;
+  ka.safe_gate = true;
+  ka.lower_bound = -5.0;
+  const AttentionGradInputs gi{view(dO, qs), std::nullopt};
+  const DeltaRuleGrads gr{view(dq, qs), view(dk, qs), view(dv, qs), view(dg, gsh), view(dbeta, bs), std::nullopt, std::nullopt, std::nullopt};
+  auto fwd = [&] {
+    if (kda) chunk_kda_forward(ka, out, ForwardMode::training, opts);
+    else chunk_gdn_forward(ga, out, ForwardMode::training, opts);
+  };
+  auto bwd = [&] {
+    if (kda) chunk_kda_backward(ka, gi, gr, opts);
+    else chunk_gdn_backward(ga, gi, gr, opts);
+  };
+  char name[64];
+  std::snprintf(name, sizeof name, "B%d_T%d_H%d_D%d", s.B, s.T, s.H, s.D);
+  try {
+    fwd();
+    bwd();
+    CK(cudaDeviceSynchronize());
+  } catch (const Error& e) {
+    std::printf("%-4s %-22s unsupported: %s\n", kda ? "kda" : "gdn", name, e.what());
+    return;
+  }
+  cudaEvent_t e0, e1, e2;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  CK(cudaEventCreate(&e2));
+  std::vector<float> tf, tb, tt;
+  for (int i = 0; i < 10; ++i) {
+    CK(cudaMemsetAsync(flush.p, i & 0xff, flush.n));
+    CK(cudaEventRecord(e0));
+    fwd();
+    CK(cudaEventRecord(e1));
+    bwd();
+    CK(cudaEventRecord(e2));
+    CK(cudaEventSynchronize(e2));
+    float x, y;
+    CK(cudaEventElapsedTime(&x, e0, e1));
+    CK(cudaEventElapsedTime(&y, e1, e2));
+    tf.push_back(x);
+    tb.push_back(y);
+    tt.push_back(x + y);
+  }
+  CK(cudaGetLastError());
+  auto med = [](std::vector<float> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; };
+  const double mf = med(tf), mb = med(tb), mt = med(tt);
+  char fla_s[64] = "n/a";
+  if (kda && s.fla_kda_fb > 0) std::snprintf(fla_s, sizeof fla_s, "%.3f ms (%.2fx)", s.fla_kda_fb, s.fla_kda_fb / mt);
+  std::printf("%-4s %-22s fwd %8.3f ms  bwd %8.3f ms  fwd+bwd %8.3f ms  FLA fwd+bwd %s\n", kda ? "kda" : "gdn", name, mf, mb, mt, fla_s);
+  if (log) std::fprintf(log, "%s,%s,%.4f,%.4f,%.4f,%.3f\n", kda ? "kda" : "gdn", name, mf, mb, mt, kda ? s.fla_kda_fb : 0.0);
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  cudaEventDestroy(e2);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool do_time = true, do_check = true, small_only = false;
+  int only_op = -1, only_shape = -1;  // --op kda|gdn, --shape INDEX
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--op") && i + 1 < argc) only_op = !std::strcmp(argv[++i], "kda") ? 1 : 0;
+    if (!std::strcmp(argv[i], "--shape") && i + 1 < argc) only_shape = std::atoi(argv[++i]);
+    if (!std::strcmp(argv[i], "--no-time")) do_time = false;
+    if (!std::strcmp(argv[i], "--no-check")) do_check = false;
+    if (!std::strcmp(argv[i], "--small")) small_only = true;  // for compute-sanitizer
+  }
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
+  int fails = 0;
+  if (do_check) {
+    const std::vector<int> vl = {0, 0, 16, 100, 300};
+    std::vector<Case> cases;
+    auto add = [&](Case c) { cases.push_back(std::move(c)); };
+    Case c;
+    c = {"gdn T1 H2 HV2 D64", false, 1, 1, 2, 2, 64}; add(c);
+    c = {"gdn T63 B2 H2 HV4 D128", false, 2, 63, 2, 4, 128}; add(c);
+    c = {"gdn T100 H1 HV4 D64 gate sigmoid", false, 1, 100, 1, 4, 64}; c.gate = kSoftplus; c.sigmoid = true; add(c);
+    c = {"gdn varlen[0,0,16,100,300] H2 HV4 D128", false, 1, 0, 2, 4, 128, vl}; add(c);
+    c = {"gdn T200 B2 H2 HV2 D64 no-l2 no-dht", false, 2, 200, 2, 2, 64}; c.l2 = false; c.dht = false; c.h0 = false; add(c);
+    c = {"kda T1 H2 HV2 D64", true, 1, 1, 2, 2, 64}; add(c);
+    c = {"kda T63 B2 H2 HV4 D128 safe", true, 2, 63, 2, 4, 128}; c.safe = true; add(c);
+    c = {"kda T100 H1 HV4 D64 lower-bound gate", true, 1, 100, 1, 4, 64}; c.gate = kLowerBound; c.safe = true; add(c);
+    c = {"kda varlen H2 HV4 D128 softplus m1000", true, 1, 0, 2, 4, 128, vl}; c.gate = kSoftplus; c.neg1000 = 0.1; add(c);
+    c = {"kda varlen H2 HV2 D64 given m1000", true, 1, 0, 2, 2, 64, vl}; c.neg1000 = 0.3; add(c);
+    c = {"kda T200 B2 H2 HV2 D64 sigmoid neg-eig", true, 2, 200, 2, 2, 64}; c.sigmoid = true; c.neg_eig = true; add(c);
+    c = {"kda T130 H2 HV2 D128 no-l2 no-h0", true, 1, 130, 2, 2, 128}; c.l2 = false; c.h0 = false; add(c);
+    c = {"kda T100 H2 HV4 K64 V128 (V != K)", true, 1, 100, 2, 4, 64}; c.Dv = 128; add(c);
+    c = {"gdn varlen H1 HV2 K128 V256 (4 V tiles)", false, 1, 0, 1, 2, 128, {0, 70, 200}}; c.Dv = 256; add(c);
+    c = {"kda varlen H1 HV2 K128 V192 lb gate", true, 1, 0, 1, 2, 128, {0, 130}}; c.Dv = 192; c.gate = kLowerBound; c.safe = true; add(c);
+    if (!small_only) {
+      c = {"kda B1 T4096 H8 HV16 D128 (gpu ref)", true, 1, 4096, 8, 16, 128}; c.safe = true; c.gpu_ref = true; add(c);
+      c = {"gdn B1 T4096 H8 HV16 D128 (gpu ref)", false, 1, 4096, 8, 16, 128}; c.gpu_ref = true; add(c);
+      c = {"kda varlen 5 seqs H4 D128 lb gate (gpu ref)", true, 1, 0, 4, 4, 128, {0, 1, 700, 2048, 2049, 5000}};
+      c.gate = kLowerBound; c.safe = true; c.gpu_ref = true; add(c);
+      c = {"gdn B2 T2048 H4 D64 gate (gpu ref)", false, 2, 2048, 4, 4, 64}; c.gate = kSoftplus; c.gpu_ref = true; add(c);
+    }
+    std::uint64_t seed = 42;
+    for (const auto& cc : cases) fails += run_case(cc, seed++);
+    for (bool kda : {true, false}) {  // K = 256 is refused by name
+      Case r{kda ? "kda D256 (expect refusal)" : "gdn D256 (expect refusal)", kda, 1, 64, 1, 1, 256};
+      run_case(r, 7);
+    }
+  }
+  if (do_time) {
+    std::FILE* log = nullptr;
+    if (const char* o = std::getenv("OUT")) log = std::fopen((std::string(o) + "/timing_bwd.csv").c_str(), "w");
+    const std::vector<Shape4> shapes = {{1, 8192, 96, 128, 12.229}, {2, 16384, 16, 128, 8.153}, {4, 2048, 16, 128, 3.862},
+                                        {4, 4096, 64, 128, 15.446}, {8, 1024, 8, 64, 0}};
+    for (bool kda : {true, false})
+      for (size_t i = 0; i < shapes.size(); ++i)
+        if ((only_op < 0 || only_op == static_cast<int>(kda)) && (only_shape < 0 || only_shape == static_cast<int>(i)))
+          time_one(kda, shapes[i], log);
+    if (log) std::fclose(log);
+  }
+  std::printf("%s (%d failing checks)\n", fails ? "FAILED" : "ALL CHECKS PASSED", fails);
+  return fails ? 1 : 0;
+}
