@@ -17,8 +17,6 @@
 #include <cuda_bf16.h>
 
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <utility>
 #include <vector>
 
@@ -664,6 +662,9 @@ RunInfo chunk_gla_backward(const Problem& p, const ChunkGlaArgs& a, const Attent
     throw_unsupported("dht", "dtype " + std::string(dtype_name(in.d_final_state->dtype)), "float32" + kern);
   if (!cuda_head_dim_supported(p.K)) throw_unsupported("K", std::to_string(p.K), "64, 128 or 256" + kern);
   if (!cuda_head_dim_supported(p.V)) throw_unsupported("V", std::to_string(p.V), "64, 128 or 256" + kern);
+  if (p.N > 65535 || p.H > 65535)  // grid y / z limits of the states kernel
+    throw_unsupported(p.N > 65535 ? "cu_seqlens" : "H", std::to_string(p.N > 65535 ? p.N : p.H) + (p.N > 65535 ? " sequences" : " heads"),
+                      "at most 65535" + kern);
   for (const auto& [name, t] : {std::pair<const char*, const TensorView*>{"q", &a.q}, {"k", &a.k}, {"v", &a.v}, {"g", &a.g},
                                 {"do", &in.d_o}, {"dq", &g.dq}, {"dk", &g.dk}, {"dv", &g.dv}, {"dg", &g.dg}})
     if (reinterpret_cast<std::uintptr_t>(t->data) % 16 != 0)
@@ -711,35 +712,17 @@ RunInfo chunk_gla_backward(const Problem& p, const ChunkGlaArgs& a, const Attent
   prm.chunks = chunk_map;
 
   const int KT = static_cast<int>(p.K / kC), VT = static_cast<int>(p.V / kC);
-  // TEMP profiling (removed before merge): LINA_GLA_BWD_TIMING=1 prints per-kernel ms.
-  static const bool timing = std::getenv("LINA_GLA_BWD_TIMING") != nullptr;
-  cudaEvent_t ev[4];
-  if (timing) {
-    for (auto& e : ev) cudaEventCreate(&e);
-    cudaEventRecord(ev[0], st);
-  }
   check(cudaFuncSetAttribute(gla_bwd_states, cudaFuncAttributeMaxDynamicSharedMemorySize, kStatesSmem), "cudaFuncSetAttribute(states)");
   gla_bwd_states<<<dim3(static_cast<unsigned>(KT * VT * 2), static_cast<unsigned>(p.H), static_cast<unsigned>(p.N)), kThreads, kStatesSmem,
                    st>>>(prm);
   check(cudaGetLastError(), "gla_bwd_states launch");
-  if (timing) cudaEventRecord(ev[1], st);
   if (total > 0) {
     check(cudaFuncSetAttribute(gla_bwd_dqkg, cudaFuncAttributeMaxDynamicSharedMemorySize, kDqkgSmem), "cudaFuncSetAttribute(dqkg)");
     check(cudaFuncSetAttribute(gla_bwd_dv, cudaFuncAttributeMaxDynamicSharedMemorySize, kDvSmem), "cudaFuncSetAttribute(dv)");
     gla_bwd_dqkg<<<dim3(static_cast<unsigned>(total * KT), static_cast<unsigned>(p.H)), kThreads, kDqkgSmem, st>>>(prm);
     check(cudaGetLastError(), "gla_bwd_dqkg launch");
-    if (timing) cudaEventRecord(ev[2], st);
     gla_bwd_dv<<<dim3(static_cast<unsigned>(total * VT), static_cast<unsigned>(p.H)), kThreads, kDvSmem, st>>>(prm);
     check(cudaGetLastError(), "gla_bwd_dv launch");
-    if (timing) {
-      cudaEventRecord(ev[3], st);
-      cudaEventSynchronize(ev[3]);
-      float t[3];
-      for (int i = 0; i < 3; ++i) cudaEventElapsedTime(&t[i], ev[i], ev[i + 1]);
-      std::fprintf(stderr, "gla_bwd timing N%lld H%lld K%lld chunks %d: states %.3f dqkg %.3f dv %.3f ms\n", static_cast<long long>(p.N),
-                   static_cast<long long>(p.H), static_cast<long long>(p.K), total, t[0], t[1], t[2]);
-      for (auto& e : ev) cudaEventDestroy(e);
-    }
     check(cudaFreeAsync(prm.Hs, st), "cudaFreeAsync(chunk states)");
     check(cudaFreeAsync(prm.dHs, st), "cudaFreeAsync(chunk state gradients)");
     check(cudaFreeAsync(chunk_map, st), "cudaFreeAsync(chunk map)");
