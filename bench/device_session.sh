@@ -9,7 +9,7 @@
 #           .whl + .carry/fla-autotune.tgz from bench/fla_autotune_warm.sh)
 set -u
 base="${1:?base sha}"
-steps="${2:-build,gate,side,sanitize,run,verify,profile}"
+steps="${2:-build,gate,unit,variant,side,sanitize,run,verify,profile}"
 repo=$PWD
 log() { echo "== $(date +%T) $*"; }
 has() { [[ ",$steps," == *",$1,"* ]]; }
@@ -53,6 +53,17 @@ for b in bad: print("  FAIL", b)
 PY
   done
 fi
+if has unit; then
+  # The unit tests that need a GPU (they skip on CI): the CUDA run engine, ceilings, the workspace pool.
+  timeout 120 $GATE/lina_unit_tests --gtest_filter='*Cuda*' --gtest_brief=1 > "$OUT/logs/unit_cuda.log" 2>&1
+  echo "unit *Cuda* rc=$? $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$OUT/logs/unit_cuda.log" | tr '\n' ' ')"
+fi
+# A candidate variant (same tree plus one change) carried in .carry/binb: its gate, then its timings.
+BINB=$repo/.carry/binb
+if [ -x "$BINB/lina_chunk_gla_gate" ] && has variant; then
+  timeout 120 $BINB/lina_chunk_gla_gate --gtest_filter='*Cuda*' --gtest_brief=1 > "$OUT/logs/gate_varb.log" 2>&1
+  echo "variant B gate chunk_gla rc=$? $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$OUT/logs/gate_varb.log" | tr '\n' ' ')"
+fi
 if has run; then
   log "run --op all"
   timeout 200 $L run --op all --modes fwd,fwdbwd --time-budget 0.3 --json "$OUT/run_all_h200.json" > "$OUT/logs/run_all.log" 2>&1; echo "rc=$?"
@@ -64,7 +75,7 @@ if has side; then
   mkdir -p /tmp/triton-cache && [ -f "$repo/.carry/fla-autotune.tgz" ] && tar -xzf "$repo/.carry/fla-autotune.tgz" -C /tmp
   side() {  # one invocation; rows accumulate in one JSON (--append)
     PYTHONPATH=/tmp/site TRITON_CACHE_DIR=/tmp/triton-cache LINA_LIB=$LIB PYTHONUNBUFFERED=1 LINA_GIT_SHA=$SHA \
-      timeout "$1" python3 bench/fla_side_by_side.py --append --budget-s 0.5 --out "$OUT/side_by_side_h200" "${@:2}" >> "$OUT/logs/side.log" 2>&1
+      timeout "$1" python3 bench/fla_side_by_side.py --append --budget-s 0.3 --out "$OUT/side_by_side_h200" "${@:2}" >> "$OUT/logs/side.log" 2>&1
     echo "side rc=$? ${*:2}"
   }
   d128=B1_T8192_H96_D128,B2_T16384_H16_D128,B4_T2048_H16_D128,B4_T4096_H64_D128
@@ -76,8 +87,16 @@ if has side; then
   side 60 --ops chunk_gdn --modes fwdbwd --varlen-tokens 0  # FLA refuses this backward: lina rows only
   side 60 --impls lina --ops chunk_kda --modes fwdbwd --shapes B2_T16384_H16_D128,B4_T2048_H16_D128,B4_T4096_H64_D128,B8_T2048_H32_D256,B8_T1024_H8_D64 --varlen-tokens 0
   side 40 --impls lina --ops chunk_gla --modes fwdbwd --shapes B8_T2048_H32_D256,B8_T1024_H8_D64 --varlen-tokens 0
-  side 90 --ops chunk_gdn,chunk_gla,chunk_kda --modes fwd --shapes "" --varlen-tokens 32768
+  # Varlen: FLA's decisions are carried for GDN only (GLA / KDA varlen autotune did not fit the budget).
+  side 60 --ops chunk_gdn --modes fwd --shapes "" --varlen-tokens 32768
+  side 40 --impls lina --ops chunk_gla,chunk_kda --modes fwd --shapes "" --varlen-tokens 32768
   cat "$OUT/side_by_side_h200.md"
+  if [ -x "$BINB/lina_chunk_gla_gate" ] && has variant; then
+    LIB=$BINB/liblina_c.so SHA=$(cat "$BINB/SHA" 2>/dev/null)
+    PYTHONPATH=/tmp/site LINA_LIB=$LIB PYTHONUNBUFFERED=1 LINA_GIT_SHA=$SHA timeout 90 python3 bench/fla_side_by_side.py \
+      --impls lina --ops chunk_gla --modes fwdbwd --varlen-tokens 0 --budget-s 0.3 --out "$OUT/side_varb" >> "$OUT/logs/side.log" 2>&1
+    echo "variant B side rc=$?"; grep "lina-cuda" "$OUT/logs/side.log" | tail -6
+  fi
 fi
 if has sanitize; then
   # Small CUDA gate cases (one partial chunk, T = 1, varlen with an empty sequence) under each tool.
