@@ -14,9 +14,13 @@ repo=$PWD
 log() { echo "== $(date +%T) $*"; }
 has() { [[ ",$steps," == *",$1,"* ]]; }
 mkdir -p "$OUT/logs"
-if [ -x "$repo/.carry/bin/lina_chunk_gla_gate" ]; then
-  # Binaries built on the development machine (sm_90a, cudart static) and carried: no build here.
-  BIN=$repo/.carry/bin GATE=$BIN LIB=$BIN/liblina_c.so L=$BIN/lina SHA=$(cat "$BIN/SHA" 2>/dev/null)
+# Binaries built on the development machine (sm_90a, cudart static) and carried as .carry/bin.tar.xz
+# (a folder bin/ with lina, liblina_c.so, the gate suites, lina_unit_tests and SHA): no build here.
+for v in bin binb; do
+  [ -f "$repo/.carry/$v.tar.xz" ] && mkdir -p /tmp/lina-$v && tar -xJf "$repo/.carry/$v.tar.xz" -C /tmp/lina-$v
+done
+if [ -x /tmp/lina-bin/bin/lina_chunk_gla_gate ]; then
+  BIN=/tmp/lina-bin/bin GATE=$BIN LIB=$BIN/liblina_c.so L=$BIN/lina SHA=$(cat "$BIN/SHA" 2>/dev/null)
   log "carried binaries of $SHA"
 else
   if [ ! -x /tmp/lina/build/cli/lina ] || has build; then
@@ -59,7 +63,7 @@ if has unit; then
   echo "unit *Cuda* rc=$? $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$OUT/logs/unit_cuda.log" | tr '\n' ' ')"
 fi
 # A candidate variant (same tree plus one change) carried in .carry/binb: its gate, then its timings.
-BINB=$repo/.carry/binb
+BINB=/tmp/lina-binb/bin
 if [ -x "$BINB/lina_chunk_gla_gate" ] && has variant; then
   timeout 120 $BINB/lina_chunk_gla_gate --gtest_filter='*Cuda*' --gtest_brief=1 > "$OUT/logs/gate_varb.log" 2>&1
   echo "variant B gate chunk_gla rc=$? $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$OUT/logs/gate_varb.log" | tr '\n' ' ')"
