@@ -252,28 +252,31 @@ def main():
     args = ap.parse_args()
     args.impls = args.impls.split(",")
     timer = Timer(args)
-    rows = []
-    for op in args.ops.split(","):
-        for mode in args.modes:
-            for shape in filter(None, args.shapes.split(",")):
-                rows += run_cell(args, timer, op, mode, shape)
-            if args.varlen_tokens:
-                cu = longtail_cu(args.varlen_tokens, args.seed).cuda()
-                rows += run_cell(args, timer, op, mode, f"varlen_longtail_B1_T{args.varlen_tokens}_H16_D128", cu)
     sha = os.environ.get("LINA_GIT_SHA", "")
     doc = dict(schema="lina.bench/1", kind="run", tool=dict(name="lina fla_side_by_side.py", git_sha=sha),
                machine=machine(), config=dict(seed=args.seed, l2_flush=True, graphs=False, min_samples=args.min_samples,
                                               max_noise=args.max_noise, time_budget_s=args.budget_s,
                                               command=" ".join(sys.argv)),
-               results=rows)
+               results=[])
     prev = Path(args.out + ".json")
     if args.append and prev.exists():
         old_doc = json.loads(prev.read_text())
-        doc["results"] = old_doc["results"] + rows
+        doc["results"] = old_doc["results"]
         doc["config"]["commands"] = old_doc["config"].get("commands", [old_doc["config"]["command"]]) + [doc["config"]["command"]]
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out + ".json").write_text(json.dumps(doc, indent=1))
-    Path(args.out + ".md").write_text(markdown(doc))
+
+    def save(new_rows):  # after every cell, so a run stopped by a time limit keeps what it measured
+        doc["results"] += new_rows
+        Path(args.out + ".json").write_text(json.dumps(doc, indent=1))
+        Path(args.out + ".md").write_text(markdown(doc))
+
+    for op in args.ops.split(","):
+        for mode in args.modes:
+            for shape in filter(None, args.shapes.split(",")):
+                save(run_cell(args, timer, op, mode, shape))
+            if args.varlen_tokens:
+                cu = longtail_cu(args.varlen_tokens, args.seed).cuda()
+                save(run_cell(args, timer, op, mode, f"varlen_longtail_B1_T{args.varlen_tokens}_H16_D128", cu))
     print(markdown(doc))
 
 
