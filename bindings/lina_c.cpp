@@ -86,12 +86,13 @@ lina::RunInfo dispatch(const std::string& op, const std::string& phase, const Na
     lina::ChunkGlaArgs a{need(m, "q"), need(m, "k"), need(m, "v"), need(m, "g"), kw<double>(j, "scale"),
                          maybe(m, "initial_state"), maybe(m, "cu_seqlens"), maybe(m, "cu_seqlens_cpu")};
     if (fwd) return lina::chunk_gla_forward(a, outputs(m), mode, opts);
-    lina::ChunkGlaGrads g{need(m, "dq"), need(m, "dk"), need(m, "dv"), need(m, "dg"), maybe(m, "dh0")};
-    if (phase == "backward") return lina::chunk_gla_backward(a, grad_inputs(m), g, opts);
+    // Gradients only for the backward phases: a forward reference call carries none.
+    const auto g = [&m] { return lina::ChunkGlaGrads{need(m, "dq"), need(m, "dk"), need(m, "dv"), need(m, "dg"), maybe(m, "dh0")}; };
+    if (phase == "backward") return lina::chunk_gla_backward(a, grad_inputs(m), g(), opts);
     if (phase == "reference_forward") lina::reference::chunk_gla_forward(a, outputs(m));
-    else if (phase == "reference_backward") lina::reference::chunk_gla_backward(a, grad_inputs(m), g);
+    else if (phase == "reference_backward") lina::reference::chunk_gla_backward(a, grad_inputs(m), g());
     else if (phase == "gpu_reference_forward") lina::gpu_reference::chunk_gla_forward(a, outputs(m), stream);
-    else if (phase == "gpu_reference_backward") lina::gpu_reference::chunk_gla_backward(a, grad_inputs(m), g, stream);
+    else if (phase == "gpu_reference_backward") lina::gpu_reference::chunk_gla_backward(a, grad_inputs(m), g(), stream);
     else lina::throw_invalid("phase", "'" + phase + "'", "forward, inference, backward, reference_forward, reference_backward, gpu_reference_forward or gpu_reference_backward");
     info.backend = "reference";
     return info;
