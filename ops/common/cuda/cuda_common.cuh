@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "lina/error.h"
+#include "ops/common/cuda/workspace.h"
 #include "ops/common/problem.h"
 
 namespace lina::detail::cuda_util {
@@ -28,7 +29,7 @@ struct SeqDesc {
   int chunk_off;
 };
 
-// Device copy of the problem's sequences; freed with the stream (cudaFreeAsync).
+// Device copy of the problem's sequences; freed on the stream (cudaFreeAsync or workspace_free).
 struct DeviceSeqs {
   SeqDesc* ptr = nullptr;
   int total_chunks = 0;
@@ -45,9 +46,8 @@ inline DeviceSeqs upload_sequences(const Problem& p, cudaStream_t stream) {
     d.max_len = std::max(d.max_len, static_cast<int>(s.length));
   }
   if (h.empty()) return d;
-  check(cudaMallocAsync(reinterpret_cast<void**>(&d.ptr), h.size() * sizeof(SeqDesc), stream), "cudaMallocAsync(seqs)");
-  // Pageable source: the copy is staged before cudaMemcpyAsync returns, so `h` may go out of scope.
-  check(cudaMemcpyAsync(d.ptr, h.data(), h.size() * sizeof(SeqDesc), cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync(seqs)");
+  // Pinned staging into lina's pool (ops/common/cuda/workspace.h): no stream sync, no re-mapping.
+  d.ptr = static_cast<SeqDesc*>(upload_table(h.data(), h.size() * sizeof(SeqDesc), stream, "sequence table"));
   return d;
 }
 

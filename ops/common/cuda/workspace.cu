@@ -2,7 +2,9 @@
 // on first use, release threshold "keep everything" so repeated calls reuse their mapping.
 #include "ops/common/cuda/workspace.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <string>
@@ -43,6 +45,26 @@ std::uint64_t attr(cudaMemPool_t pool, cudaMemPoolAttr a) {
   return v;
 }
 
+// Pinned staging slots for upload_table, per device (their events belong to that device). A slot is
+// reused only after the copy that last read it has run (its event), normally long before.
+struct StagingRing {
+  struct Slot {
+    void* host = nullptr;
+    std::size_t capacity = 0;
+    cudaEvent_t copied = nullptr;
+  };
+  static constexpr int kSlots = 8;
+  Slot slots[kSlots];
+  int next = 0;
+};
+
+StagingRing& ring_of(int device, std::unique_lock<std::mutex>& lock) {
+  static std::mutex mu;
+  static std::map<int, StagingRing> rings;
+  lock = std::unique_lock<std::mutex>(mu);
+  return rings[device];
+}
+
 }  // namespace
 
 WorkspaceStats workspace_stats(int device) {
@@ -69,6 +91,29 @@ void* workspace_alloc(std::size_t bytes, cudaStream_t stream, const char* what) 
   check(cudaMallocFromPoolAsync(&p, bytes, pool_of(resolve(-1)), stream),
         (std::string("cudaMallocFromPoolAsync(") + what + ", " + std::to_string(bytes) + " bytes)").c_str());
   return p;
+}
+
+void* upload_table(const void* host, std::size_t bytes, cudaStream_t stream, const char* what) {
+  if (bytes == 0) return nullptr;
+  void* dev = workspace_alloc(bytes, stream, what);
+  std::unique_lock<std::mutex> lock;
+  StagingRing& ring = ring_of(resolve(-1), lock);
+  StagingRing::Slot& slot = ring.slots[ring.next];
+  ring.next = (ring.next + 1) % StagingRing::kSlots;
+  if (slot.copied) check(cudaEventSynchronize(slot.copied), "cudaEventSynchronize(staging slot)");
+  else check(cudaEventCreateWithFlags(&slot.copied, cudaEventDisableTiming), "cudaEventCreate(staging slot)");
+  if (slot.capacity < bytes) {
+    if (slot.host) check(cudaFreeHost(slot.host), "cudaFreeHost(staging slot)");
+    slot.host = nullptr;
+    slot.capacity = 0;
+    const std::size_t cap = std::max<std::size_t>(bytes, 64 << 10);
+    check(cudaHostAlloc(&slot.host, cap, cudaHostAllocDefault), "cudaHostAlloc(staging slot)");
+    slot.capacity = cap;
+  }
+  std::memcpy(slot.host, host, bytes);
+  check(cudaMemcpyAsync(dev, slot.host, bytes, cudaMemcpyHostToDevice, stream), (std::string("cudaMemcpyAsync(") + what + ")").c_str());
+  check(cudaEventRecord(slot.copied, stream), "cudaEventRecord(staging slot)");
+  return dev;
 }
 
 void workspace_free(void* p, cudaStream_t stream, const char* what) {

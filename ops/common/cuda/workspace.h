@@ -11,6 +11,12 @@ namespace lina::detail::cuda_util {
 void* workspace_alloc(std::size_t bytes, cudaStream_t stream, const char* what);
 void workspace_free(void* p, cudaStream_t stream, const char* what);
 
+// A small per-call table (sequence descriptors, work lists) copied to a fresh workspace buffer.
+// The copy goes through a reused pinned staging slot: a cudaMemcpyAsync from pageable memory may
+// first wait for the stream's earlier work, which exposed the host's setup time inside every call.
+// Free the result with workspace_free on the same stream.
+void* upload_table(const void* host, std::size_t bytes, cudaStream_t stream, const char* what);
+
 template <class T>
 T* workspace_alloc_as(std::size_t count, cudaStream_t stream, const char* what) {
   return static_cast<T*>(workspace_alloc(count * sizeof(T), stream, what));

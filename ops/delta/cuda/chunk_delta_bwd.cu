@@ -1273,9 +1273,7 @@ RunInfo backward(const Problem& p, const DeltaRuleArgs& a, const AttentionGradIn
   }
   ChunkRef* dtable = nullptr;
   if (total_chunks > 0) {
-    cuda_util::check(cudaMallocAsync(reinterpret_cast<void**>(&dtable), table.size() * sizeof(ChunkRef), st), "cudaMallocAsync(chunk table)");
-    cuda_util::check(cudaMemcpyAsync(dtable, table.data(), table.size() * sizeof(ChunkRef), cudaMemcpyHostToDevice, st),
-                     "cudaMemcpyAsync(chunk table)");
+    dtable = static_cast<ChunkRef*>(cuda_util::upload_table(table.data(), table.size() * sizeof(ChunkRef), st, "delta bwd chunk table"));
   }
   prm.seqs = seqs.ptr;
   prm.chunks = dtable;

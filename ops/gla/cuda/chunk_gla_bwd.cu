@@ -705,8 +705,7 @@ RunInfo chunk_gla_backward(const Problem& p, const ChunkGlaArgs& a, const Attent
       for (int c = 0; c < nc; ++c) cmh.push_back(make_int2(static_cast<int>(n), c));
     }
     const std::size_t ws = static_cast<std::size_t>(total) * p.H * p.K * p.V * sizeof(bf16);
-    check(cudaMallocAsync(reinterpret_cast<void**>(&chunk_map), cmh.size() * sizeof(int2), st), "cudaMallocAsync(chunk map)");
-    check(cudaMemcpyAsync(chunk_map, cmh.data(), cmh.size() * sizeof(int2), cudaMemcpyHostToDevice, st), "cudaMemcpyAsync(chunk map)");
+    chunk_map = static_cast<int2*>(upload_table(cmh.data(), cmh.size() * sizeof(int2), st, "chunk_gla bwd chunk map"));
     // From lina's pool, which keeps it mapped between calls: the default pool unmapped these
     // ~1.6 GB at every sync and re-mapping cost ~0.9 ms per call at B1_T8192_H96_D128.
     prm.Hs = static_cast<bf16*>(workspace_alloc(ws, st, "chunk_gla bwd chunk states"));
@@ -728,7 +727,7 @@ RunInfo chunk_gla_backward(const Problem& p, const ChunkGlaArgs& a, const Attent
     check(cudaGetLastError(), "gla_bwd_dv launch");
     workspace_free(prm.Hs, st, "chunk_gla bwd chunk states");
     workspace_free(prm.dHs, st, "chunk_gla bwd chunk state gradients");
-    check(cudaFreeAsync(chunk_map, st), "cudaFreeAsync(chunk map)");
+    workspace_free(chunk_map, st, "chunk_gla bwd chunk map");
   }
   check(cudaFreeAsync(seqs.ptr, st), "cudaFreeAsync(seqs)");
   return info;

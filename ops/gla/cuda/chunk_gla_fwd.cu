@@ -616,9 +616,7 @@ RunInfo chunk_gla_forward(const Problem& p, const ChunkGlaArgs& a, const Attenti
   if (p.H > 65535) throw_unsupported("H", std::to_string(p.H), "at most 65535 heads (the CUDA chunk_gla kernel)");
   WorkItem* d_items = nullptr;
   float* scratch = nullptr;
-  check(cudaMallocAsync(reinterpret_cast<void**>(&d_items), items.size() * sizeof(WorkItem), st), "cudaMallocAsync(items)");
-  // Pageable source: staged before cudaMemcpyAsync returns.
-  check(cudaMemcpyAsync(d_items, items.data(), items.size() * sizeof(WorkItem), cudaMemcpyHostToDevice, st), "cudaMemcpyAsync(items)");
+  d_items = static_cast<WorkItem*>(upload_table(items.data(), items.size() * sizeof(WorkItem), st, "chunk_gla fwd work items"));
   prm.items = d_items;
   if (split) {
     const std::size_t ns = static_cast<std::size_t>(slots), hs = static_cast<std::size_t>(p.H);
@@ -634,7 +632,7 @@ RunInfo chunk_gla_forward(const Problem& p, const ChunkGlaArgs& a, const Attenti
     default: name = launch<256, 64>(prm, ni, p, split, st); break;
   }
   workspace_free(scratch, st, "chunk_gla fwd segment states");
-  check(cudaFreeAsync(d_items, st), "cudaFreeAsync(items)");
+  workspace_free(d_items, st, "chunk_gla fwd work items");
   return RunInfo{"cuda", {name}};
 }
 
