@@ -59,7 +59,7 @@ PY
 fi
 if has unit; then
   # The unit tests that need a GPU (they skip on CI): the CUDA run engine, ceilings, the workspace pool.
-  timeout 120 $GATE/lina_unit_tests --gtest_filter='*Cuda*' --gtest_brief=1 > "$OUT/logs/unit_cuda.log" 2>&1
+  LD_LIBRARY_PATH=$GATE:${LD_LIBRARY_PATH:-} timeout 120 $GATE/lina_unit_tests --gtest_filter='*Cuda*' --gtest_brief=1 > "$OUT/logs/unit_cuda.log" 2>&1
   echo "unit *Cuda* rc=$? $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$OUT/logs/unit_cuda.log" | tr '\n' ' ')"
 fi
 # A candidate variant (same tree plus one change) carried in .carry/binb: its gate, then its timings.
@@ -87,9 +87,11 @@ if has side; then
   # four D128 shapes, KDA fwdbwd at B1_T8192_H96. Elsewhere only lina is timed (no speedup claimed).
   side 150 --ops chunk_gla,chunk_kda,chunk_gdn --modes fwd --varlen-tokens 0
   side 60 --ops chunk_gla --modes fwdbwd --shapes $d128 --varlen-tokens 0
-  side 40 --ops chunk_kda --modes fwdbwd --shapes B1_T8192_H96_D128 --varlen-tokens 0
-  side 60 --ops chunk_gdn --modes fwdbwd --varlen-tokens 0  # FLA refuses this backward: lina rows only
-  side 60 --impls lina --ops chunk_kda --modes fwdbwd --shapes B2_T16384_H16_D128,B4_T2048_H16_D128,B4_T4096_H64_D128,B8_T2048_H32_D256,B8_T1024_H8_D64 --varlen-tokens 0
+  if [ "${SIDE_SET:-full}" = full ]; then  # quick: skips the delta backward rows (minutes of SIMT kernels)
+    side 40 --ops chunk_kda --modes fwdbwd --shapes B1_T8192_H96_D128 --varlen-tokens 0
+    side 60 --ops chunk_gdn --modes fwdbwd --varlen-tokens 0  # FLA refuses this backward: lina rows only
+    side 60 --impls lina --ops chunk_kda --modes fwdbwd --shapes B2_T16384_H16_D128,B4_T2048_H16_D128,B4_T4096_H64_D128,B8_T2048_H32_D256,B8_T1024_H8_D64 --varlen-tokens 0
+  fi
   side 40 --impls lina --ops chunk_gla --modes fwdbwd --shapes B8_T2048_H32_D256,B8_T1024_H8_D64 --varlen-tokens 0
   # Varlen: FLA's decisions are carried for GDN only (GLA / KDA varlen autotune did not fit the budget).
   side 60 --ops chunk_gdn --modes fwd --shapes "" --varlen-tokens 32768
