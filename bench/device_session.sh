@@ -107,7 +107,7 @@ fi
 if has sanitize; then
   # Small CUDA gate cases (one partial chunk, T = 1, varlen with an empty sequence) under each tool.
   f='*Cuda*T63_*:*Cuda*T1_*:*Cuda*varlen_zero*:*Cuda*T15_*'
-  for tool in memcheck racecheck initcheck; do
+  for tool in ${SAN_TOOLS:-memcheck racecheck initcheck}; do
     for op in chunk_gla chunk_kda chunk_gdn; do
       timeout "${SAN_S:-60}" compute-sanitizer --tool $tool --error-exitcode 9 --print-limit 20 \
         $GATE/lina_${op}_gate --gtest_filter="$f" --gtest_brief=1 > "$OUT/logs/san_${tool}_${op}.log" 2>&1
