@@ -167,30 +167,26 @@ extern "C" int lina_c_call(const char* op, const char* phase, const lina_c_tenso
 extern "C" const char* lina_c_version(void) { return lina::kVersion; }
 extern "C" int lina_c_cuda_device_count(void) { return lina::cuda_device_count(); }
 
-extern "C" int lina_c_workspace_stats(uint64_t* reserved, uint64_t* used, uint64_t* used_high) {
+namespace {
+// The workspace entry points report a CUDA failure as -1 (their callers only need to know it failed).
+template <class F>
+int status_of(F&& f) {
   try {
+    f();
+    return 0;
+  } catch (const std::exception&) {
+    return -1;
+  }
+}
+}  // namespace
+
+extern "C" int lina_c_workspace_stats(uint64_t* reserved, uint64_t* used, uint64_t* used_high) {
+  return status_of([&] {
     const lina::WorkspaceStats s = lina::workspace_stats();
     if (reserved) *reserved = s.reserved_bytes;
     if (used) *used = s.used_bytes;
     if (used_high) *used_high = s.used_high_bytes;
-    return 0;
-  } catch (const std::exception&) {
-    return -1;
-  }
+  });
 }
-extern "C" int lina_c_workspace_reset_high_water(void) {
-  try {
-    lina::reset_workspace_high_water();
-    return 0;
-  } catch (const std::exception&) {
-    return -1;
-  }
-}
-extern "C" int lina_c_workspace_release(void) {
-  try {
-    lina::release_workspace();
-    return 0;
-  } catch (const std::exception&) {
-    return -1;
-  }
-}
+extern "C" int lina_c_workspace_reset_high_water(void) { return status_of([] { lina::reset_workspace_high_water(); }); }
+extern "C" int lina_c_workspace_release(void) { return status_of([] { lina::release_workspace(); }); }

@@ -23,30 +23,16 @@
 #include "lina/chunk_delta.h"
 #include "lina/error.h"
 #include "lina/gpu_reference.h"
+#include "tests/cuda/device_check_support.h"
 #include "tests/support/random.h"
 
 using namespace lina;
 
-#define CK(x)                                                                                       \
-  do {                                                                                              \
-    cudaError_t e_ = (x);                                                                           \
-    if (e_ != cudaSuccess) {                                                                        \
-      std::fprintf(stderr, "CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
-      std::exit(2);                                                                                 \
-    }                                                                                               \
-  } while (0)
+#define CK(x) lina_test::ck((x), #x)
 
 namespace {
 
-struct DevBuf {
-  void* p = nullptr;
-  size_t n = 0;
-  DevBuf() = default;
-  explicit DevBuf(size_t bytes) : n(bytes) { CK(cudaMalloc(&p, bytes ? bytes : 16)); }
-  ~DevBuf() { if (p) cudaFree(p); }
-  DevBuf(const DevBuf&) = delete;
-  DevBuf& operator=(const DevBuf&) = delete;
-};
+using lina_test::DevBuf;
 
 enum Gate { kGiven = 0, kSoftplus = 1, kLowerBound = 2 };
 

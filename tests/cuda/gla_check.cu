@@ -21,49 +21,21 @@
 #include "lina/chunk_gla.h"
 #include "lina/error.h"
 #include "lina/gpu_reference.h"
+#include "tests/cuda/device_check_support.h"
 #include "tests/cuda/host_recurrence.h"
 
 using namespace lina;
 using lina_test::HostCfg;
 using lina_test::HostData;
 using lina_test::HostOp;
+using lina_test::ck;
+using lina_test::DTensor;
 using lina_test::HostOut;
 
 namespace {
 
 int g_failures = 0;
 
-void ck(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) {
-    std::printf("CUDA error %s: %s\n", what, cudaGetErrorString(e));
-    std::exit(3);
-  }
-}
-
-// ---------------- device tensors ----------------
-struct DTensor {
-  void* p = nullptr;
-  TensorView view;
-  DTensor() = default;
-  DTensor(DType dt, Shape s) {
-    const std::size_t bytes = std::max<std::size_t>(1, static_cast<std::size_t>(s.numel()) * dtype_size(dt));
-    ck(cudaMalloc(&p, bytes), "cudaMalloc");
-    view = TensorView::contiguous(p, dt, s, Device::cuda, 0);
-  }
-  DTensor(const DTensor&) = delete;
-  DTensor& operator=(const DTensor&) = delete;
-  DTensor(DTensor&& o) noexcept : p(o.p), view(o.view) { o.p = nullptr; }
-  DTensor& operator=(DTensor&& o) noexcept {
-    std::swap(p, o.p);
-    std::swap(view, o.view);
-    return *this;
-  }
-  ~DTensor() {
-    if (p) cudaFree(p);
-  }
-  std::size_t bytes() const { return static_cast<std::size_t>(view.numel()) * dtype_size(view.dtype); }
-  void poison() const { ck(cudaMemset(p, 0xFF, bytes()), "poison"); }  // NaN in bf16 and f32
-};
 
 __device__ __forceinline__ std::uint64_t mix(std::uint64_t x) {
   x ^= x >> 33;
