@@ -23,7 +23,7 @@
 #include "lina/chunk_delta.h"
 #include "lina/error.h"
 #include "lina/gpu_reference.h"
-#include "tests/cuda/device_check_support.h"
+#include "tests/cuda/device_check_support.cuh"
 #include "tests/support/random.h"
 
 using namespace lina;
@@ -33,6 +33,7 @@ using namespace lina;
 namespace {
 
 using lina_test::DevBuf;
+using lina_test::bench_fill;
 
 enum Gate { kGiven = 0, kSoftplus = 1, kLowerBound = 2 };
 
@@ -240,21 +241,6 @@ int run_case(const Case& c, std::uint64_t seed) {
 }
 
 // ---- timing on FLA's benchmark inputs (device-side hash RNG)
-__device__ float hash_normal(unsigned long long i, unsigned long long seed) {
-  unsigned long long x = i * 0x9E3779B97F4A7C15ull + seed;
-  x ^= x >> 30; x *= 0xBF58476D1CE4E5B9ull; x ^= x >> 27; x *= 0x94D049BB133111EBull; x ^= x >> 31;
-  const float u1 = ((x >> 40) + 1) * (1.0f / 16777217.0f), u2 = ((x >> 16) & 0xFFFFFF) * (1.0f / 16777216.0f);
-  return sqrtf(-2.f * logf(u1)) * cospif(2.f * u2);
-}
-
-__global__ void fill_kernel(__nv_bfloat16* p, long n, unsigned long long seed, int transform) {
-  for (long i = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x; i < n; i += static_cast<long>(gridDim.x) * blockDim.x) {
-    float x = __bfloat162float(__float2bfloat16(hash_normal(i, seed)));
-    if (transform == 1) x = x >= 0 ? -log1pf(expf(-x)) : x - log1pf(expf(x));  // logsigmoid
-    if (transform == 2) x = 1.f / (1.f + expf(-x));                             // sigmoid
-    p[i] = __float2bfloat16(x);
-  }
-}
 
 struct Shape4 {
   int B, T, H, D;
@@ -265,12 +251,12 @@ void time_one(bool kda, const Shape4& s, std::FILE* log) {
   const long BT = static_cast<long>(s.B) * s.T, n_qk = BT * s.H * s.D, ng = kda ? n_qk : BT * s.H;
   DevBuf q(n_qk * 2), k(n_qk * 2), v(n_qk * 2), o(n_qk * 2), g(ng * 2), beta(BT * s.H * 2), dO(n_qk * 2);
   DevBuf dq(n_qk * 2), dk(n_qk * 2), dv(n_qk * 2), dg(ng * 2), dbeta(BT * s.H * 2);
-  fill_kernel<<<1024, 256>>>(static_cast<__nv_bfloat16*>(q.p), n_qk, 1, 0);
-  fill_kernel<<<1024, 256>>>(static_cast<__nv_bfloat16*>(k.p), n_qk, 2, 0);
-  fill_kernel<<<1024, 256>>>(static_cast<__nv_bfloat16*>(v.p), n_qk, 3, 0);
-  fill_kernel<<<1024, 256>>>(static_cast<__nv_bfloat16*>(g.p), ng, 4, 1);
-  fill_kernel<<<1024, 256>>>(static_cast<__nv_bfloat16*>(beta.p), BT * s.H, 5, 2);
-  fill_kernel<<<1024, 256>>>(static_cast<__nv_bfloat16*>(dO.p), n_qk, 6, 0);
+  bench_fill(q, n_qk, 1, 0);
+  bench_fill(k, n_qk, 2, 0);
+  bench_fill(v, n_qk, 3, 0);
+  bench_fill(g, ng, 4, 1);
+  bench_fill(beta, BT * s.H, 5, 2);
+  bench_fill(dO, n_qk, 6, 0);
   CK(cudaGetLastError());
   DevBuf flush(256ull << 20);
   auto view = [](DevBuf& b, Shape sh) { return TensorView::contiguous(b.p, DType::bf16, sh, Device::cuda, 0); };

@@ -19,7 +19,7 @@
 #include "harness/accuracy.h"
 #include "lina/chunk_delta.h"
 #include "lina/error.h"
-#include "tests/cuda/device_check_support.h"
+#include "tests/cuda/device_check_support.cuh"
 #include "tests/support/random.h"
 
 using namespace lina;
@@ -29,6 +29,7 @@ using namespace lina;
 namespace {
 
 using lina_test::DevBuf;
+using lina_test::bench_fill;
 
 TensorView dev_view(DevBuf& b, DType dt, Shape s) { return TensorView::contiguous(b.p, dt, s, Device::cuda, 0); }
 
@@ -199,21 +200,6 @@ int run_case(const Case& c, std::uint64_t seed) {
 }
 
 // ---- timing on FLA's benchmark inputs (device-side seeded RNG; the host would take too long)
-__device__ float hash_normal(unsigned long long i, unsigned long long seed) {
-  unsigned long long x = i * 0x9E3779B97F4A7C15ull + seed;
-  x ^= x >> 30; x *= 0xBF58476D1CE4E5B9ull; x ^= x >> 27; x *= 0x94D049BB133111EBull; x ^= x >> 31;
-  const float u1 = ((x >> 40) + 1) * (1.0f / 16777217.0f), u2 = ((x >> 16) & 0xFFFFFF) * (1.0f / 16777216.0f);
-  return sqrtf(-2.f * logf(u1)) * cospif(2.f * u2);
-}
-
-__global__ void fill_kernel(__nv_bfloat16* p, long n, unsigned long long seed, int transform) {
-  for (long i = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x; i < n; i += static_cast<long>(gridDim.x) * blockDim.x) {
-    float x = __bfloat162float(__float2bfloat16(hash_normal(i, seed)));  // randn in bf16, then transform
-    if (transform == 1) x = x >= 0 ? -log1pf(expf(-x)) : x - log1pf(expf(x));  // logsigmoid
-    if (transform == 2) x = 1.f / (1.f + expf(-x));                             // sigmoid
-    p[i] = __float2bfloat16(x);
-  }
-}
 
 struct Shape4 {
   int B, T, H, D;
@@ -223,13 +209,12 @@ struct Shape4 {
 double time_one(bool kda, const Shape4& s, std::FILE* log) {
   const long BT = static_cast<long>(s.B) * s.T, n_qk = BT * s.H * s.D;
   DevBuf q(n_qk * 2), k(n_qk * 2), v(n_qk * 2), o(n_qk * 2), g((kda ? n_qk : BT * s.H) * 2), beta(BT * s.H * 2);
-  fill_kernel<<<1024, 256>>>(static_cast<__nv_bfloat16*>(q.p), n_qk, 1, 0);
-  fill_kernel<<<1024, 256>>>(static_cast<__nv_bfloat16*>(k.p), n_qk, 2, 0);
-  fill_kernel<<<1024, 256>>>(static_cast<__nv_bfloat16*>(v.p), n_qk, 3, 0);
-  fill_kernel<<<1024, 256>>>(static_cast<__nv_bfloat16*>(g.p), kda ? n_qk : BT * s.H, 4, 1);
-  fill_kernel<<<1024, 256>>>(static_cast<__nv_bfloat16*>(beta.p), BT * s.H, 5, 2);
+  bench_fill(q, n_qk, 1, 0);
+  bench_fill(k, n_qk, 2, 0);
+  bench_fill(v, n_qk, 3, 0);
+  bench_fill(g, kda ? n_qk : BT * s.H, 4, 1);
+  bench_fill(beta, BT * s.H, 5, 2);
   CK(cudaGetLastError());
-  DevBuf flush(256ull << 20);
   AttentionOutputs out{dev_view(o, DType::bf16, {s.B, s.T, s.H, s.D}), std::nullopt};
   ExecOptions opts;
   opts.backend = Backend::cuda;
@@ -257,22 +242,9 @@ double time_one(bool kda, const Shape4& s, std::FILE* log) {
     std::printf("%-4s %-22s unsupported: %s\n", kda ? "kda" : "gdn", name, e.what());
     return 0;
   }
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  std::vector<float> ms;
-  for (int i = 0; i < 30; ++i) {
-    CK(cudaMemsetAsync(flush.p, i & 0xff, flush.n));
-    CK(cudaEventRecord(e0));
-    call();
-    CK(cudaEventRecord(e1));
-    CK(cudaEventSynchronize(e1));
-    float x;
-    CK(cudaEventElapsedTime(&x, e0, e1));
-    ms.push_back(x);
-  }
+  lina_test::FlushTimer timer;
+  const std::vector<float> ms = timer.samples(call, 30, 0);  // warmed up above
   CK(cudaGetLastError());
-  std::sort(ms.begin(), ms.end());
   const double med = ms[ms.size() / 2];
   const double ns_th = med * 1e6 / (static_cast<double>(BT) * s.H);
   const double fla = kda ? s.fla_kda : s.fla_gdn;
@@ -281,8 +253,6 @@ double time_one(bool kda, const Shape4& s, std::FILE* log) {
   std::printf("%-4s %-22s %8.4f ms  %6.3f ns/th  min %.4f p90 %.4f  FLA %s\n", kda ? "kda" : "gdn", name, med, ns_th, ms.front(),
               ms[ms.size() * 9 / 10], fla_s);
   if (log) std::fprintf(log, "%s,%s,%.5f,%.4f,%.5f\n", kda ? "kda" : "gdn", name, med, ns_th, fla);
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
   return med;
 }
 

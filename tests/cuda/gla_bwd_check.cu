@@ -21,7 +21,7 @@
 #include "lina/chunk_gla.h"
 #include "lina/error.h"
 #include "lina/gpu_reference.h"
-#include "tests/cuda/device_check_support.h"
+#include "tests/cuda/device_check_support.cuh"
 #include "tests/cuda/host_recurrence.h"
 
 using namespace lina;
@@ -30,6 +30,8 @@ using lina_test::HostData;
 using lina_test::HostOp;
 using lina_test::ck;
 using lina_test::DTensor;
+using lina_test::fill;
+using lina_test::to_host;
 using lina_test::HostOut;
 
 namespace {
@@ -38,54 +40,6 @@ int g_failures = 0;
 constexpr double kTol = 0.005;
 
 
-__device__ __forceinline__ std::uint64_t mix(std::uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdULL;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ULL;
-  x ^= x >> 33;
-  return x;
-}
-
-// kind: 0 randn, 1 logsigmoid(randn) clamped at -5, 2 logsigmoid(randn)/0.1 (steep), 6 1.6 logsigmoid(randn)
-__global__ void fill_kernel(void* out, int dtype, std::int64_t n, std::uint64_t seed, int kind) {
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const std::uint64_t h = mix(seed * 0x9E3779B97F4A7C15ULL + static_cast<std::uint64_t>(i));
-    const float u1 = (static_cast<float>(h >> 40) + 0.5f) / 16777216.f;
-    const float u2 = static_cast<float>((h >> 16) & 0xFFFFFF) / 16777216.f;
-    float x = sqrtf(-2.f * logf(u1)) * cospif(2.f * u2);
-    if (dtype == 2) x = __bfloat162float(__float2bfloat16_rn(x));
-    const float ls = fminf(x, 0.f) - log1pf(expf(-fabsf(x)));
-    float y = x;
-    if (kind == 1) y = fmaxf(ls, -5.f);
-    else if (kind == 2) y = ls / 0.1f;
-    else if (kind == 6) y = 1.6f * ls;
-    if (dtype == 2) static_cast<__nv_bfloat16*>(out)[i] = __float2bfloat16_rn(y);
-    else static_cast<float*>(out)[i] = y;
-  }
-}
-
-void fill(const DTensor& t, std::uint64_t seed, int kind = 0) {
-  if (t.view.numel() == 0) return;
-  fill_kernel<<<1024, 256>>>(t.p, static_cast<int>(t.view.dtype), t.view.numel(), seed, kind);
-  ck(cudaGetLastError(), "fill");
-}
-
-std::vector<double> to_host(const TensorView& v) {
-  const std::size_t n = static_cast<std::size_t>(v.numel());
-  std::vector<double> out(n);
-  if (n == 0) return out;
-  if (v.dtype == DType::bf16) {
-    std::vector<std::uint16_t> h(n);
-    ck(cudaMemcpy(h.data(), v.data, n * 2, cudaMemcpyDeviceToHost), "d2h");
-    for (std::size_t i = 0; i < n; ++i) out[i] = bf16_bits_to_float(h[i]);
-  } else {
-    std::vector<float> h(n);
-    ck(cudaMemcpy(h.data(), v.data, n * 4, cudaMemcpyDeviceToHost), "d2h");
-    for (std::size_t i = 0; i < n; ++i) out[i] = h[i];
-  }
-  return out;
-}
 
 void report(const std::string& what, const std::vector<double>& ref, const std::vector<double>& out, double tol) {
   const harness::Closeness c = harness::assert_close(ref, out, tol);
@@ -222,30 +176,6 @@ void check_small(const std::string& name, const HostCfg& cfg, int gate_kind, boo
   }
 }
 
-struct Timer {
-  DTensor flush{DType::f32, Shape{64 * 1024 * 1024}};
-  cudaEvent_t e0, e1;
-  Timer() {
-    ck(cudaEventCreate(&e0), "event");
-    ck(cudaEventCreate(&e1), "event");
-  }
-  double median_ms(const std::function<void()>& fn, int samples = 20, int warmup = 2) {
-    for (int i = 0; i < warmup; ++i) fn();
-    std::vector<double> t;
-    for (int i = 0; i < samples; ++i) {
-      ck(cudaMemsetAsync(flush.p, i & 0xFF, flush.bytes()), "flush");
-      ck(cudaEventRecord(e0), "rec");
-      fn();
-      ck(cudaEventRecord(e1), "rec");
-      ck(cudaEventSynchronize(e1), "sync");
-      float ms = 0;
-      ck(cudaEventElapsedTime(&ms, e0, e1), "elapsed");
-      t.push_back(ms);
-    }
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
-  }
-};
 
 void run(bool small_only) {
   cudaDeviceProp prop{};
@@ -290,7 +220,7 @@ void run(bool small_only) {
       {"B4_T2048_H16_D128", 4, 2048, 16, 128, 0.609, 2.486}, {"B4_T4096_H64_D128", 4, 4096, 64, 128, 2.632, 12.776},
       {"B8_T2048_H32_D256", 8, 2048, 32, 256, 0, 0},         {"B8_T1024_H8_D64", 8, 1024, 8, 64, 0, 0},
   };
-  Timer timer;
+  lina_test::FlushTimer timer;
   struct Row {
     std::string name;
     double fwd, bwd, fla_total;
@@ -312,9 +242,9 @@ void run(bool small_only) {
     }
     Grads out(C, DType::bf16, false);
     DTensor o(DType::bf16, C.vs());
-    const double bwd = timer.median_ms([&] { chunk_gla_backward(a, C.gin(), out.view(), ExecOptions{Backend::cuda}); });
+    const double bwd = timer.median_ms([&] { chunk_gla_backward(a, C.gin(), out.view(), ExecOptions{Backend::cuda}); }, 20, 2);
     const double fwd = timer.median_ms(
-        [&] { chunk_gla_forward(a, AttentionOutputs{o.view, std::nullopt}, ForwardMode::training, ExecOptions{Backend::cuda}); });
+        [&] { chunk_gla_forward(a, AttentionOutputs{o.view, std::nullopt}, ForwardMode::training, ExecOptions{Backend::cuda}); }, 20, 2);
     rows.push_back({s.name, fwd, bwd, s.fla_total});
   }
   std::printf("\nchunk_gla CUDA (bf16), median of 20, L2 flushed; FLA = fwd+bwd anchor\n");

@@ -21,7 +21,7 @@
 #include "lina/chunk_gla.h"
 #include "lina/error.h"
 #include "lina/gpu_reference.h"
-#include "tests/cuda/device_check_support.h"
+#include "tests/cuda/device_check_support.cuh"
 #include "tests/cuda/host_recurrence.h"
 
 using namespace lina;
@@ -30,6 +30,8 @@ using lina_test::HostData;
 using lina_test::HostOp;
 using lina_test::ck;
 using lina_test::DTensor;
+using lina_test::fill;
+using lina_test::to_host;
 using lina_test::HostOut;
 
 namespace {
@@ -37,58 +39,6 @@ namespace {
 int g_failures = 0;
 
 
-__device__ __forceinline__ std::uint64_t mix(std::uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdULL;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ULL;
-  x ^= x >> 33;
-  return x;
-}
-
-// kind: 0 randn, 1 logsigmoid(randn) clamped at -5 (GLA bench gate), 2 logsigmoid(randn)/0.1 (steep),
-//       3 sigmoid(randn), 4 logsigmoid(randn), 5 rand U[0,1) * 0.5 (small positive), 6 1.6 * logsigmoid(randn)
-__global__ void fill_kernel(void* out, int dtype, std::int64_t n, std::uint64_t seed, int kind) {
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const std::uint64_t h = mix(seed * 0x9E3779B97F4A7C15ULL + static_cast<std::uint64_t>(i));
-    const float u1 = (static_cast<float>(h >> 40) + 0.5f) / 16777216.f;
-    const float u2 = static_cast<float>((h >> 16) & 0xFFFFFF) / 16777216.f;
-    float x = sqrtf(-2.f * logf(u1)) * cospif(2.f * u2);
-    if (dtype == 2) x = __bfloat162float(__float2bfloat16_rn(x));  // FLA draws x in bf16 first
-    const float ls = fminf(x, 0.f) - log1pf(expf(-fabsf(x)));
-    float y = x;
-    if (kind == 1) y = fmaxf(ls, -5.f);
-    else if (kind == 2) y = ls / 0.1f;
-    else if (kind == 3) y = 1.f / (1.f + expf(-x));
-    else if (kind == 4) y = ls;
-    else if (kind == 5) y = 0.5f * u2;
-    else if (kind == 6) y = 1.6f * ls;
-    if (dtype == 2) static_cast<__nv_bfloat16*>(out)[i] = __float2bfloat16_rn(y);
-    else static_cast<float*>(out)[i] = y;
-  }
-}
-
-void fill(const DTensor& t, std::uint64_t seed, int kind = 0) {
-  if (t.view.numel() == 0) return;
-  fill_kernel<<<1024, 256>>>(t.p, static_cast<int>(t.view.dtype), t.view.numel(), seed, kind);
-  ck(cudaGetLastError(), "fill");
-}
-
-std::vector<double> to_host(const TensorView& v) {
-  const std::size_t n = static_cast<std::size_t>(v.numel());
-  std::vector<double> out(n);
-  if (n == 0) return out;
-  if (v.dtype == DType::bf16) {
-    std::vector<std::uint16_t> h(n);
-    ck(cudaMemcpy(h.data(), v.data, n * 2, cudaMemcpyDeviceToHost), "d2h");
-    for (std::size_t i = 0; i < n; ++i) out[i] = bf16_bits_to_float(h[i]);
-  } else {
-    std::vector<float> h(n);
-    ck(cudaMemcpy(h.data(), v.data, n * 4, cudaMemcpyDeviceToHost), "d2h");
-    for (std::size_t i = 0; i < n; ++i) out[i] = h[i];
-  }
-  return out;
-}
 
 harness::Closeness report(const std::string& what, const std::vector<double>& ref, const std::vector<double>& out, double tol) {
   const harness::Closeness c = harness::assert_close(ref, out, tol);
@@ -290,31 +240,6 @@ FwdResult check_gla_fwd(const std::string& name, HostCfg cfg, int gate_kind, DTy
   return r;
 }
 
-// ---------------- timing ----------------
-struct Timer {
-  DTensor flush{DType::f32, Shape{64 * 1024 * 1024}};  // 256 MB, written before every sample
-  cudaEvent_t e0, e1;
-  Timer() {
-    ck(cudaEventCreate(&e0), "event");
-    ck(cudaEventCreate(&e1), "event");
-  }
-  double median_ms(const std::function<void()>& fn, int samples = 30, int warmup = 3) {
-    for (int i = 0; i < warmup; ++i) fn();
-    std::vector<double> t;
-    for (int i = 0; i < samples; ++i) {
-      ck(cudaMemsetAsync(flush.p, i & 0xFF, flush.bytes()), "flush");
-      ck(cudaEventRecord(e0), "rec");
-      fn();
-      ck(cudaEventRecord(e1), "rec");
-      ck(cudaEventSynchronize(e1), "sync");
-      float ms = 0;
-      ck(cudaEventElapsedTime(&ms, e0, e1), "elapsed");
-      t.push_back(ms);
-    }
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
-  }
-};
 
 struct BenchShape {
   const char* name;
@@ -413,7 +338,7 @@ void run_gpu(bool small_only, bool bench_only, const char* only_shape) {
       {"B4_T2048_H16_D128", 4, 2048, 16, 128, 0.984, 39},  {"B4_T4096_H64_D128", 4, 4096, 64, 128, 2.858, 312},
       {"B8_T2048_H32_D256", 8, 2048, 32, 256, 3.490, 312}, {"B8_T1024_H8_D64", 8, 1024, 8, 64, 0.560, 10},
   };
-  Timer timer;
+  lina_test::FlushTimer timer;
   struct Row {
     std::string name;
     double ms, nsth, fla, floor_us, err_o, err_ht, ref_ms;
@@ -442,7 +367,7 @@ void run_gpu(bool small_only, bool bench_only, const char* only_shape) {
     std::printf("[bench check] %s\n", s.name);
     const auto c1 = report("o vs GPU ref", to_host(ro.view), to_host(o.view), 0.004);
     const auto c2 = report("final_state vs GPU ref", to_host(rht.view), to_host(ht.view), 0.005);
-    const double ms = timer.median_ms([&] { chunk_gla_forward(a, out, ForwardMode::training, ExecOptions{Backend::cuda}); });
+    const double ms = timer.median_ms([&] { chunk_gla_forward(a, out, ForwardMode::training, ExecOptions{Backend::cuda}); }, 30, 3);
     const double th = static_cast<double>(s.B) * s.T * s.H;
     rows.push_back({s.name, ms, ms * 1e6 / th, s.fla_fwd_ms, s.floor_us, c1.err_ratio, c2.err_ratio, ref_ms});
   }
