@@ -400,7 +400,16 @@ RefArgs base_args(const Problem& p, const TensorView& q, const TensorView& k, co
   return a;
 }
 
-void set_delta(RefArgs& a, const DeltaRuleArgs& d, int op) {
+void require_param_f32(const std::optional<TensorView>& t, const char* name) {
+  if (t && t->dtype != DType::f32) throw_invalid(name, "dtype " + std::string(dtype_name(t->dtype)), "dtype float32");
+}
+
+// The delta-rule kernels' arguments: the common ones plus beta, the preprocessing flags and the
+// in-kernel gate parameters (fp32 only).
+RefArgs delta_args(const Problem& p, const DeltaRuleArgs& d, int op) {
+  require_param_f32(d.A_log, "A_log");
+  require_param_f32(d.dt_bias, "dt_bias");
+  RefArgs a = base_args(p, d.q, d.k, d.v, d.g, d.initial_state);
   a.op = op;
   a.beta = d.beta.data;
   a.b_t = code(d.beta.dtype);
@@ -412,10 +421,14 @@ void set_delta(RefArgs& a, const DeltaRuleArgs& d, int op) {
   a.A_log = d.A_log ? d.A_log->ptr<const float>() : nullptr;
   a.has_dtb = d.dt_bias.has_value();
   a.dt_bias = d.dt_bias ? d.dt_bias->ptr<const float>() : nullptr;
+  return a;
 }
 
-void require_param_f32(const std::optional<TensorView>& t, const char* name) {
-  if (t && t->dtype != DType::f32) throw_invalid(name, "dtype " + std::string(dtype_name(t->dtype)), "dtype float32");
+RefArgs kda_args(const Problem& p, const ChunkKdaArgs& d) {
+  RefArgs a = delta_args(p, d, kKda);
+  a.has_lb = d.lower_bound.has_value() && d.use_gate_in_kernel;
+  a.lb = static_cast<float>(d.lower_bound.value_or(0.0));
+  return a;
 }
 
 void run_forward(const Problem& p, RefArgs a, const AttentionOutputs& out, cudaStream_t st) {
@@ -438,6 +451,10 @@ struct GradTargets {
   TensorView dq, dk, dv, dg;
   std::optional<TensorView> dbeta, dh0, dA, ddt;
 };
+
+GradTargets delta_targets(const DeltaRuleGrads& g) {
+  return {g.dq, g.dk, g.dv, g.dg, g.dbeta, g.d_initial_state, g.d_A_log, g.d_dt_bias};
+}
 
 void zero(const TensorView& t, cudaStream_t st) {
   check(cudaMemsetAsync(t.data, 0, static_cast<std::size_t>(t.numel()) * 4, st), "cudaMemsetAsync");
@@ -533,12 +550,7 @@ void chunk_gla_backward(const ChunkGlaArgs& args, const AttentionGradInputs& gra
 void chunk_kda_forward(const ChunkKdaArgs& args, const AttentionOutputs& out, void* stream) {
   const Problem p = detail::validate_kda(args);
   detail::validate_outputs(p, out, DType::f32, detail::OutputDTypes::reference);
-  require_param_f32(args.A_log, "A_log");
-  require_param_f32(args.dt_bias, "dt_bias");
-  RefArgs a = base_args(p, args.q, args.k, args.v, args.g, args.initial_state);
-  set_delta(a, args, kKda);
-  a.has_lb = args.lower_bound.has_value() && args.use_gate_in_kernel;
-  a.lb = static_cast<float>(args.lower_bound.value_or(0.0));
+  const RefArgs a = kda_args(p, args);
   run_forward(p, a, out, as_stream(stream));
 }
 
@@ -546,23 +558,14 @@ void chunk_kda_backward(const ChunkKdaArgs& args, const AttentionGradInputs& gra
   const Problem p = detail::validate_kda(args);
   detail::validate_grad_inputs(p, grad_in);
   detail::validate_delta_grads(p, args, grads, detail::OutputDTypes::reference);
-  require_param_f32(args.A_log, "A_log");
-  require_param_f32(args.dt_bias, "dt_bias");
-  RefArgs a = base_args(p, args.q, args.k, args.v, args.g, args.initial_state);
-  set_delta(a, args, kKda);
-  a.has_lb = args.lower_bound.has_value() && args.use_gate_in_kernel;
-  a.lb = static_cast<float>(args.lower_bound.value_or(0.0));
-  run_backward(p, a, grad_in, {grads.dq, grads.dk, grads.dv, grads.dg, grads.dbeta, grads.d_initial_state, grads.d_A_log, grads.d_dt_bias},
-               as_stream(stream), args.q, args.k, &args.beta);
+  const RefArgs a = kda_args(p, args);
+  run_backward(p, a, grad_in, delta_targets(grads), as_stream(stream), args.q, args.k, &args.beta);
 }
 
 void chunk_gdn_forward(const ChunkGdnArgs& args, const AttentionOutputs& out, void* stream) {
   const Problem p = detail::validate_gdn(args);
   detail::validate_outputs(p, out, DType::f32, detail::OutputDTypes::reference);
-  require_param_f32(args.A_log, "A_log");
-  require_param_f32(args.dt_bias, "dt_bias");
-  RefArgs a = base_args(p, args.q, args.k, args.v, args.g, args.initial_state);
-  set_delta(a, args, kGdn);
+  const RefArgs a = delta_args(p, args, kGdn);
   run_forward(p, a, out, as_stream(stream));
 }
 
@@ -570,12 +573,8 @@ void chunk_gdn_backward(const ChunkGdnArgs& args, const AttentionGradInputs& gra
   const Problem p = detail::validate_gdn(args);
   detail::validate_grad_inputs(p, grad_in);
   detail::validate_delta_grads(p, args, grads, detail::OutputDTypes::reference);
-  require_param_f32(args.A_log, "A_log");
-  require_param_f32(args.dt_bias, "dt_bias");
-  RefArgs a = base_args(p, args.q, args.k, args.v, args.g, args.initial_state);
-  set_delta(a, args, kGdn);
-  run_backward(p, a, grad_in, {grads.dq, grads.dk, grads.dv, grads.dg, grads.dbeta, grads.d_initial_state, grads.d_A_log, grads.d_dt_bias},
-               as_stream(stream), args.q, args.k, &args.beta);
+  const RefArgs a = delta_args(p, args, kGdn);
+  run_backward(p, a, grad_in, delta_targets(grads), as_stream(stream), args.q, args.k, &args.beta);
 }
 
 }  // namespace lina::gpu_reference
