@@ -154,6 +154,28 @@ __device__ __forceinline__ const bf16* bt_src(const bf16* base, int k0, int n0, 
   return base + (k0 + (lane & 7) + (((lane >> 3) & 1) << 3)) * P + n0 + ((lane >> 4) << 3);
 }
 
+// acc (a 16 x 32 warp tile, 4 n8 fragments) = X[r0 .. r0+16, 0 .. K] @ H[0 .. K, c0 .. c0+32]: the
+// state kernel's two products with the chunk's entering state (w H_n and (q e^b) H_n).
+template <int K>
+__device__ __forceinline__ void rows_times_state(float (&acc)[4][4], const bf16* x, const bf16* h, int r0, int c0, int lane) {
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[nt][e] = 0.f;
+#pragma unroll 4
+  for (int ks = 0; ks < K / 16; ++ks) {
+    uint32_t a[4];
+    ldsm_x4(a, a_src<K + 8>(x, r0, ks * 16, lane));
+#pragma unroll
+    for (int np = 0; np < 2; ++np) {
+      uint32_t b[4];
+      ldsm_x4_trans(b, bt_src<72>(h, ks * 16, c0 + np * 16, lane));
+      mma_bf16_16816(acc[2 * np], a, b[0], b[1]);
+      mma_bf16_16816(acc[2 * np + 1], a, b[2], b[3]);
+    }
+  }
+}
+
 template <bool KDA, int K>
 // GDN's prep fits three CTAs per SM in shared memory (no per-channel gate), KDA's two (K <= 128).
 __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_prep_kernel(const Params p) {
@@ -741,22 +763,7 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? 2 : 1) delta_state_kernel
     // ---- v_new = u - w H_n: warp tile rows r0.., columns c0..c0+32; hi + lo to shared
     {
       float acc[4][4];
-#pragma unroll
-      for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc[nt][e] = 0.f;
-#pragma unroll 4
-      for (int ks = 0; ks < K / 16; ++ks) {
-        uint32_t a[4];
-        ldsm_x4(a, a_src<K + 8>(&s.w[0][0], r0, ks * 16, lane));
-#pragma unroll
-        for (int np = 0; np < 2; ++np) {
-          uint32_t b[4];
-          ldsm_x4_trans(b, bt_src<72>(&s.H[0][0], ks * 16, c0 + np * 16, lane));
-          mma_bf16_16816(acc[2 * np], a, b[0], b[1]);
-          mma_bf16_16816(acc[2 * np + 1], a, b[2], b[3]);
-        }
-      }
+      rows_times_state<K>(acc, &s.w[0][0], &s.H[0][0], r0, c0, lane);
 #pragma unroll
       for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
@@ -779,22 +786,7 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? 2 : 1) delta_state_kernel
     // ---- o = scale (q e^b) H_n + Aqk v_new (Aqk and v_new as hi + lo; lo x lo dropped)
     {
       float acc[4][4];
-#pragma unroll
-      for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc[nt][e] = 0.f;
-#pragma unroll 4
-      for (int ks = 0; ks < K / 16; ++ks) {
-        uint32_t a[4];
-        ldsm_x4(a, a_src<K + 8>(&s.qg[0][0], r0, ks * 16, lane));
-#pragma unroll
-        for (int np = 0; np < 2; ++np) {
-          uint32_t b[4];
-          ldsm_x4_trans(b, bt_src<72>(&s.H[0][0], ks * 16, c0 + np * 16, lane));
-          mma_bf16_16816(acc[2 * np], a, b[0], b[1]);
-          mma_bf16_16816(acc[2 * np + 1], a, b[2], b[3]);
-        }
-      }
+      rows_times_state<K>(acc, &s.qg[0][0], &s.H[0][0], r0, c0, lane);
 #pragma unroll
       for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
