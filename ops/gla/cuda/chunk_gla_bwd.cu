@@ -129,6 +129,31 @@ __device__ __forceinline__ void ldsm_b_kn(std::uint32_t (&b)[4], const bf16* bas
   ldsm_x4_trans(b, base + (k0 + i + (mi & 1) * 8) * kS + n0 + (mi >> 1) * 8);
 }
 
+// acc (a warp's 16 x 64 row, 8 n8 fragments) += a (16 x 16) @ B[k0 .. k0+16, 0 .. 64], B stored [k][n].
+__device__ __forceinline__ void mma_row_kn(float (&acc)[8][4], const std::uint32_t (&a)[4], const bf16* b_kn, int k0, int lane) {
+#pragma unroll
+  for (int np = 0; np < 4; ++np) {
+    std::uint32_t b[4];
+    ldsm_b_kn(b, b_kn, np * 16, k0, lane);
+    mma_bf16_16816(acc[2 * np], a, b[0], b[1]);
+    mma_bf16_16816(acc[2 * np + 1], a, b[2], b[3]);
+  }
+}
+// The same with B as two bf16 terms (hi + lo, for operands one bf16 rounding would spoil).
+__device__ __forceinline__ void mma_row_kn_hi_lo(float (&acc)[8][4], const std::uint32_t (&a)[4], const bf16* b_hi, const bf16* b_lo,
+                                                 int k0, int lane) {
+#pragma unroll
+  for (int np = 0; np < 4; ++np) {
+    std::uint32_t b[4];
+    ldsm_b_kn(b, b_hi, np * 16, k0, lane);
+    mma_bf16_16816(acc[2 * np], a, b[0], b[1]);
+    mma_bf16_16816(acc[2 * np + 1], a, b[2], b[3]);
+    ldsm_b_kn(b, b_lo, np * 16, k0, lane);
+    mma_bf16_16816(acc[2 * np], a, b[0], b[1]);
+    mma_bf16_16816(acc[2 * np + 1], a, b[2], b[3]);
+  }
+}
+
 template <int N>
 __device__ __forceinline__ void zero(float (&acc)[N][4]) {
 #pragma unroll
@@ -224,13 +249,7 @@ __global__ void __launch_bounds__(kThreads) gla_bwd_states(Params p) {
       a[1] = pack_bf16(xe(t, r_hi, bl_hi), xe(t + 1, r_hi, bl_hi));
       a[2] = pack_bf16(xe(t + 8, r_lo, bl_lo), xe(t + 9, r_lo, bl_lo));
       a[3] = pack_bf16(xe(t + 8, r_hi, bl_hi), xe(t + 9, r_hi, bl_hi));
-#pragma unroll
-      for (int np = 0; np < 4; ++np) {
-        std::uint32_t b[4];
-        ldsm_b_kn(b, sy, np * 16, ks * 16, lane);
-        mma_bf16_16816(acc[2 * np], a, b[0], b[1]);
-        mma_bf16_16816(acc[2 * np + 1], a, b[2], b[3]);
-      }
+      mma_row_kn(acc, a, sy, ks * 16, lane);
     }
     __syncthreads();  // stage (it & 1) and sb are refilled next
   }
@@ -388,16 +407,7 @@ __global__ void __launch_bounds__(kThreads) gla_bwd_dqkg(Params p) {
       if (kk <= rb) {
         std::uint32_t a[4];
         ldsm_a(a, sdA, rb * 16, kk * 16, lane);
-#pragma unroll
-        for (int np = 0; np < 4; ++np) {
-          std::uint32_t b[4];
-          ldsm_b_kn(b, skt, np * 16, kk * 16, lane);
-          mma_bf16_16816(aI[2 * np], a, b[0], b[1]);
-          mma_bf16_16816(aI[2 * np + 1], a, b[2], b[3]);
-          ldsm_b_kn(b, sktl, np * 16, kk * 16, lane);
-          mma_bf16_16816(aI[2 * np], a, b[0], b[1]);
-          mma_bf16_16816(aI[2 * np + 1], a, b[2], b[3]);
-        }
+        mma_row_kn_hi_lo(aI, a, skt, sktl, kk * 16, lane);
       }
     }
   } else {
@@ -437,16 +447,7 @@ __global__ void __launch_bounds__(kThreads) gla_bwd_dqkg(Params p) {
       if (kk >= rb) {
         std::uint32_t a[4];
         ldsm_a_trans(a, sdA, rb * 16, kk * 16, lane);
-#pragma unroll
-        for (int np = 0; np < 4; ++np) {
-          std::uint32_t b[4];
-          ldsm_b_kn(b, sqt, np * 16, kk * 16, lane);
-          mma_bf16_16816(aI[2 * np], a, b[0], b[1]);
-          mma_bf16_16816(aI[2 * np + 1], a, b[2], b[3]);
-          ldsm_b_kn(b, sqtl, np * 16, kk * 16, lane);
-          mma_bf16_16816(aI[2 * np], a, b[0], b[1]);
-          mma_bf16_16816(aI[2 * np + 1], a, b[2], b[3]);
-        }
+        mma_row_kn_hi_lo(aI, a, sqt, sqtl, kk * 16, lane);
       }
     }
   } else {
@@ -595,13 +596,7 @@ __global__ void __launch_bounds__(kThreads) gla_bwd_dv(Params p) {
         }
       }
       ldsm_a(a, skl, rb * 16, ks * 16, lane);
-#pragma unroll
-      for (int np = 0; np < 4; ++np) {
-        std::uint32_t b[4];
-        ldsm_b_kn(b, sdh, np * 16, ks * 16, lane);
-        mma_bf16_16816(aV[2 * np], a, b[0], b[1]);
-        mma_bf16_16816(aV[2 * np + 1], a, b[2], b[3]);
-      }
+      mma_row_kn(aV, a, sdh, ks * 16, lane);
     }
     if (steep) {
 #pragma unroll
@@ -632,13 +627,7 @@ __global__ void __launch_bounds__(kThreads) gla_bwd_dv(Params p) {
         a[2 * half] = pack_bf16(r >= j_lo ? p.scale * aP[nt][0] : 0.f, r + 1 >= j_lo ? p.scale * aP[nt][1] : 0.f);
         a[2 * half + 1] = pack_bf16(r >= j_hi ? p.scale * aP[nt][2] : 0.f, r + 1 >= j_hi ? p.scale * aP[nt][3] : 0.f);
       }
-#pragma unroll
-      for (int np = 0; np < 4; ++np) {
-        std::uint32_t b[4];
-        ldsm_b_kn(b, sdo, np * 16, kk * 16, lane);
-        mma_bf16_16816(aV[2 * np], a, b[0], b[1]);
-        mma_bf16_16816(aV[2 * np + 1], a, b[2], b[3]);
-      }
+      mma_row_kn(aV, a, sdo, kk * 16, lane);
     }
   }
 #pragma unroll
