@@ -1,6 +1,7 @@
 // Each `lina` subcommand registers itself on the app; its callback returns the process exit code.
 #pragma once
 #include <CLI/CLI.hpp>
+#include <optional>
 #include <string>
 
 namespace lina::cli {
@@ -15,18 +16,23 @@ enum Exit : int {
   kRegression = 5,
 };
 
+// The whole text as a number (std::stod alone accepts "5abc"); nullopt if it is not one.
+inline std::optional<double> parse_number(const std::string& text) {
+  try {
+    std::size_t used = 0;
+    const double v = std::stod(text, &used);
+    if (used == text.size()) return v;
+  } catch (const std::exception&) {
+  }
+  return std::nullopt;
+}
+
 // Percentages such as --threshold: CLI11's Range lets NaN through (every comparison is false).
 inline const CLI::Validator kPercent(
     [](std::string& text) -> std::string {
-      double v = 0;
-      try {
-        std::size_t used = 0;
-        v = std::stod(text, &used);
-        if (used != text.size()) return "got '" + text + "', expected a number";
-      } catch (const std::exception&) {
-        return "got '" + text + "', expected a number";
-      }
-      if (!(v >= 0.0 && v <= 1000.0)) return "got " + text + ", expected a percentage in [0, 1000]";
+      const std::optional<double> v = parse_number(text);
+      if (!v) return "got '" + text + "', expected a number";
+      if (!(*v >= 0.0 && *v <= 1000.0)) return "got " + text + ", expected a percentage in [0, 1000]";
       return {};
     },
     "PCT");
@@ -48,16 +54,10 @@ inline CLI::Validator at_least(double min, bool integer) {
                                (integer ? std::to_string(static_cast<long long>(min)) : CLI::detail::to_string(min));
   return CLI::Validator(
       [min, integer, expected](std::string& text) -> std::string {
-        double v = 0;
-        try {
-          std::size_t used = 0;
-          v = std::stod(text, &used);
-          if (used != text.size()) return "got '" + text + "', expected " + expected;
-        } catch (const std::exception&) {
+        const std::optional<double> v = parse_number(text);
+        if (!v || (integer && text.find_first_not_of("+-0123456789") != std::string::npos))
           return "got '" + text + "', expected " + expected;
-        }
-        if (integer && (text.find_first_not_of("+-0123456789") != std::string::npos)) return "got '" + text + "', expected " + expected;
-        if (!(v >= min)) return "got " + text + ", expected " + expected;
+        if (!(*v >= min)) return "got " + text + ", expected " + expected;
         return {};
       },
       integer ? "INT" : "NUM");
