@@ -43,6 +43,9 @@ struct Cfg {
   static constexpr int NT = NW * 32;
   static constexpr int MINB = K == 64 ? 2 : 1;      // CTAs per SM the registers are sized for
   static constexpr int STAGES = K == 256 ? 1 : 2;   // cp.async stages of the raw q, k, g, v tiles
+  // K = 256: q and g single (the next chunk's are loaded once qe and kr are dead), k and v double-buffered
+  // (the next chunk's are loaded for the whole chunk); the scan's per-channel exps one per lane.
+  static constexpr bool KVDB = K == 256;
   static constexpr int kQ = K + 8;                  // bf16 row stride of q, k, g tiles and H^T (padding: no bank conflicts)
   static constexpr int kVs = VT + 8;                // bf16 row stride of v
   static constexpr int kAs = kC + 8;                // bf16 row stride of A
@@ -55,10 +58,14 @@ struct Cfg {
   static constexpr int ONT = OCOLS / 8;
   static constexpr int NJB = 4 / OPARTS;            // 16x16 blocks of A per warp (column blocks op, op+OPARTS, ..)
   static constexpr std::size_t tile_qk = 1ull * kC * kQ * 2;
-  static constexpr std::size_t stage_bytes = 3 * tile_qk + 1ull * kC * kVs * 2;  // q, k, g, v
+  static constexpr std::size_t tile_v = 1ull * kC * kVs * 2;
+  static constexpr std::size_t stage_bytes = 3 * tile_qk + tile_v;  // q, k, g, v
+  static constexpr std::size_t tiles_bytes = KVDB ? 2 * tile_qk + 2 * (tile_qk + tile_v) : STAGES * stage_bytes;
   static constexpr std::size_t ht_bytes = 1ull * VT * kQ * 2;
   static constexpr std::size_t a_bytes = 1ull * kC * kAs * 2;
-  static constexpr std::size_t smem = STAGES * stage_bytes + ht_bytes + 2 * a_bytes + 3ull * K * 4;
+  static constexpr std::size_t smem = tiles_bytes + ht_bytes + 2 * a_bytes + 3ull * K * 4;
+  static_assert(smem <= 227ull * 1024, "shared memory per CTA");
+  static_assert(STAGES == 2 || KVDB, "one-stage q, g needs double-buffered k, v");
   static_assert(CGW >= 1 && SPARTS >= 1 && SNT % 2 == 0 && ONT % 2 == 0 && NJB >= 1, "warp layout");
   static_assert(ht_bytes + 2 * a_bytes >= 4ull * kC * VT, "fallback o accumulators alias H^T and A");
 };
@@ -106,14 +113,26 @@ template <int K, int VT>
 __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fwd_fused(Params p) {
   using C = Cfg<K, VT>;
   extern __shared__ __align__(16) unsigned char smem[];
-  unsigned char* stage0 = smem;                                                                  // STAGES x {q, k, g, v}
-  __nv_bfloat16* sHT = reinterpret_cast<__nv_bfloat16*>(smem + C::STAGES * C::stage_bytes);  // [VT][kQ] bf16(2^rho H)^T
+  // Raw tiles: STAGES x {q, k, g, v}, or (KVDB) q, g, then 2 x {k, v}.
+  unsigned char* stage0 = smem;
+  __nv_bfloat16* sHT = reinterpret_cast<__nv_bfloat16*>(smem + C::tiles_bytes);  // [VT][kQ] bf16(2^rho H)^T
   __nv_bfloat16* sAh = sHT + VT * C::kQ;                                                       // [64][kAs] A hi
   __nv_bfloat16* sAl = sAh + kC * C::kAs;                                                      // [64][kAs] A lo
   float* sRe = reinterpret_cast<float*>(sAl + kC * C::kAs);                                    // [K] 2^rho
   float* sDl = sRe + K;                                                                        // [K] 2^bL
   float* sCk = sDl + K;                                                                        // [K] 2^(bL - rho)
   float* sOf = reinterpret_cast<float*>(sHT);  // [64][VT] fp32 o of the fallback (aliases H^T and A)
+  // Tile of buffer b (stage b; with KVDB q and g have one buffer, k and v two).
+  auto tile = [&](int which_tile, int b) -> __nv_bfloat16* {  // 0 q, 1 k, 2 g, 3 v
+    if constexpr (C::KVDB) {
+      if (which_tile == 0) return reinterpret_cast<__nv_bfloat16*>(stage0);
+      if (which_tile == 2) return reinterpret_cast<__nv_bfloat16*>(stage0 + C::tile_qk);
+      unsigned char* kv = stage0 + 2 * C::tile_qk + b * (C::tile_qk + C::tile_v);
+      return reinterpret_cast<__nv_bfloat16*>(which_tile == 1 ? kv : kv + C::tile_qk);
+    } else {
+      return reinterpret_cast<__nv_bfloat16*>(stage0 + b * C::stage_bytes + which_tile * C::tile_qk);
+    }
+  };
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g8 = lane >> 2, t4 = lane & 3;
@@ -155,10 +174,10 @@ __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fw
   // which: 1 = q and g, 2 = k and v, 3 = all. (With one stage, q and g of the next chunk are loaded as
   // soon as qe and kr are dead, i.e. while A @ v and the state update still read ke and v.)
   auto issue = [&](int ch, int st, int which) {
-    __nv_bfloat16* q_s = reinterpret_cast<__nv_bfloat16*>(stage0 + st * C::stage_bytes);
-    __nv_bfloat16* k_s = q_s + kC * C::kQ;
-    __nv_bfloat16* g_s = k_s + kC * C::kQ;
-    __nv_bfloat16* v_s = g_s + kC * C::kQ;
+    __nv_bfloat16* q_s = tile(0, st);
+    __nv_bfloat16* k_s = tile(1, st);
+    __nv_bfloat16* g_s = tile(2, st);
+    __nv_bfloat16* v_s = tile(3, st);
     const int t0 = ch * kC, cn = min(kC, s.length - t0);
     const std::int64_t row0 = s.row_begin + t0;
     for (int i = tid; i < kC * K / 8; i += C::NT) {
@@ -180,7 +199,7 @@ __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fw
       }
   };
   if (nchunks > 0) {
-    issue(0, 0, C::STAGES == 2 ? 3 : 1);
+    issue(0, 0, 3);
     cp_async_commit();
   }
 
@@ -193,32 +212,24 @@ __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fw
     const int t0 = ch * kC;
     const int cn = min(kC, s.length - t0);
     const std::int64_t row0 = s.row_begin + t0;
-    if (C::STAGES == 2) {
-      cp_async_wait<0>();
-      __syncthreads();  // chunk ch landed for every thread; every warp is done with chunk ch-1
-      if (ch + 1 < nchunks) {
-        issue(ch + 1, (ch + 1) & 1, 3);
-        cp_async_commit();
-      }
-    } else {
-      __syncthreads();  // every warp is done with ke and v of chunk ch-1
-      issue(ch, 0, 2);
+    cp_async_wait<0>();
+    __syncthreads();  // chunk ch landed for every thread; every warp is done with chunk ch-1
+    if (ch + 1 < nchunks) {  // KVDB: k and v only (q and g: prefetch_qg)
+      issue(ch + 1, (ch + 1) & 1, C::KVDB ? 2 : 3);
       cp_async_commit();
-      cp_async_wait<0>();
-      __syncthreads();
     }
-    // One stage: q and g of chunk ch+1 go in once this chunk's qe and kr are dead (after `barrier`).
+    // KVDB: q and g of chunk ch+1 go in once this chunk's qe and kr are dead (after the A barrier).
     auto prefetch_qg = [&]() {
-      if (C::STAGES == 1 && ch + 1 < nchunks) {
+      if (C::KVDB && ch + 1 < nchunks) {
         issue(ch + 1, 0, 1);
         cp_async_commit();
       }
     };
-    unsigned char* base = stage0 + (C::STAGES == 2 ? (ch & 1) : 0) * C::stage_bytes;
-    __nv_bfloat16* sq = reinterpret_cast<__nv_bfloat16*>(base);  // q, then qe
-    __nv_bfloat16* sk = sq + kC * C::kQ;                          // k, then ke
-    __nv_bfloat16* sg = sk + kC * C::kQ;                          // g, then kr
-    const __nv_bfloat16* sv = sg + kC * C::kQ;
+    const int buf = ch & 1;
+    __nv_bfloat16* sq = tile(0, buf);  // q, then qe
+    __nv_bfloat16* sk = tile(1, buf);  // k, then ke
+    __nv_bfloat16* sg = tile(2, buf);  // g, then kr
+    const __nv_bfloat16* sv = tile(3, buf);
 
     // ---- cumsum: warp w owns 8-channel groups w, w + NW, ..; lane l rows 2l, 2l+1; scan over lanes.
     // d0, d1 = b - rho at rows 2l, 2l+1 of channels c0..c0+7; rho = b at row 31, bl = b at row 63.
@@ -253,24 +264,48 @@ __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fw
 #pragma unroll
     for (int cgi = 0; cgi < C::CGW; ++cgi) {
       const int c0 = (warp + cgi * C::NW) * 8;
-      float d0[8], d1[8], rho[8], bl[8], re[8], dl[8], ck[8];
+      float d0[8], d1[8], rho[8], bl[8];
       scan(c0, d0, d1, rho, bl);
+      if constexpr (C::KVDB) {
 #pragma unroll
-      for (int e = 0; e < 8; ++e) {
-        bad |= !(fabsf(d0[e]) <= kLim) || !(fabsf(d1[e]) <= kLim);
-        re[e] = ex2(rho[e]);
-        dl[e] = ex2(bl[e]);
-        ck[e] = ex2(bl[e] - rho[e]);
-        hd0[e] = d0[e];
-        hd1[e] = d1[e];
-      }
-      if (lane == 0) {
-        *reinterpret_cast<float4*>(sRe + c0) = make_float4(re[0], re[1], re[2], re[3]);
-        *reinterpret_cast<float4*>(sRe + c0 + 4) = make_float4(re[4], re[5], re[6], re[7]);
-        *reinterpret_cast<float4*>(sDl + c0) = make_float4(dl[0], dl[1], dl[2], dl[3]);
-        *reinterpret_cast<float4*>(sDl + c0 + 4) = make_float4(dl[4], dl[5], dl[6], dl[7]);
-        *reinterpret_cast<float4*>(sCk + c0) = make_float4(ck[0], ck[1], ck[2], ck[3]);
-        *reinterpret_cast<float4*>(sCk + c0 + 4) = make_float4(ck[4], ck[5], ck[6], ck[7]);
+        for (int e = 0; e < 8; ++e) {
+          bad |= !(fabsf(d0[e]) <= kLim) || !(fabsf(d1[e]) <= kLim);
+          hd0[e] = d0[e];
+          hd1[e] = d1[e];
+        }
+        // Every lane holds rho and bL of all 8 channels: lane e < 8 exponentiates channel e only (3 ex2 per
+        // lane instead of 24; the same ex2 of the same values as the K = 64, 128 branch).
+        float rl = rho[0], bll = bl[0];
+#pragma unroll
+        for (int e = 1; e < 8; ++e)
+          if ((lane & 7) == e) {
+            rl = rho[e];
+            bll = bl[e];
+          }
+        if (lane < 8) {
+          sRe[c0 + lane] = ex2(rl);
+          sDl[c0 + lane] = ex2(bll);
+          sCk[c0 + lane] = ex2(bll - rl);
+        }
+      } else {
+        float re[8], dl[8], ck[8];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          bad |= !(fabsf(d0[e]) <= kLim) || !(fabsf(d1[e]) <= kLim);
+          re[e] = ex2(rho[e]);
+          dl[e] = ex2(bl[e]);
+          ck[e] = ex2(bl[e] - rho[e]);
+          hd0[e] = d0[e];
+          hd1[e] = d1[e];
+        }
+        if (lane == 0) {
+          *reinterpret_cast<float4*>(sRe + c0) = make_float4(re[0], re[1], re[2], re[3]);
+          *reinterpret_cast<float4*>(sRe + c0 + 4) = make_float4(re[4], re[5], re[6], re[7]);
+          *reinterpret_cast<float4*>(sDl + c0) = make_float4(dl[0], dl[1], dl[2], dl[3]);
+          *reinterpret_cast<float4*>(sDl + c0 + 4) = make_float4(dl[4], dl[5], dl[6], dl[7]);
+          *reinterpret_cast<float4*>(sCk + c0) = make_float4(ck[0], ck[1], ck[2], ck[3]);
+          *reinterpret_cast<float4*>(sCk + c0 + 4) = make_float4(ck[4], ck[5], ck[6], ck[7]);
+        }
       }
     }
     const bool fast = !__syncthreads_or(bad);
