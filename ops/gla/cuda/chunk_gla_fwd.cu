@@ -1,6 +1,7 @@
 // chunk_gla forward, one fused kernel (docs/kernels/chunk_gla_fwd.md).
 // One CTA per (sequence, head, V tile of VT columns) walks its chunks of 64 tokens in order. The fp32
-// state tile H [K, VT] lives in the MMA accumulators (warp w owns one 16-row m-tile and SNT n8 tiles).
+// state tile H [K, VT] lives in the MMA accumulators (warp w owns one 16-row m-tile and SNT n8 tiles);
+// at K = 256, VT = 128 one half of it does, the other waits in shared memory (Cfg::TWO).
 // Per chunk, everything stays on chip. With b = chunk-local cumsum of g (log2 units) and a per-channel
 // reference rho = b at row 31:
 //   qe = q 2^(b - rho),  kr = k 2^(rho - b),  ke = k 2^(bL - b)      (bf16, made once per chunk)
@@ -43,24 +44,40 @@ struct Cfg {
   static constexpr int NT = NW * 32;
   static constexpr int MINB = K == 64 ? 2 : 1;      // CTAs per SM the registers are sized for
   static constexpr int STAGES = K == 256 ? 1 : 2;   // cp.async stages of the raw q, k, g, v tiles
+  // K = 256, VT = 128 (TWO): one operand pass and one A per chunk serve two 64-column passes; the state of
+  // the pass not in registers waits in shared memory (fp32, swapped once per chunk), A goes over kr.
+  // K = 256, VT = 64 (KVDB): q and g single (the next chunk's are loaded once qe and kr are dead), k and v
+  // double-buffered (the next chunk's are loaded for the whole chunk).
+  // K = 256: the scan's per-channel exps one channel per lane.
+  static constexpr bool TWO = K == 256 && VT == 128;
+  static constexpr bool KVDB = K == 256 && VT == 64;
+  static constexpr bool LANEX = K == 256;
+  static constexpr int PV = TWO ? 64 : VT;          // state / o columns per pass
   static constexpr int kQ = K + 8;                  // bf16 row stride of q, k, g tiles and H^T (padding: no bank conflicts)
   static constexpr int kVs = VT + 8;                // bf16 row stride of v
   static constexpr int kAs = kC + 8;                // bf16 row stride of A
   static constexpr int CGW = K / (8 * NW);          // 8-channel groups per warp in the operand pass
   static constexpr int MTILES = K / 16;             // state m-tiles: one per warp
   static constexpr int SPARTS = NW / MTILES;        // state column parts
-  static constexpr int SNT = VT / 8 / SPARTS;       // state n8 tiles per warp
+  static constexpr int SNT = PV / 8 / SPARTS;       // state n8 tiles per warp
   static constexpr int OPARTS = NW / 4;             // output column parts (4 row blocks of 16 tokens)
-  static constexpr int OCOLS = VT / OPARTS;
+  static constexpr int OCOLS = PV / OPARTS;
   static constexpr int ONT = OCOLS / 8;
   static constexpr int NJB = 4 / OPARTS;            // 16x16 blocks of A per warp (column blocks op, op+OPARTS, ..)
   static constexpr std::size_t tile_qk = 1ull * kC * kQ * 2;
-  static constexpr std::size_t stage_bytes = 3 * tile_qk + 1ull * kC * kVs * 2;  // q, k, g, v
-  static constexpr std::size_t ht_bytes = 1ull * VT * kQ * 2;
+  static constexpr std::size_t tile_v = 1ull * kC * kVs * 2;
+  static constexpr std::size_t stage_bytes = 3 * tile_qk + tile_v;  // q, k, g, v
+  static constexpr std::size_t tiles_bytes = KVDB ? 2 * tile_qk + 2 * (tile_qk + tile_v) : STAGES * stage_bytes;
+  static constexpr std::size_t ht_bytes = 1ull * PV * kQ * 2;
   static constexpr std::size_t a_bytes = 1ull * kC * kAs * 2;
-  static constexpr std::size_t smem = STAGES * stage_bytes + ht_bytes + 2 * a_bytes + 3ull * K * 4;
+  static constexpr std::size_t own_a_bytes = TWO ? 0 : 2 * a_bytes;  // TWO: A hi, lo alias the kr tile
+  static constexpr std::size_t swap_bytes = TWO ? 1ull * K * PV * 4 : 0;
+  static constexpr std::size_t smem = tiles_bytes + ht_bytes + own_a_bytes + swap_bytes + 3ull * K * 4;
+  static_assert(smem <= 227ull * 1024, "shared memory per CTA");
+  static_assert(STAGES == 2 || KVDB || TWO, "one-stage q, g needs double-buffered k, v or two passes");
   static_assert(CGW >= 1 && SPARTS >= 1 && SNT % 2 == 0 && ONT % 2 == 0 && NJB >= 1, "warp layout");
-  static_assert(ht_bytes + 2 * a_bytes >= 4ull * kC * VT, "fallback o accumulators alias H^T and A");
+  static_assert(ht_bytes + own_a_bytes >= 4ull * kC * VT, "fallback o accumulators alias H^T (and A)");
+  static_assert(!TWO || 2 * a_bytes <= tile_qk, "A hi, lo fit in the kr tile");
 };
 
 // One CTA row of work: a segment (whole chunks) of one sequence. A sequence is cut into nseg segments
@@ -102,18 +119,55 @@ __device__ __forceinline__ uint4 pack8(const float (&x)[8]) {
   return make_uint4(pack_bf16(x[0], x[1]), pack_bf16(x[2], x[3]), pack_bf16(x[4], x[5]), pack_bf16(x[6], x[7]));
 }
 
+// Opaque copy: values derived from it are not hoisted out of the loop it is in.
+__device__ __forceinline__ int opaque(int x) {
+  asm volatile("" : "+r"(x));
+  return x;
+}
+
+// TWO: swap the register state with the shared-memory half. Each thread owns its slots ([SNT][NT] float4,
+// conflict-free), so no barrier is needed.
+template <int SNT, int NT>
+__device__ __forceinline__ void swap_state(float (&hacc)[SNT][4], float4* sS, int tid) {
+#pragma unroll
+  for (int nt = 0; nt < SNT; ++nt) {
+    const float4 t = sS[nt * NT + tid];
+    sS[nt * NT + tid] = make_float4(hacc[nt][0], hacc[nt][1], hacc[nt][2], hacc[nt][3]);
+    hacc[nt][0] = t.x;
+    hacc[nt][1] = t.y;
+    hacc[nt][2] = t.z;
+    hacc[nt][3] = t.w;
+  }
+}
+
 template <int K, int VT>
 __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fwd_fused(Params p) {
   using C = Cfg<K, VT>;
   extern __shared__ __align__(16) unsigned char smem[];
-  unsigned char* stage0 = smem;                                                                  // STAGES x {q, k, g, v}
-  __nv_bfloat16* sHT = reinterpret_cast<__nv_bfloat16*>(smem + C::STAGES * C::stage_bytes);  // [VT][kQ] bf16(2^rho H)^T
-  __nv_bfloat16* sAh = sHT + VT * C::kQ;                                                       // [64][kAs] A hi
-  __nv_bfloat16* sAl = sAh + kC * C::kAs;                                                      // [64][kAs] A lo
-  float* sRe = reinterpret_cast<float*>(sAl + kC * C::kAs);                                    // [K] 2^rho
+  // Raw tiles: STAGES x {q, k, g, v}, or (KVDB) q, g, then 2 x {k, v}.
+  unsigned char* stage0 = smem;
+  __nv_bfloat16* sHT = reinterpret_cast<__nv_bfloat16*>(smem + C::tiles_bytes);  // [PV][kQ] bf16(2^rho H)^T
+  // [64][kAs] A hi, lo (TWO: over the kr tile, once kr is dead)
+  __nv_bfloat16* sAh = C::TWO ? reinterpret_cast<__nv_bfloat16*>(stage0 + 2 * C::tile_qk) : sHT + VT * C::kQ;
+  __nv_bfloat16* sAl = sAh + kC * C::kAs;
+  // TWO: fp32 state of the pass not in registers, [SNT][NT] float4 (thread-owned, conflict-free)
+  float4* sS = reinterpret_cast<float4*>(sHT + C::PV * C::kQ);
+  float* sRe = C::TWO ? reinterpret_cast<float*>(smem + C::tiles_bytes + C::ht_bytes + C::swap_bytes)
+                      : reinterpret_cast<float*>(sAl + kC * C::kAs);                           // [K] 2^rho
   float* sDl = sRe + K;                                                                        // [K] 2^bL
   float* sCk = sDl + K;                                                                        // [K] 2^(bL - rho)
-  float* sOf = reinterpret_cast<float*>(sHT);  // [64][VT] fp32 o of the fallback (aliases H^T and A)
+  float* sOf = reinterpret_cast<float*>(sHT);  // [64][VT] fp32 o of the fallback (aliases H^T (and A))
+  // Tile of buffer b (stage b; with KVDB q and g have one buffer, k and v two).
+  auto tile = [&](int which_tile, int b) -> __nv_bfloat16* {  // 0 q, 1 k, 2 g, 3 v
+    if constexpr (C::KVDB) {
+      if (which_tile == 0) return reinterpret_cast<__nv_bfloat16*>(stage0);
+      if (which_tile == 2) return reinterpret_cast<__nv_bfloat16*>(stage0 + C::tile_qk);
+      unsigned char* kv = stage0 + 2 * C::tile_qk + b * (C::tile_qk + C::tile_v);
+      return reinterpret_cast<__nv_bfloat16*>(which_tile == 1 ? kv : kv + C::tile_qk);
+    } else {
+      return reinterpret_cast<__nv_bfloat16*>(stage0 + b * C::stage_bytes + which_tile * C::tile_qk);
+    }
+  };
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g8 = lane >> 2, t4 = lane & 3;
@@ -128,25 +182,53 @@ __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fw
   const int srow = smt * 16 + g8;
   float hacc[C::SNT][4];
   float seg_dec_lo = 1.f, seg_dec_hi = 1.f;  // mode 1: running product of 2^bL for rows srow, srow + 8
+  if constexpr (C::TWO) {
+    // Pass 1's columns first, parked in shared memory; then pass 0's stay in the registers.
 #pragma unroll
-  for (int nt = 0; nt < C::SNT; ++nt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int r = srow + (e >= 2 ? 8 : 0), col = scol0 + nt * 8 + 2 * t4 + (e & 1);
-      hacc[nt][e] = p.h0 && p.mode != 1 ? p.h0[state_base + static_cast<std::int64_t>(r) * p.V + j0 + col] : 0.f;
-    }
-  if (p.mode == 2) {
-    // H_in(s) = D(s-1) H_in(s-1) + L(s-1): GLA's transition is diagonal, so segments combine row-wise.
-    for (int u = 0; u < s.seg; ++u) {
-      const std::int64_t sb = (static_cast<std::int64_t>(s.slot0 + u) * p.H + h) * K;
-      const float dlo = p.seg_decay[sb + srow], dhi = p.seg_decay[sb + srow + 8];
+    for (int pass = 1; pass >= 0; --pass) {
+      const int jc = j0 + pass * C::PV;
 #pragma unroll
       for (int nt = 0; nt < C::SNT; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int r = srow + (e >= 2 ? 8 : 0), col = scol0 + nt * 8 + 2 * t4 + (e & 1);
-          hacc[nt][e] = fmaf(e >= 2 ? dhi : dlo, hacc[nt][e], p.seg_state[(sb + r) * p.V + j0 + col]);
+          hacc[nt][e] = p.h0 && p.mode != 1 ? p.h0[state_base + static_cast<std::int64_t>(r) * p.V + jc + col] : 0.f;
         }
+      if (p.mode == 2) {
+        for (int u = 0; u < s.seg; ++u) {
+          const std::int64_t sb = (static_cast<std::int64_t>(s.slot0 + u) * p.H + h) * K;
+          const float dlo = p.seg_decay[sb + srow], dhi = p.seg_decay[sb + srow + 8];
+#pragma unroll
+          for (int nt = 0; nt < C::SNT; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const int r = srow + (e >= 2 ? 8 : 0), col = scol0 + nt * 8 + 2 * t4 + (e & 1);
+              hacc[nt][e] = fmaf(e >= 2 ? dhi : dlo, hacc[nt][e], p.seg_state[(sb + r) * p.V + jc + col]);
+            }
+        }
+      }
+      if (pass == 1) swap_state<C::SNT, C::NT>(hacc, sS, tid);
+    }
+  } else {
+#pragma unroll
+    for (int nt = 0; nt < C::SNT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = srow + (e >= 2 ? 8 : 0), col = scol0 + nt * 8 + 2 * t4 + (e & 1);
+        hacc[nt][e] = p.h0 && p.mode != 1 ? p.h0[state_base + static_cast<std::int64_t>(r) * p.V + j0 + col] : 0.f;
+      }
+    if (p.mode == 2) {
+      for (int u = 0; u < s.seg; ++u) {
+        const std::int64_t sb = (static_cast<std::int64_t>(s.slot0 + u) * p.H + h) * K;
+        const float dlo = p.seg_decay[sb + srow], dhi = p.seg_decay[sb + srow + 8];
+#pragma unroll
+        for (int nt = 0; nt < C::SNT; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int r = srow + (e >= 2 ? 8 : 0), col = scol0 + nt * 8 + 2 * t4 + (e & 1);
+            hacc[nt][e] = fmaf(e >= 2 ? dhi : dlo, hacc[nt][e], p.seg_state[(sb + r) * p.V + j0 + col]);
+          }
+      }
     }
   }
 
@@ -155,10 +237,10 @@ __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fw
   // which: 1 = q and g, 2 = k and v, 3 = all. (With one stage, q and g of the next chunk are loaded as
   // soon as qe and kr are dead, i.e. while A @ v and the state update still read ke and v.)
   auto issue = [&](int ch, int st, int which) {
-    __nv_bfloat16* q_s = reinterpret_cast<__nv_bfloat16*>(stage0 + st * C::stage_bytes);
-    __nv_bfloat16* k_s = q_s + kC * C::kQ;
-    __nv_bfloat16* g_s = k_s + kC * C::kQ;
-    __nv_bfloat16* v_s = g_s + kC * C::kQ;
+    __nv_bfloat16* q_s = tile(0, st);
+    __nv_bfloat16* k_s = tile(1, st);
+    __nv_bfloat16* g_s = tile(2, st);
+    __nv_bfloat16* v_s = tile(3, st);
     const int t0 = ch * kC, cn = min(kC, s.length - t0);
     const std::int64_t row0 = s.row_begin + t0;
     for (int i = tid; i < kC * K / 8; i += C::NT) {
@@ -180,7 +262,7 @@ __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fw
       }
   };
   if (nchunks > 0) {
-    issue(0, 0, C::STAGES == 2 ? 3 : 1);
+    issue(0, 0, 3);
     cp_async_commit();
   }
 
@@ -193,32 +275,27 @@ __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fw
     const int t0 = ch * kC;
     const int cn = min(kC, s.length - t0);
     const std::int64_t row0 = s.row_begin + t0;
-    if (C::STAGES == 2) {
-      cp_async_wait<0>();
-      __syncthreads();  // chunk ch landed for every thread; every warp is done with chunk ch-1
-      if (ch + 1 < nchunks) {
-        issue(ch + 1, (ch + 1) & 1, 3);
-        cp_async_commit();
-      }
-    } else {
-      __syncthreads();  // every warp is done with ke and v of chunk ch-1
-      issue(ch, 0, 2);
+    cp_async_wait<0>();
+    __syncthreads();  // chunk ch landed for every thread; every warp is done with chunk ch-1
+    if (!C::TWO && ch + 1 < nchunks) {  // KVDB: k and v only (q and g: prefetch_qg)
+      issue(ch + 1, (ch + 1) & 1, C::KVDB ? 2 : 3);
       cp_async_commit();
-      cp_async_wait<0>();
-      __syncthreads();
     }
-    // One stage: q and g of chunk ch+1 go in once this chunk's qe and kr are dead (after `barrier`).
+    // TWO: the pass whose state is in the registers this chunk (cR: its columns in the tile), the other
+    // pass's state is in sS (cS). Every chunk swaps them once.
+    const int cR = C::TWO ? (ch & 1) * C::PV : 0, cS = C::TWO ? C::PV - cR : 0;
+    // KVDB, TWO: q and g of chunk ch+1 go in once this chunk's qe, kr (TWO: A) are dead.
     auto prefetch_qg = [&]() {
-      if (C::STAGES == 1 && ch + 1 < nchunks) {
+      if ((C::KVDB || C::TWO) && ch + 1 < nchunks) {
         issue(ch + 1, 0, 1);
         cp_async_commit();
       }
     };
-    unsigned char* base = stage0 + (C::STAGES == 2 ? (ch & 1) : 0) * C::stage_bytes;
-    __nv_bfloat16* sq = reinterpret_cast<__nv_bfloat16*>(base);  // q, then qe
-    __nv_bfloat16* sk = sq + kC * C::kQ;                          // k, then ke
-    __nv_bfloat16* sg = sk + kC * C::kQ;                          // g, then kr
-    const __nv_bfloat16* sv = sg + kC * C::kQ;
+    const int buf = C::TWO ? 0 : ch & 1;  // TWO: one buffer of each tile
+    __nv_bfloat16* sq = tile(0, buf);  // q, then qe
+    __nv_bfloat16* sk = tile(1, buf);  // k, then ke
+    __nv_bfloat16* sg = tile(2, buf);  // g, then kr
+    const __nv_bfloat16* sv = tile(3, buf);
 
     // ---- cumsum: warp w owns 8-channel groups w, w + NW, ..; lane l rows 2l, 2l+1; scan over lanes.
     // d0, d1 = b - rho at rows 2l, 2l+1 of channels c0..c0+7; rho = b at row 31, bl = b at row 63.
@@ -253,24 +330,48 @@ __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fw
 #pragma unroll
     for (int cgi = 0; cgi < C::CGW; ++cgi) {
       const int c0 = (warp + cgi * C::NW) * 8;
-      float d0[8], d1[8], rho[8], bl[8], re[8], dl[8], ck[8];
+      float d0[8], d1[8], rho[8], bl[8];
       scan(c0, d0, d1, rho, bl);
+      if constexpr (C::LANEX) {
 #pragma unroll
-      for (int e = 0; e < 8; ++e) {
-        bad |= !(fabsf(d0[e]) <= kLim) || !(fabsf(d1[e]) <= kLim);
-        re[e] = ex2(rho[e]);
-        dl[e] = ex2(bl[e]);
-        ck[e] = ex2(bl[e] - rho[e]);
-        hd0[e] = d0[e];
-        hd1[e] = d1[e];
-      }
-      if (lane == 0) {
-        *reinterpret_cast<float4*>(sRe + c0) = make_float4(re[0], re[1], re[2], re[3]);
-        *reinterpret_cast<float4*>(sRe + c0 + 4) = make_float4(re[4], re[5], re[6], re[7]);
-        *reinterpret_cast<float4*>(sDl + c0) = make_float4(dl[0], dl[1], dl[2], dl[3]);
-        *reinterpret_cast<float4*>(sDl + c0 + 4) = make_float4(dl[4], dl[5], dl[6], dl[7]);
-        *reinterpret_cast<float4*>(sCk + c0) = make_float4(ck[0], ck[1], ck[2], ck[3]);
-        *reinterpret_cast<float4*>(sCk + c0 + 4) = make_float4(ck[4], ck[5], ck[6], ck[7]);
+        for (int e = 0; e < 8; ++e) {
+          bad |= !(fabsf(d0[e]) <= kLim) || !(fabsf(d1[e]) <= kLim);
+          hd0[e] = d0[e];
+          hd1[e] = d1[e];
+        }
+        // Every lane holds rho and bL of all 8 channels: lane e < 8 exponentiates channel e only (3 ex2 per
+        // lane instead of 24; the same ex2 of the same values as the K = 64, 128 branch).
+        float rl = rho[0], bll = bl[0];
+#pragma unroll
+        for (int e = 1; e < 8; ++e)
+          if ((lane & 7) == e) {
+            rl = rho[e];
+            bll = bl[e];
+          }
+        if (lane < 8) {
+          sRe[c0 + lane] = ex2(rl);
+          sDl[c0 + lane] = ex2(bll);
+          sCk[c0 + lane] = ex2(bll - rl);
+        }
+      } else {
+        float re[8], dl[8], ck[8];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          bad |= !(fabsf(d0[e]) <= kLim) || !(fabsf(d1[e]) <= kLim);
+          re[e] = ex2(rho[e]);
+          dl[e] = ex2(bl[e]);
+          ck[e] = ex2(bl[e] - rho[e]);
+          hd0[e] = d0[e];
+          hd1[e] = d1[e];
+        }
+        if (lane == 0) {
+          *reinterpret_cast<float4*>(sRe + c0) = make_float4(re[0], re[1], re[2], re[3]);
+          *reinterpret_cast<float4*>(sRe + c0 + 4) = make_float4(re[4], re[5], re[6], re[7]);
+          *reinterpret_cast<float4*>(sDl + c0) = make_float4(dl[0], dl[1], dl[2], dl[3]);
+          *reinterpret_cast<float4*>(sDl + c0 + 4) = make_float4(dl[4], dl[5], dl[6], dl[7]);
+          *reinterpret_cast<float4*>(sCk + c0) = make_float4(ck[0], ck[1], ck[2], ck[3]);
+          *reinterpret_cast<float4*>(sCk + c0 + 4) = make_float4(ck[4], ck[5], ck[6], ck[7]);
+        }
       }
     }
     const bool fast = !__syncthreads_or(bad);
@@ -355,6 +456,8 @@ __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fw
             }
           }
         }
+        // TWO: A goes over kr and H^T of the other pass over this one's, once every warp is done with both.
+        if constexpr (C::TWO) __syncthreads();
         // Causal mask (select: the masked side may be inf), A -> hi + lo bf16.
 #pragma unroll
         for (int jj = 0; jj < C::NJB; ++jj) {
@@ -373,9 +476,43 @@ __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fw
               *reinterpret_cast<std::uint32_t*>(sAl + r * C::kAs + jc) = pack_bf16(x0 - hf.x, x1 - hf.y);
             }
         }
+        if constexpr (C::TWO) {  // H^T of the other pass, from its fp32 state in sS (this thread's slots)
+          const float re_lo = sRe[srow], re_hi = sRe[srow + 8];
+#pragma unroll
+          for (int nt = 0; nt < C::SNT; ++nt) {
+            const float4 hs = sS[nt * C::NT + tid];
+            const float hv[4] = {hs.x, hs.y, hs.z, hs.w};
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const int r = srow + (e >= 2 ? 8 : 0), col = scol0 + nt * 8 + 2 * t4 + (e & 1);
+              sHT[col * C::kQ + r] = __float2bfloat16_rn(hv[e] * (e >= 2 ? re_hi : re_lo));
+            }
+          }
+        }
       }  // want_o
       __syncthreads();
-      prefetch_qg();
+      if constexpr (!C::TWO) prefetch_qg();
+
+      // ---- TWO: o of the other pass = qe @ H^T (no A this time).
+      float oacc2[C::TWO ? C::ONT : 1][4];
+      if constexpr (C::TWO) {
+        if (want_o) {
+#pragma unroll
+          for (int nt = 0; nt < C::ONT; ++nt) oacc2[nt][0] = oacc2[nt][1] = oacc2[nt][2] = oacc2[nt][3] = 0.f;
+#pragma unroll 4
+          for (int ks = 0; ks < K / 16; ++ks) {
+            std::uint32_t a[4];
+            ldsm_frag_a(a, sq, C::kQ, rb * 16, ks * 16, lane);
+#pragma unroll
+            for (int np = 0; np < C::ONT / 2; ++np) {
+              std::uint32_t b[4];
+              ldsm_frag_b_nk(b, sHT, C::kQ, ocol0 + np * 16, ks * 16, lane);
+              mma_bf16_16816(oacc2[2 * np], a, b[0], b[1]);
+              mma_bf16_16816(oacc2[2 * np + 1], a, b[2], b[3]);
+            }
+          }
+        }
+      }
 
       // ---- o += A @ v (blocks kk <= rb), then store.
       if (want_o) {
@@ -388,70 +525,103 @@ __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fw
 #pragma unroll
             for (int np = 0; np < C::ONT / 2; ++np) {
               std::uint32_t b[4];
-              ldsm_frag_b_kn(b, sv, C::kVs, kk * 16, ocol0 + np * 16, lane);
+              ldsm_frag_b_kn(b, sv, C::kVs, kk * 16, cR + ocol0 + np * 16, lane);
               mma_bf16_16816(oacc[2 * np], ah, b[0], b[1]);
               mma_bf16_16816(oacc[2 * np + 1], ah, b[2], b[3]);
               mma_bf16_16816(oacc[2 * np], al, b[0], b[1]);
               mma_bf16_16816(oacc[2 * np + 1], al, b[2], b[3]);
+              if constexpr (C::TWO) {
+                ldsm_frag_b_kn(b, sv, C::kVs, kk * 16, cS + ocol0 + np * 16, lane);
+                mma_bf16_16816(oacc2[2 * np], ah, b[0], b[1]);
+                mma_bf16_16816(oacc2[2 * np + 1], ah, b[2], b[3]);
+                mma_bf16_16816(oacc2[2 * np], al, b[0], b[1]);
+                mma_bf16_16816(oacc2[2 * np + 1], al, b[2], b[3]);
+              }
             }
           }
         }
+      }  // want_o
+      if constexpr (C::TWO) {  // qe and A are dead: q and g of the next chunk load under the stores and updates
+        __syncthreads();
+        prefetch_qg();
+      }
+      if (want_o) {
 #pragma unroll
         for (int nt = 0; nt < C::ONT; ++nt)
 #pragma unroll
           for (int hh = 0; hh < 2; ++hh) {
             const int r = rb * 16 + g8 + hh * 8;
             if (r < cn) {
-              const int col = j0 + ocol0 + nt * 8 + 2 * t4;
+              const int col = j0 + cR + ocol0 + nt * 8 + 2 * t4;
               *reinterpret_cast<std::uint32_t*>(p.o + ((row0 + r) * p.H + h) * p.V + col) =
                   pack_bf16(p.scale * oacc[nt][2 * hh], p.scale * oacc[nt][2 * hh + 1]);
+              if constexpr (C::TWO)
+                *reinterpret_cast<std::uint32_t*>(p.o + ((row0 + r) * p.H + h) * p.V + col - cR + cS) =
+                    pack_bf16(p.scale * oacc2[nt][2 * hh], p.scale * oacc2[nt][2 * hh + 1]);
             }
           }
       }  // want_o
 
-      // ---- H = diag(2^bL) H + ke^T @ v
+      // ---- H = diag(2^bL) H + ke^T @ v (TWO: this pass, swap, the other pass)
       {
         const float d_lo = sDl[srow], d_hi = sDl[srow + 8];
         seg_dec_lo *= d_lo;
         seg_dec_hi *= d_hi;
 #pragma unroll
-        for (int nt = 0; nt < C::SNT; ++nt) {
-          hacc[nt][0] *= d_lo;
-          hacc[nt][1] *= d_lo;
-          hacc[nt][2] *= d_hi;
-          hacc[nt][3] *= d_hi;
-        }
+        for (int pass = 0; pass < (C::TWO ? 2 : 1); ++pass) {
+          const int cb = pass ? cS : cR;
 #pragma unroll
-        for (int ks = 0; ks < kC / 16; ++ks) {
-          std::uint32_t a[4];
-          ldsm_frag_a_trans(a, sk, C::kQ, smt * 16, ks * 16, lane);
-#pragma unroll
-          for (int np = 0; np < C::SNT / 2; ++np) {
-            std::uint32_t b[4];
-            ldsm_frag_b_kn(b, sv, C::kVs, ks * 16, scol0 + np * 16, lane);
-            mma_bf16_16816(hacc[2 * np], a, b[0], b[1]);
-            mma_bf16_16816(hacc[2 * np + 1], a, b[2], b[3]);
+          for (int nt = 0; nt < C::SNT; ++nt) {
+            hacc[nt][0] *= d_lo;
+            hacc[nt][1] *= d_lo;
+            hacc[nt][2] *= d_hi;
+            hacc[nt][3] *= d_hi;
           }
+#pragma unroll
+          for (int ks = 0; ks < kC / 16; ++ks) {
+            std::uint32_t a[4];
+            ldsm_frag_a_trans(a, sk, C::kQ, smt * 16, ks * 16, lane);
+#pragma unroll
+            for (int np = 0; np < C::SNT / 2; ++np) {
+              std::uint32_t b[4];
+              ldsm_frag_b_kn(b, sv, C::kVs, ks * 16, cb + scol0 + np * 16, lane);
+              mma_bf16_16816(hacc[2 * np], a, b[0], b[1]);
+              mma_bf16_16816(hacc[2 * np + 1], a, b[2], b[3]);
+            }
+          }
+          if (C::TWO && pass == 0) swap_state<C::SNT, C::NT>(hacc, sS, tid);
         }
       }
     } else {
       // ---- Steep chunk: the exact token recurrence on the state registers (fp32), o reduced in smem.
+      // TWO: this rare path derives its thread indices anew (opaque), so that their addresses are not kept
+      // live across the chunk loop (they spilled).
+      const int ftid = C::TWO ? opaque(tid) : tid, fj0 = C::TWO ? opaque(j0) : j0;
+      const int fsrow = C::TWO ? ((ftid >> 5) % C::MTILES) * 16 + ((ftid & 31) >> 2) : srow;
+      const int fscol0 = C::TWO ? ((ftid >> 5) / C::MTILES) * C::SNT * 8 : scol0;
+      const int ft4 = C::TWO ? ftid & 3 : t4, fg8 = C::TWO ? (ftid & 31) >> 2 : g8;
       if (want_o)
-        for (int i = tid; i < kC * VT / 4; i += C::NT) reinterpret_cast<float4*>(sOf)[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+        for (int i = ftid; i < kC * VT / 4; i += C::NT) reinterpret_cast<float4*>(sOf)[i] = make_float4(0.f, 0.f, 0.f, 0.f);
       __syncthreads();
+      // TWO: the tokens once per pass (this pass, swap, the other pass).
+#pragma unroll 1
+      for (int pass = 0; pass < (C::TWO ? 2 : 1); ++pass) {
+      const int cb = pass ? cS : cR;
       for (int t = 0; t < cn; ++t) {
         const __nv_bfloat16* qt = sq + t * C::kQ;
         const __nv_bfloat16* kt = sk + t * C::kQ;
         const __nv_bfloat16* gt = sg + t * C::kQ;
-        const float dlo = ex2(__bfloat162float(gt[srow]) * kLog2e), dhi = ex2(__bfloat162float(gt[srow + 8]) * kLog2e);
-        const float klo = __bfloat162float(kt[srow]), khi = __bfloat162float(kt[srow + 8]);
-        const float qlo = __bfloat162float(qt[srow]), qhi = __bfloat162float(qt[srow + 8]);
-        seg_dec_lo *= dlo;
-        seg_dec_hi *= dhi;
+        const float dlo = ex2(__bfloat162float(gt[fsrow]) * kLog2e), dhi = ex2(__bfloat162float(gt[fsrow + 8]) * kLog2e);
+        const float klo = __bfloat162float(kt[fsrow]), khi = __bfloat162float(kt[fsrow + 8]);
+        const float qlo = __bfloat162float(qt[fsrow]), qhi = __bfloat162float(qt[fsrow + 8]);
+        if (pass == 0) {
+          seg_dec_lo *= dlo;
+          seg_dec_hi *= dhi;
+        }
         float part[C::SNT][2];
 #pragma unroll
         for (int nt = 0; nt < C::SNT; ++nt) {
-          const float2 vv = load_bf16x2(sv + t * C::kVs + scol0 + nt * 8 + 2 * t4);
+          const float2 vv = load_bf16x2(sv + t * C::kVs + cb + fscol0 + nt * 8 + 2 * ft4);
           hacc[nt][0] = fmaf(hacc[nt][0], dlo, klo * vv.x);
           hacc[nt][1] = fmaf(hacc[nt][1], dlo, klo * vv.y);
           hacc[nt][2] = fmaf(hacc[nt][2], dhi, khi * vv.x);
@@ -467,46 +637,72 @@ __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fw
             part[nt][0] += __shfl_xor_sync(0xffffffffu, part[nt][0], o);
             part[nt][1] += __shfl_xor_sync(0xffffffffu, part[nt][1], o);
           }
-        if (g8 == 0) {
+        if (fg8 == 0) {
 #pragma unroll
           for (int nt = 0; nt < C::SNT; ++nt) {
-            atomicAdd(sOf + t * VT + scol0 + nt * 8 + 2 * t4, part[nt][0]);
-            atomicAdd(sOf + t * VT + scol0 + nt * 8 + 2 * t4 + 1, part[nt][1]);
+            atomicAdd(sOf + t * VT + cb + fscol0 + nt * 8 + 2 * ft4, part[nt][0]);
+            atomicAdd(sOf + t * VT + cb + fscol0 + nt * 8 + 2 * ft4 + 1, part[nt][1]);
           }
         }
       }
+      if (C::TWO && pass == 0) swap_state<C::SNT, C::NT>(hacc, sS, ftid);
+      }  // pass
       __syncthreads();
       prefetch_qg();
       if (want_o) {
-        for (int i = tid; i < cn * VT / 2; i += C::NT) {
+        for (int i = ftid; i < cn * VT / 2; i += C::NT) {
           const int t = i / (VT / 2), c = (i % (VT / 2)) * 2;
-          *reinterpret_cast<std::uint32_t*>(p.o + ((row0 + t) * p.H + h) * p.V + j0 + c) =
+          *reinterpret_cast<std::uint32_t*>(p.o + ((row0 + t) * p.H + h) * p.V + fj0 + c) =
               pack_bf16(p.scale * sOf[t * VT + c], p.scale * sOf[t * VT + c + 1]);
         }
       }
     }
+    if constexpr (C::TWO) {  // k and v of the next chunk once every warp is done with ke and v
+      __syncthreads();
+      if (ch + 1 < nchunks) {
+        issue(ch + 1, 0, 2);
+        cp_async_commit();
+      }
+    }
   }
+  // TWO: after nchunks swaps the registers hold the columns at cE, sS the others.
+  const int cE = C::TWO ? (nchunks & 1) * C::PV : 0;
+  // (TWO: thread indices anew, as in the fallback, so that none of their addresses is kept live (it spilled).)
+  const int etid = C::TWO ? opaque(tid) : tid, ej0 = C::TWO ? opaque(j0) : j0;
+  const int esrow = C::TWO ? ((etid >> 5) % C::MTILES) * 16 + ((etid & 31) >> 2) : srow;
+  const int escol0 = C::TWO ? ((etid >> 5) / C::MTILES) * C::SNT * 8 : scol0;
+  const int et4 = C::TWO ? etid & 3 : t4;
   if (p.mode == 1) {
     const std::int64_t sb = (static_cast<std::int64_t>(s.slot0 + s.seg) * p.H + h) * K;
-    if (scol0 == 0 && t4 == 0) {
-      p.seg_decay[sb + srow] = seg_dec_lo;
-      p.seg_decay[sb + srow + 8] = seg_dec_hi;
+    if (escol0 == 0 && et4 == 0) {
+      p.seg_decay[sb + esrow] = seg_dec_lo;
+      p.seg_decay[sb + esrow + 8] = seg_dec_hi;
     }
 #pragma unroll
-    for (int nt = 0; nt < C::SNT; ++nt)
+    for (int pass = 0; pass < (C::TWO ? 2 : 1); ++pass) {
+      const int cb = pass ? C::PV - cE : cE;
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = srow + (e >= 2 ? 8 : 0), col = scol0 + nt * 8 + 2 * t4 + (e & 1);
-        p.seg_state[(sb + r) * p.V + j0 + col] = hacc[nt][e];
-      }
+      for (int nt = 0; nt < C::SNT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = esrow + (e >= 2 ? 8 : 0), col = escol0 + nt * 8 + 2 * et4 + (e & 1);
+          p.seg_state[(sb + r) * p.V + ej0 + cb + col] = hacc[nt][e];
+        }
+      if (C::TWO && pass == 0) swap_state<C::SNT, C::NT>(hacc, sS, etid);
+    }
   } else if (p.ht && s.seg == s.nseg - 1) {
 #pragma unroll
-    for (int nt = 0; nt < C::SNT; ++nt)
+    for (int pass = 0; pass < (C::TWO ? 2 : 1); ++pass) {
+      const int cb = pass ? C::PV - cE : cE;
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = srow + (e >= 2 ? 8 : 0), col = scol0 + nt * 8 + 2 * t4 + (e & 1);
-        p.ht[state_base + static_cast<std::int64_t>(r) * p.V + j0 + col] = hacc[nt][e];
-      }
+      for (int nt = 0; nt < C::SNT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = esrow + (e >= 2 ? 8 : 0), col = escol0 + nt * 8 + 2 * et4 + (e & 1);
+          p.ht[state_base + static_cast<std::int64_t>(r) * p.V + ej0 + cb + col] = hacc[nt][e];
+        }
+      if (C::TWO && pass == 0) swap_state<C::SNT, C::NT>(hacc, sS, etid);
+    }
   }
 }
 
@@ -603,7 +799,7 @@ RunInfo chunk_gla_forward(const Problem& p, const ChunkGlaArgs& a, const Attenti
   prm.K = static_cast<int>(p.K);
   prm.V = static_cast<int>(p.V);
   prm.scale = static_cast<float>(p.scale);
-  const bool wide = p.K == 128 && wide_v_tiles(p);
+  const bool wide = (p.K == 128 || p.K == 256) && wide_v_tiles(p);
   const int vt = wide ? 128 : 64;
   std::int64_t slots = 0;
   const std::vector<WorkItem> items = plan_segments(p, p.V / vt, p.K == 64 ? 2 : 1, slots);
@@ -629,7 +825,7 @@ RunInfo chunk_gla_forward(const Problem& p, const ChunkGlaArgs& a, const Attenti
   switch (p.K) {
     case 64: name = launch<64, 64>(prm, ni, p, split, st); break;
     case 128: name = wide ? launch<128, 128>(prm, ni, p, split, st) : launch<128, 64>(prm, ni, p, split, st); break;
-    default: name = launch<256, 64>(prm, ni, p, split, st); break;
+    default: name = wide ? launch<256, 128>(prm, ni, p, split, st) : launch<256, 64>(prm, ni, p, split, st); break;
   }
   workspace_free(scratch, st, "chunk_gla fwd segment states");
   workspace_free(d_items, st, "chunk_gla fwd work items");
