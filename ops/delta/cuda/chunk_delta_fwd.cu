@@ -380,12 +380,15 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
       // Per-channel gates: operands are pre-scaled through a reference row (spec section 5). Jobs:
       // the off-diagonal blocks of row block ib (reference = its first row, all factors <= 1) or its
       // diagonal block (middle row with safe_gate, else exact exps). The job table balances the
-      // exps over the 4 SM sub-partitions (warps w and w+4 share one).
-      const unsigned code = (0xB987A123u >> (4 * warp)) & 0xFu;
-      const bool idle = code == 7u, dia = (code & 8u) != 0u;
-      const int ib = static_cast<int>(code & 7u);
+      // exps over the 4 SM sub-partitions (warps w and w+4 share one). Row block 3's six
+      // off-diagonal column tiles are split over warps 0 and 4 (3 each), so the longest warp has 4
+      // tiles (row block 2), not 6. Warp: ib, diagonal?, column tiles [ilo, ihi) of its job.
+      const int ib = static_cast<int>((0x31032123u >> (4 * warp)) & 0xFu);
+      const bool dia = ((0xE8u >> warp) & 1u) != 0u;
+      const int ilo = warp == 4 ? 3 : 0;
+      const int ihi = dia ? 2 : (warp == 0 ? 3 : (warp == 4 ? 6 : 2 * ib));
       const bool diag_mma = p.safe != 0;
-      if (!idle && (!dia || diag_mma)) {
+      if (!dia || diag_mma) {
         float accA[6][4], accL[6][4];
 #pragma unroll
         for (int i = 0; i < 6; ++i)
@@ -421,7 +424,7 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
           }
 #pragma unroll
           for (int i = 0; i < 6; ++i) {
-            if (dia ? (i >= 2) : (i >= 2 * ib)) continue;
+            if (i < ilo || i >= ihi) continue;
             const int nt = dia ? 2 * ib + i : i;
             const int j = nt * 8 + g;
             const float2 bj0 = *reinterpret_cast<const float2*>(&s.b2[j][c0]);
@@ -436,7 +439,7 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
         // epilogue: select (never multiply by a mask); L fp32, Aqk bf16
 #pragma unroll
         for (int i = 0; i < 6; ++i) {
-          if (dia ? (i >= 2) : (i >= 2 * ib)) continue;
+          if (i < ilo || i >= ihi) continue;
           const int nt = dia ? 2 * ib + i : i;
 #pragma unroll
           for (int hf = 0; hf < 2; ++hf) {
@@ -456,7 +459,7 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
           }
         }
       }
-      if (!idle && dia && !diag_mma) {
+      if (dia && !diag_mma) {
         // exact diagonal 16x16 block: exps of non-positive differences only
         for (int e = lane; e < 256; e += 32) {
           const int rr = e >> 4, jj = e & 15;
@@ -479,7 +482,7 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
           s.u1.L[r][j] = jj < rr ? s.beta[r] * sl : 0.f;
         }
       }
-      if (!idle && dia) {  // Aqk above the diagonal block is zero (the state kernel reads all 64 columns)
+      if (dia) {  // Aqk above the diagonal block is zero (the state kernel reads all 64 columns)
         for (int e = lane; e < 16 * (kC - 16 * (ib + 1)) / 2; e += 32) {
           const int w2 = (kC - 16 * (ib + 1)) / 2;
           const int r = 16 * ib + e / w2, j = 16 * (ib + 1) + 2 * (e % w2);
