@@ -297,7 +297,7 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
     if constexpr (KDA) {
       // Per-channel cumsum over all 256 threads: column c is cut into NS row segments of R rows held
       // by NS adjacent lanes (R = 32 at K = 128: half the registers and half the serial chain of one
-      // thread per column); the segment offsets come from a shuffle scan.
+      // thread per column); the segment offsets come from shuffles.
       constexpr int NS = kThreads / K > kC ? kC : (kThreads / K < 1 ? 1 : kThreads / K);  // 4, 2, 1
       constexpr int R = kC / NS;
       static_assert(NS * K == kThreads || (NS == 1 && K >= kThreads), "cumsum thread mapping");
@@ -326,13 +326,14 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
           gv[r] = cum;
         }
       }
-      float off = cum;  // inclusive scan of the segment totals over the column's NS lanes
+      // Offset = the earlier segments' totals summed left to right, so trailing padded rows
+      // (segment total exactly 0) reproduce b2 of row Cn-1 bit for bit (bL - b2 <= 0 exactly there).
+      float off = 0.f;
 #pragma unroll
-      for (int o = 1; o < NS; o <<= 1) {
-        const float y = __shfl_up_sync(0xffffffffu, off, o, NS);
-        if (seg >= o) off += y;
+      for (int q = 0; q < NS - 1; ++q) {
+        const float y = __shfl_sync(0xffffffffu, cum, (lane & ~(NS - 1)) + q);
+        if (q < seg) off += y;
       }
-      off -= cum;
       if (own) {
 #pragma unroll
         for (int r = 0; r < R; ++r) s.b2[r0 + r][c] = gv[r] + off;
