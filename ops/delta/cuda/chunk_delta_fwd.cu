@@ -1,8 +1,10 @@
 // chunk_kda / chunk_gdn forward on sm_90a in two kernels (docs/kernels/chunk_delta_fwd.md).
 //
-// 1. delta_prep_kernel, one CTA per (chunk, value head), fully parallel: gate cumsum, q/k l2norm,
+// 1. delta_prep_kernel, per (chunk, value head) item, fully parallel: gate cumsum, q/k l2norm,
 //    L and Aqk, (I+L)^-1, and every state-independent operand of the recurrence: w, u (fp32), the
 //    gated q e^b and k e^(bL-b), Aqk (bf16 hi + lo) and the decay e^bL, written to a workspace.
+//    Persistent grid (as many CTAs as fit): each CTA walks items with the next item's q, gate and k
+//    loads in flight during the current item's last two products.
 // 2. delta_state_kernel, one CTA per (sequence, value head, 64-column V tile), walks the chunks in
 //    order with the fp32 state tile H[K, 64] in registers and only does the state-dependent
 //    products: v_new = u - w H, o = scale (q e^b) H + Aqk v_new, H = e^bL H + (k e^(bL-b))^T v_new.
