@@ -273,6 +273,7 @@ int main(int argc, char** argv) {
   int fails = 0;
   if (do_check) {
     const std::vector<int> vl = {0, 0, 16, 100, 300};
+    const std::vector<int> vlm = {0, 1000, 1000, 1001, 3000, 4500};  // with a zero-length and a T = 1 sequence
     const std::vector<Case> cases = {
         {"gdn T1 H2 HV2 D64", false, 1, 1, 2, 2, 64, {}, kGiven, false, false, true},
         {"gdn T63 B2 H2 HV4 D128 h0", false, 2, 63, 2, 4, 128, {}, kGiven, false, false, true},
@@ -291,6 +292,13 @@ int main(int argc, char** argv) {
         {"kda T150 B1 H2 HV2 D256 given safe h0", true, 1, 150, 2, 2, 256, {}, kGiven, true, false, true},
         {"kda T300 varlen H1 HV2 D256 lb gate", true, 1, 300, 1, 2, 256, vl, kLowerBound, true, true, true},
         {"kda T100 B1 H1 HV1 D256 given unsafe", true, 1, 100, 1, 1, 256, {}, kGiven, false, false, false},
+        // More (chunk, head) items than the persistent prep grid holds (2-3 CTAs per SM at K <= 128,
+        // 1-2 at K = 256, 132 SMs): each CTA walks several items with the next item's loads in flight.
+        {"kda T2048 B2 H2 HV8 D128 lb gate h0 multi-item prep", true, 2, 2048, 2, 8, 128, {}, kLowerBound, true, true, true},
+        {"gdn T4500 varlen H4 HV8 D128 gate-in-kernel h0 multi-item prep", false, 1, 4500, 4, 8, 128, vlm, kSoftplus, false, true, true},
+        {"kda T4500 varlen H2 HV4 D64 softplus multi-item prep", true, 1, 4500, 2, 4, 64, vlm, kSoftplus, false, true, false},
+        {"kda T4400 B1 H2 HV4 D256 given safe h0 multi-item prep", true, 1, 4400, 2, 4, 256, {}, kGiven, true, false, true},
+        {"gdn T4400 B1 H4 HV4 D256 h0 multi-item prep", false, 1, 4400, 4, 4, 256, {}, kGiven, false, false, true},
     };
     std::uint64_t seed = 42;
     for (const auto& c : cases) fails += run_case(c, seed++);

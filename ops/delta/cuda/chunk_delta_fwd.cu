@@ -1,8 +1,10 @@
 // chunk_kda / chunk_gdn forward on sm_90a in two kernels (docs/kernels/chunk_delta_fwd.md).
 //
-// 1. delta_prep_kernel, one CTA per (chunk, value head), fully parallel: gate cumsum, q/k l2norm,
+// 1. delta_prep_kernel, per (chunk, value head) item, fully parallel: gate cumsum, q/k l2norm,
 //    L and Aqk, (I+L)^-1, and every state-independent operand of the recurrence: w, u (fp32), the
 //    gated q e^b and k e^(bL-b), Aqk (bf16 hi + lo) and the decay e^bL, written to a workspace.
+//    Persistent grid (as many CTAs as fit): each CTA walks items with the next item's q, gate and k
+//    loads in flight during the current item's last two products.
 // 2. delta_state_kernel, one CTA per (sequence, value head, 64-column V tile), walks the chunks in
 //    order with the fp32 state tile H[K, 64] in registers and only does the state-dependent
 //    products: v_new = u - w H, o = scale (q e^b) H + Aqk v_new, H = e^bL H + (k e^(bL-b))^T v_new.
@@ -17,6 +19,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -72,6 +75,7 @@ struct Params {
   float beta_mult;
   int l2norm;
   int safe;  // KDA: diagonal sub-blocks through the middle reference row (needs g >= -5)
+  int nitems;  // prep work items: total chunks * HV (the prep grid is persistent and strides over them)
   Workspace ws;
 };
 
@@ -91,7 +95,30 @@ struct PrepSmem {
   alignas(16) float beta[kC];
   alignas(16) float bs[kC];  // GDN: scalar log2 cumsum
   alignas(16) float bL[K];   // KDA: b2 of the chunk's last row
+  long cu_t0, nx_t0;  // this and the next work item (written by thread 0 before the first barrier)
+  int cu_Cn, cu_hv, nx_Cn, nx_h, nx_hv;
 };
+
+// Where a prep work item (global chunk cg, value head hv; item = cg * HV + hv) lies in the input.
+struct PrepItem {
+  long t0;  // first token row
+  int Cn;   // valid rows (<= C)
+  int h, hv;
+};
+
+__device__ __forceinline__ PrepItem prep_item(const Params& p, int item) {
+  const int hv = item % p.HV;
+  const int cg = item / p.HV;  // global chunk index
+  int lo = 0, hi = p.N - 1;    // the last sequence whose first chunk is <= cg
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) >> 1;
+    if (p.seqs[mid].chunk_off <= cg) lo = mid;
+    else hi = mid - 1;
+  }
+  const SeqDesc sd = p.seqs[lo];
+  const int ci = cg - sd.chunk_off;
+  return PrepItem{sd.row_begin + static_cast<long>(ci) * kC, min(kC, sd.length - ci * kC), hv / p.G, hv};
+}
 
 template <int K>
 struct StateSmem {
@@ -181,222 +208,349 @@ template <bool KDA, int K>
 __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_prep_kernel(const Params p) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   auto& s = *reinterpret_cast<PrepSmem<KDA, K>*>(smem_raw);
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-  const int wr = warp >> 1, wh = warp & 1;  // token row block, column half
+  const int tid0 = threadIdx.x;
   bf16 (&sq)[kC][K + 8] = s.u0.q;
   bf16 (&sk)[kC][K + 8] = s.k;
 
-  const int hv = blockIdx.x % p.HV;
-  const int cg = blockIdx.x / p.HV;  // global chunk index
-  int lo = 0, hi = p.N - 1;          // the last sequence whose first chunk is <= cg
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) >> 1;
-    if (p.seqs[mid].chunk_off <= cg) lo = mid;
-    else hi = mid - 1;
-  }
-  const SeqDesc sd = p.seqs[lo];
-  const int ci = cg - sd.chunk_off;
-  const long t0 = sd.row_begin + static_cast<long>(ci) * kC;
-  const int Cn = min(kC, sd.length - ci * kC);
-  const int h = hv / p.G;
-  const int V = p.V;
-  const long ch = static_cast<long>(cg) * p.HV + hv;
-  bf16* const Ag = p.ws.a + ch * 2 * kC * kC;
-
-  // ---- loads: q, k (zero-filled past the end), the first two value tiles
-  {
+  // Persistent grid: the CTA strides over work items. The next item's q and raw gate are loaded
+  // during this item's w product (S5; their buffers are dead after S4), its k during the u product
+  // (S6), and this item's v during S0-S5, so no phase waits for a whole fresh set of loads.
+  // cp.async groups per item and thread, in commit order: QG(next) before S5, K(next) after S5,
+  // V(this) at the top; each wait_group<1> below leaves exactly the newest group in flight.
+  auto issue_qg = [&](int tid, long t0n, int Cnn, int hn, int hvn) {  // q into u0 (dead after S4), KDA gate into b2
     constexpr int QV = K / 8;  // 16-byte pieces per row
     for (int i = tid; i < kC * QV; i += kThreads) {
       const int r = i / QV, c8 = (i % QV) * 8;
-      const long off = ((t0 + min(r, Cn - 1)) * p.H + h) * K + c8;
-      cp_async16(&sq[r][c8], p.q + off, r < Cn);
-      cp_async16(&sk[r][c8], p.k + off, r < Cn);
+      cp_async16(&sq[r][c8], p.q + ((t0n + min(r, Cnn - 1)) * p.H + hn) * K + c8, r < Cnn);
     }
-  }
-  if constexpr (KDA) {  // the raw gate, rows of K elements, into b2's space (read out before the cumsum)
-    const int esz = p.g_f32 ? 4 : 2, PR = K * esz / 16;
-    unsigned char* graw = reinterpret_cast<unsigned char*>(&s.b2[0][0]);
-    for (int i = tid; i < kC * PR; i += kThreads) {
-      const int r = i / PR, c16 = (i % PR) * 16;
-      const unsigned char* src = static_cast<const unsigned char*>(p.g) + ((t0 + min(r, Cn - 1)) * p.HV + hv) * K * esz;
-      cp_async16(graw + r * K * esz + c16, src + c16, r < Cn);
-    }
-  }
-  auto issue_v = [&](int vt0) {
-    for (int i = tid; i < 2 * kC * 8; i += kThreads) {
-      const int b = i / (kC * 8), r = (i / 8) % kC, c8 = (i % 8) * 8, vt = vt0 + b;
-      if (vt < p.nvt) cp_async16(&s.v[b][r][c8], p.v + ((t0 + min(r, Cn - 1)) * p.HV + hv) * V + vt * kVT + c8, r < Cn);
+    if constexpr (KDA) {  // the raw gate, rows of K elements, into b2's space (read out before the cumsum)
+      const int esz = p.g_f32 ? 4 : 2, PR = K * esz / 16;
+      unsigned char* graw = reinterpret_cast<unsigned char*>(&s.b2[0][0]);
+      for (int i = tid; i < kC * PR; i += kThreads) {
+        const int r = i / PR, c16 = (i % PR) * 16;
+        const unsigned char* src = static_cast<const unsigned char*>(p.g) + ((t0n + min(r, Cnn - 1)) * p.HV + hvn) * K * esz;
+        cp_async16(graw + r * K * esz + c16, src + c16, r < Cnn);
+      }
     }
   };
-  issue_v(0);
-  cp_async_commit();
-
-  // ---- S0: beta, gate cumsum in log2 units (rows past the sequence end: gate 0, beta 0)
-  const float decay_a = (p.gate_mode != kGateGiven && p.A_log) ? __expf(p.A_log[hv]) : 1.f;
-  if (tid < kC) {
-    float bt = (tid < Cn) ? load_any(p.beta, (t0 + tid) * p.HV + hv, p.beta_f32) : 0.f;
-    if (p.beta_sigmoid && tid < Cn) bt = p.beta_mult / (1.f + __expf(-bt));
-    s.beta[tid] = bt;
-  }
-  if constexpr (!KDA) {  // scalar gate: warp 0 scans the chunk
-    if (warp == 0) {
-      const float bias = p.dt_bias ? p.dt_bias[hv] : 0.f;
-      float gv[2];
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int r = 2 * lane + e;
-        gv[e] = 0.f;
-        if (r < Cn) {
-          gv[e] = load_any(p.g, (t0 + r) * p.HV + hv, p.g_f32);
-          if (p.gate_mode == kGateSoftplus) gv[e] = -decay_a * softplus(gv[e] + bias);
-        }
-        gv[e] *= kLog2e;
-      }
-      float x = gv[0] + gv[1];  // inclusive scan over lanes of pair sums
-#pragma unroll
-      for (int o = 1; o < 32; o <<= 1) {
-        const float y = __shfl_up_sync(0xffffffffu, x, o);
-        if (lane >= o) x += y;
-      }
-      s.bs[2 * lane] = x - gv[1];
-      s.bs[2 * lane + 1] = x;
+  auto issue_k = [&](int tid, long t0n, int Cnn, int hn) {
+    constexpr int QV = K / 8;
+    for (int i = tid; i < kC * QV; i += kThreads) {
+      const int r = i / QV, c8 = (i % QV) * 8;
+      cp_async16(&sk[r][c8], p.k + ((t0n + min(r, Cnn - 1)) * p.H + hn) * K + c8, r < Cnn);
     }
+  };
+  if (static_cast<int>(blockIdx.x) >= p.nitems) return;
+  {
+    const PrepItem f = prep_item(p, blockIdx.x);
+    issue_qg(tid0, f.t0, f.Cn, f.h, f.hv);
+    issue_k(tid0, f.t0, f.Cn, f.h);
+    cp_async_commit();
   }
-  cp_async_wait_all();
-  __syncthreads();
-  if constexpr (KDA) {  // per-channel cumsum: thread c owns column c
-    float gv[kC];
-    const int c = tid;
-    if (c < K) {
-#pragma unroll
-      for (int r = 0; r < kC; ++r)
-        gv[r] = p.g_f32 ? reinterpret_cast<const float*>(&s.b2[0][0])[r * K + c]
-                        : __bfloat162float(reinterpret_cast<const bf16*>(&s.b2[0][0])[r * K + c]);
-    }
-    __syncthreads();  // the raw gate is in registers; b2 may be overwritten
-    if (c < K) {
-      const float bias = p.dt_bias ? p.dt_bias[hv * K + c] : 0.f;
-      float cum = 0.f;
-#pragma unroll
-      for (int r = 0; r < kC; ++r) {
-        float x = 0.f;  // padded rows: gate 0
-        if (r < Cn) {
-          x = gv[r];
-          if (p.gate_mode == kGateSoftplus) x = -decay_a * softplus(x + bias);
-          else if (p.gate_mode == kGateLowerBound) x = p.lower_bound / (1.f + __expf(-decay_a * (x + bias)));
-        }
-        cum += x * kLog2e;
-        s.b2[r][c] = cum;
-      }
-      s.bL[c] = cum;  // padded rows add 0, so this is b2 of row Cn-1
-    }
-    __syncthreads();
-  }
-
-  // ---- S1: q/k l2norm in place (fp32 math, bf16 result as FLA)
-  if (p.l2norm) {
-    constexpr int PER = K / 32;  // elements per lane (2 or 4)
-    for (int r4 = 0; r4 < 8; r4 += 4) {  // 8 independent rows in flight per warp
-      float x[8][PER], ss[8];
-#pragma unroll
-      for (int u = 0; u < 8; ++u) {
-        const bf16* row = (u & 1) ? &sk[warp * 8 + r4 + (u >> 1)][0] : &sq[warp * 8 + r4 + (u >> 1)][0];
-        ss[u] = 0.f;
-#pragma unroll
-        for (int e = 0; e < PER; e += 2) {
-          const float2 f = load_bf16x2(row + lane * PER + e);
-          x[u][e] = f.x;
-          x[u][e + 1] = f.y;
-          ss[u] += f.x * f.x + f.y * f.y;
-        }
-      }
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1)
-#pragma unroll
-        for (int u = 0; u < 8; ++u) ss[u] += __shfl_xor_sync(0xffffffffu, ss[u], o);
-#pragma unroll
-      for (int u = 0; u < 8; ++u) {
-        bf16* row = (u & 1) ? &sk[warp * 8 + r4 + (u >> 1)][0] : &sq[warp * 8 + r4 + (u >> 1)][0];
-        const float rs = rsqrtf(ss[u] + 1e-6f);
-#pragma unroll
-        for (int e = 0; e < PER; e += 2)
-          *reinterpret_cast<uint32_t*>(row + lane * PER + e) = pack_bf16(x[u][e] * rs, x[u][e + 1] * rs);
-      }
-    }
-    __syncthreads();
-  }
-
-  // ---- S2: L (strict lower, times beta_r) and Aqk (lower incl., times scale)
-  if constexpr (KDA) {
-    // Per-channel gates: operands are pre-scaled through a reference row (spec section 5). Jobs:
-    // the off-diagonal blocks of row block ib (reference = its first row, all factors <= 1) or its
-    // diagonal block (middle row with safe_gate, else exact exps). The job table balances the
-    // exps over the 4 SM sub-partitions (warps w and w+4 share one).
-    const unsigned code = (0xB987A123u >> (4 * warp)) & 0xFu;
-    const bool idle = code == 7u, dia = (code & 8u) != 0u;
-    const int ib = static_cast<int>(code & 7u);
-    const bool diag_mma = p.safe != 0;
-    if (!idle && (!dia || diag_mma)) {
-      float accA[6][4], accL[6][4];
-#pragma unroll
-      for (int i = 0; i < 6; ++i)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) accA[i][e] = accL[i][e] = 0.f;
-      const int rA = 16 * ib + g, rB = rA + 8;
-      const int nRef = dia ? 16 * ib + 8 : 16 * ib;
 #pragma unroll 1
-      for (int ks = 0; ks < K / 16; ++ks) {
-        const int c0 = ks * 16 + 2 * t, c1 = c0 + 8;
-        const float2 qa0 = load_bf16x2(&sq[rA][c0]), qa1 = load_bf16x2(&sq[rA][c1]);
-        const float2 qb0 = load_bf16x2(&sq[rB][c0]), qb1 = load_bf16x2(&sq[rB][c1]);
-        const float2 ka0 = load_bf16x2(&sk[rA][c0]), ka1 = load_bf16x2(&sk[rA][c1]);
-        const float2 kb0 = load_bf16x2(&sk[rB][c0]), kb1 = load_bf16x2(&sk[rB][c1]);
-        const float2 ba0 = *reinterpret_cast<const float2*>(&s.b2[rA][c0]);
-        const float2 ba1 = *reinterpret_cast<const float2*>(&s.b2[rA][c1]);
-        const float2 bb0 = *reinterpret_cast<const float2*>(&s.b2[rB][c0]);
-        const float2 bb1 = *reinterpret_cast<const float2*>(&s.b2[rB][c1]);
-        const float2 n0 = *reinterpret_cast<const float2*>(&s.b2[nRef][c0]);
-        const float2 n1 = *reinterpret_cast<const float2*>(&s.b2[nRef][c1]);
-        uint32_t aq[4], ak[4];
-        {
-          const float f[8] = {ex2(ba0.x - n0.x), ex2(ba0.y - n0.y), ex2(bb0.x - n0.x), ex2(bb0.y - n0.y),
-                              ex2(ba1.x - n1.x), ex2(ba1.y - n1.y), ex2(bb1.x - n1.x), ex2(bb1.y - n1.y)};
-          aq[0] = pack_bf16(qa0.x * f[0], qa0.y * f[1]);
-          aq[1] = pack_bf16(qb0.x * f[2], qb0.y * f[3]);
-          aq[2] = pack_bf16(qa1.x * f[4], qa1.y * f[5]);
-          aq[3] = pack_bf16(qb1.x * f[6], qb1.y * f[7]);
-          ak[0] = pack_bf16(ka0.x * f[0], ka0.y * f[1]);
-          ak[1] = pack_bf16(kb0.x * f[2], kb0.y * f[3]);
-          ak[2] = pack_bf16(ka1.x * f[4], ka1.y * f[5]);
-          ak[3] = pack_bf16(kb1.x * f[6], kb1.y * f[7]);
+  for (int item = blockIdx.x; item < p.nitems; item += gridDim.x) {
+    // The thread index is re-read per item through volatile asm: otherwise the compiler hoists every
+    // per-thread shared-memory address of the stages out of the loop and spills them (ptxas still
+    // sees a plain %tid.x read it can rematerialize).
+    int tid;
+    asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid));
+    const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    const int wr = warp >> 1, wh = warp & 1;  // token row block, column half
+    // The item's descriptor is kept in registers only up to the gate cumsum; later uses (the value
+    // refills of S6) read the shared copy, so nothing per item stays live through the heavy stages.
+    const PrepItem it = prep_item(p, item);
+    const long t0 = it.t0;
+    const int Cn = it.Cn, hv = it.hv;
+    const int V = p.V;
+    const long ch = item;  // = global chunk * HV + hv
+    if (tid == 0) {  // read after the top barrier (cu) and after the S4 and S5 barriers (nx)
+      s.cu_t0 = it.t0;
+      s.cu_Cn = it.Cn;
+      s.cu_hv = it.hv;
+      if (item + static_cast<int>(gridDim.x) < p.nitems) {
+        const PrepItem nx = prep_item(p, item + gridDim.x);
+        s.nx_t0 = nx.t0;
+        s.nx_Cn = nx.Cn;
+        s.nx_h = nx.h;
+        s.nx_hv = nx.hv;
+      }
+    }
+    auto issue_v = [&](int vt0, long t0n, int Cnn, int hvn) {
+      for (int i = tid; i < 2 * kC * 8; i += kThreads) {
+        const int b = i / (kC * 8), r = (i / 8) % kC, c8 = (i % 8) * 8, vt = vt0 + b;
+        if (vt < p.nvt)
+          cp_async16(&s.v[b][r][c8], p.v + ((t0n + min(r, Cnn - 1)) * p.HV + hvn) * V + vt * kVT + c8, r < Cnn);
+      }
+    };
+    issue_v(0, t0, Cn, hv);
+    cp_async_commit();
+
+    // ---- S0: beta, gate cumsum in log2 units (rows past the sequence end: gate 0, beta 0)
+    const float decay_a = (p.gate_mode != kGateGiven && p.A_log) ? __expf(p.A_log[hv]) : 1.f;
+    if (tid < kC) {
+      float bt = (tid < Cn) ? load_any(p.beta, (t0 + tid) * p.HV + hv, p.beta_f32) : 0.f;
+      if (p.beta_sigmoid && tid < Cn) bt = p.beta_mult / (1.f + __expf(-bt));
+      s.beta[tid] = bt;
+    }
+    if constexpr (!KDA) {  // scalar gate: warp 0 scans the chunk
+      if (warp == 0) {
+        const float bias = p.dt_bias ? p.dt_bias[hv] : 0.f;
+        float gv[2];
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int r = 2 * lane + e;
+          gv[e] = 0.f;
+          if (r < Cn) {
+            gv[e] = load_any(p.g, (t0 + r) * p.HV + hv, p.g_f32);
+            if (p.gate_mode == kGateSoftplus) gv[e] = -decay_a * softplus(gv[e] + bias);
+          }
+          gv[e] *= kLog2e;
         }
+        float x = gv[0] + gv[1];  // inclusive scan over lanes of pair sums
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+          const float y = __shfl_up_sync(0xffffffffu, x, o);
+          if (lane >= o) x += y;
+        }
+        s.bs[2 * lane] = x - gv[1];
+        s.bs[2 * lane + 1] = x;
+      }
+    }
+    cp_async_wait<1>();  // this item's q, k, gate (v may still be in flight)
+    __syncthreads();
+    if constexpr (KDA) {
+      // Per-channel cumsum over all 256 threads: column c is cut into NS row segments of R rows held
+      // by NS adjacent lanes (R = 32 at K = 128: half the registers and half the serial chain of one
+      // thread per column); the segment offsets come from shuffles.
+      constexpr int NS = kThreads / K > kC ? kC : (kThreads / K < 1 ? 1 : kThreads / K);  // 4, 2, 1
+      constexpr int R = kC / NS;
+      static_assert(NS * K == kThreads || (NS == 1 && K >= kThreads), "cumsum thread mapping");
+      const int c = tid / NS, seg = tid % NS, r0 = seg * R;
+      const bool own = c < K;
+      float gv[R];
+      if (own) {
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+          gv[r] = p.g_f32 ? reinterpret_cast<const float*>(&s.b2[0][0])[(r0 + r) * K + c]
+                          : __bfloat162float(reinterpret_cast<const bf16*>(&s.b2[0][0])[(r0 + r) * K + c]);
+      }
+      __syncthreads();  // the raw gate is in registers; b2 may be overwritten
+      float cum = 0.f;
+      if (own) {
+        const float bias = p.dt_bias ? p.dt_bias[hv * K + c] : 0.f;
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          float x = 0.f;  // padded rows: gate 0
+          if (r0 + r < Cn) {
+            x = gv[r];
+            if (p.gate_mode == kGateSoftplus) x = -decay_a * softplus(x + bias);
+            else if (p.gate_mode == kGateLowerBound) x = p.lower_bound / (1.f + __expf(-decay_a * (x + bias)));
+          }
+          cum += x * kLog2e;
+          gv[r] = cum;
+        }
+      }
+      // Offset = the earlier segments' totals summed left to right, so trailing padded rows
+      // (segment total exactly 0) reproduce b2 of row Cn-1 bit for bit (bL - b2 <= 0 exactly there).
+      float off = 0.f;
+#pragma unroll
+      for (int q = 0; q < NS - 1; ++q) {
+        const float y = __shfl_sync(0xffffffffu, cum, (lane & ~(NS - 1)) + q);
+        if (q < seg) off += y;
+      }
+      if (own) {
+#pragma unroll
+        for (int r = 0; r < R; ++r) s.b2[r0 + r][c] = gv[r] + off;
+        if (seg == NS - 1) s.bL[c] = cum + off;  // padded rows add 0, so this is b2 of row Cn-1
+      }
+      __syncthreads();
+    }
+
+    // ---- S1: q/k l2norm in place (fp32 math, bf16 result as FLA)
+    if (p.l2norm) {
+      constexpr int PER = K / 32;  // elements per lane (2 or 4)
+      for (int r4 = 0; r4 < 8; r4 += 4) {  // 8 independent rows in flight per warp
+        float x[8][PER], ss[8];
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+          const bf16* row = (u & 1) ? &sk[warp * 8 + r4 + (u >> 1)][0] : &sq[warp * 8 + r4 + (u >> 1)][0];
+          ss[u] = 0.f;
+#pragma unroll
+          for (int e = 0; e < PER; e += 2) {
+            const float2 f = load_bf16x2(row + lane * PER + e);
+            x[u][e] = f.x;
+            x[u][e + 1] = f.y;
+            ss[u] += f.x * f.x + f.y * f.y;
+          }
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+          for (int u = 0; u < 8; ++u) ss[u] += __shfl_xor_sync(0xffffffffu, ss[u], o);
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+          bf16* row = (u & 1) ? &sk[warp * 8 + r4 + (u >> 1)][0] : &sq[warp * 8 + r4 + (u >> 1)][0];
+          const float rs = rsqrtf(ss[u] + 1e-6f);
+#pragma unroll
+          for (int e = 0; e < PER; e += 2)
+            *reinterpret_cast<uint32_t*>(row + lane * PER + e) = pack_bf16(x[u][e] * rs, x[u][e + 1] * rs);
+        }
+      }
+      __syncthreads();
+    }
+
+    // ---- S2: L (strict lower, times beta_r) and Aqk (lower incl., times scale)
+    bf16* const Ag = p.ws.a + ch * 2 * kC * kC;
+    if constexpr (KDA) {
+      // Per-channel gates: operands are pre-scaled through a reference row (spec section 5). Jobs:
+      // the off-diagonal blocks of row block ib (reference = its first row, all factors <= 1) or its
+      // diagonal block (middle row with safe_gate, else exact exps). The job table balances the
+      // exps over the 4 SM sub-partitions (warps w and w+4 share one). Row block 3's six
+      // off-diagonal column tiles are split over warps 0 and 4 (3 each), so the longest warp has 4
+      // tiles (row block 2), not 6. Warp: ib, diagonal?, column tiles [ilo, ihi) of its job.
+      const int ib = static_cast<int>((0x31032123u >> (4 * warp)) & 0xFu);
+      const bool dia = ((0xE8u >> warp) & 1u) != 0u;
+      const int ilo = warp == 4 ? 3 : 0;
+      const int ihi = dia ? 2 : (warp == 0 ? 3 : (warp == 4 ? 6 : 2 * ib));
+      const bool diag_mma = p.safe != 0;
+      if (!dia || diag_mma) {
+        float accA[6][4], accL[6][4];
+#pragma unroll
+        for (int i = 0; i < 6; ++i)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) accA[i][e] = accL[i][e] = 0.f;
+        const int rA = 16 * ib + g, rB = rA + 8;
+        const int nRef = dia ? 16 * ib + 8 : 16 * ib;
+#pragma unroll 1
+        for (int ks = 0; ks < K / 16; ++ks) {
+          const int c0 = ks * 16 + 2 * t, c1 = c0 + 8;
+          const float2 qa0 = load_bf16x2(&sq[rA][c0]), qa1 = load_bf16x2(&sq[rA][c1]);
+          const float2 qb0 = load_bf16x2(&sq[rB][c0]), qb1 = load_bf16x2(&sq[rB][c1]);
+          const float2 ka0 = load_bf16x2(&sk[rA][c0]), ka1 = load_bf16x2(&sk[rA][c1]);
+          const float2 kb0 = load_bf16x2(&sk[rB][c0]), kb1 = load_bf16x2(&sk[rB][c1]);
+          const float2 ba0 = *reinterpret_cast<const float2*>(&s.b2[rA][c0]);
+          const float2 ba1 = *reinterpret_cast<const float2*>(&s.b2[rA][c1]);
+          const float2 bb0 = *reinterpret_cast<const float2*>(&s.b2[rB][c0]);
+          const float2 bb1 = *reinterpret_cast<const float2*>(&s.b2[rB][c1]);
+          const float2 n0 = *reinterpret_cast<const float2*>(&s.b2[nRef][c0]);
+          const float2 n1 = *reinterpret_cast<const float2*>(&s.b2[nRef][c1]);
+          uint32_t aq[4], ak[4];
+          {
+            const float f[8] = {ex2(ba0.x - n0.x), ex2(ba0.y - n0.y), ex2(bb0.x - n0.x), ex2(bb0.y - n0.y),
+                                ex2(ba1.x - n1.x), ex2(ba1.y - n1.y), ex2(bb1.x - n1.x), ex2(bb1.y - n1.y)};
+            aq[0] = pack_bf16(qa0.x * f[0], qa0.y * f[1]);
+            aq[1] = pack_bf16(qb0.x * f[2], qb0.y * f[3]);
+            aq[2] = pack_bf16(qa1.x * f[4], qa1.y * f[5]);
+            aq[3] = pack_bf16(qb1.x * f[6], qb1.y * f[7]);
+            ak[0] = pack_bf16(ka0.x * f[0], ka0.y * f[1]);
+            ak[1] = pack_bf16(kb0.x * f[2], kb0.y * f[3]);
+            ak[2] = pack_bf16(ka1.x * f[4], ka1.y * f[5]);
+            ak[3] = pack_bf16(kb1.x * f[6], kb1.y * f[7]);
+          }
+#pragma unroll
+          for (int i = 0; i < 6; ++i) {
+            if (i < ilo || i >= ihi) continue;
+            const int nt = dia ? 2 * ib + i : i;
+            const int j = nt * 8 + g;
+            const float2 bj0 = *reinterpret_cast<const float2*>(&s.b2[j][c0]);
+            const float2 bj1 = *reinterpret_cast<const float2*>(&s.b2[j][c1]);
+            const float2 kj0 = load_bf16x2(&sk[j][c0]), kj1 = load_bf16x2(&sk[j][c1]);
+            const uint32_t b0 = pack_bf16(kj0.x * ex2(n0.x - bj0.x), kj0.y * ex2(n0.y - bj0.y));
+            const uint32_t b1 = pack_bf16(kj1.x * ex2(n1.x - bj1.x), kj1.y * ex2(n1.y - bj1.y));
+            mma_bf16_16816(accA[i], aq, b0, b1);
+            mma_bf16_16816(accL[i], ak, b0, b1);
+          }
+        }
+        // epilogue: select (never multiply by a mask); L fp32, Aqk bf16
 #pragma unroll
         for (int i = 0; i < 6; ++i) {
-          if (dia ? (i >= 2) : (i >= 2 * ib)) continue;
+          if (i < ilo || i >= ihi) continue;
           const int nt = dia ? 2 * ib + i : i;
-          const int j = nt * 8 + g;
-          const float2 bj0 = *reinterpret_cast<const float2*>(&s.b2[j][c0]);
-          const float2 bj1 = *reinterpret_cast<const float2*>(&s.b2[j][c1]);
-          const float2 kj0 = load_bf16x2(&sk[j][c0]), kj1 = load_bf16x2(&sk[j][c1]);
-          const uint32_t b0 = pack_bf16(kj0.x * ex2(n0.x - bj0.x), kj0.y * ex2(n0.y - bj0.y));
-          const uint32_t b1 = pack_bf16(kj1.x * ex2(n1.x - bj1.x), kj1.y * ex2(n1.y - bj1.y));
-          mma_bf16_16816(accA[i], aq, b0, b1);
-          mma_bf16_16816(accL[i], ak, b0, b1);
+#pragma unroll
+          for (int hf = 0; hf < 2; ++hf) {
+            const int r = 16 * ib + g + hf * 8, j = nt * 8 + 2 * t;
+            float av[2], lv[2];
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              av[e] = (j + e <= r) ? p.scale * accA[i][hf * 2 + e] : 0.f;
+              lv[e] = (j + e < r) ? s.beta[r] * accL[i][hf * 2 + e] : 0.f;
+            }
+            uint32_t hi, lo;
+            pack_bf16_split(av[0], av[1], hi, lo);
+            *reinterpret_cast<uint32_t*>(Ag + r * kC + j) = hi;
+            *reinterpret_cast<uint32_t*>(Ag + kC * kC + r * kC + j) = lo;
+            s.u1.L[r][j] = lv[0];
+            s.u1.L[r][j + 1] = lv[1];
+          }
         }
       }
-      // epilogue: select (never multiply by a mask); L fp32, Aqk bf16
+      if (dia && !diag_mma) {
+        // exact diagonal 16x16 block: exps of non-positive differences only
+        for (int e = lane; e < 256; e += 32) {
+          const int rr = e >> 4, jj = e & 15;
+          const int r = 16 * ib + rr, j = 16 * ib + jj;
+          float sa = 0.f, sl = 0.f;
+          if (jj <= rr) {
+            for (int c = 0; c < K; c += 2) {
+              const float2 qr = load_bf16x2(&sq[r][c]), kr = load_bf16x2(&sk[r][c]), kj = load_bf16x2(&sk[j][c]);
+              const float2 br = *reinterpret_cast<const float2*>(&s.b2[r][c]);
+              const float2 bj = *reinterpret_cast<const float2*>(&s.b2[j][c]);
+              const float f0 = ex2(br.x - bj.x), f1 = ex2(br.y - bj.y);
+              sa += qr.x * kj.x * f0 + qr.y * kj.y * f1;
+              sl += kr.x * kj.x * f0 + kr.y * kj.y * f1;
+            }
+          }
+          const float av = jj <= rr ? p.scale * sa : 0.f;
+          const bf16 hi = __float2bfloat16_rn(av);
+          Ag[r * kC + j] = hi;
+          Ag[kC * kC + r * kC + j] = __float2bfloat16_rn(av - __bfloat162float(hi));
+          s.u1.L[r][j] = jj < rr ? s.beta[r] * sl : 0.f;
+        }
+      }
+      if (dia) {  // Aqk above the diagonal block is zero (the state kernel reads all 64 columns)
+        for (int e = lane; e < 16 * (kC - 16 * (ib + 1)) / 2; e += 32) {
+          const int w2 = (kC - 16 * (ib + 1)) / 2;
+          const int r = 16 * ib + e / w2, j = 16 * (ib + 1) + 2 * (e % w2);
+          *reinterpret_cast<uint32_t*>(Ag + r * kC + j) = 0u;
+          *reinterpret_cast<uint32_t*>(Ag + kC * kC + r * kC + j) = 0u;
+        }
+      }
+    } else {
+      // GDN: plain q k^T and k k^T on tensor cores, then the scalar decay exp(b_r - b_j) (selected).
+      // Warp (ib, wh): rows 16ib.., the n8 column tiles nt = 2i + wh.
+      const int ib = wr;
+      float accA[4][4], accL[4][4];
 #pragma unroll
-      for (int i = 0; i < 6; ++i) {
-        if (dia ? (i >= 2) : (i >= 2 * ib)) continue;
-        const int nt = dia ? 2 * ib + i : i;
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) accA[i][e] = accL[i][e] = 0.f;
+#pragma unroll 2
+      for (int ks = 0; ks < K / 16; ++ks) {
+        uint32_t aq[4], ak[4];
+        ldsm_x4(aq, &sq[16 * ib + (lane & 15)][ks * 16 + ((lane >> 4) << 3)]);
+        ldsm_x4(ak, &sk[16 * ib + (lane & 15)][ks * 16 + ((lane >> 4) << 3)]);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          if (i > ib) continue;
+          uint32_t b[2];
+          ldsm_x2(b, &sk[(2 * i + wh) * 8 + (lane & 7)][ks * 16 + (((lane >> 3) & 1) << 3)]);
+          mma_bf16_16816(accA[i], aq, b[0], b[1]);
+          mma_bf16_16816(accL[i], ak, b[0], b[1]);
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int jb = i, nt = 2 * i + wh;
 #pragma unroll
         for (int hf = 0; hf < 2; ++hf) {
           const int r = 16 * ib + g + hf * 8, j = nt * 8 + 2 * t;
           float av[2], lv[2];
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
-            av[e] = (j + e <= r) ? p.scale * accA[i][hf * 2 + e] : 0.f;
-            lv[e] = (j + e < r) ? s.beta[r] * accL[i][hf * 2 + e] : 0.f;
+            const int jj = j + e;
+            const float gam = ex2(fminf(s.bs[r] - s.bs[jj], 0.f));
+            av[e] = (jb <= ib && jj <= r) ? p.scale * accA[i][hf * 2 + e] * gam : 0.f;
+            lv[e] = (jb <= ib && jj < r) ? s.beta[r] * accL[i][hf * 2 + e] * gam : 0.f;
           }
           uint32_t hi, lo;
           pack_bf16_split(av[0], av[1], hi, lo);
@@ -407,91 +561,15 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
         }
       }
     }
-    if (!idle && dia && !diag_mma) {
-      // exact diagonal 16x16 block: exps of non-positive differences only
-      for (int e = lane; e < 256; e += 32) {
-        const int rr = e >> 4, jj = e & 15;
-        const int r = 16 * ib + rr, j = 16 * ib + jj;
-        float sa = 0.f, sl = 0.f;
-        if (jj <= rr) {
-          for (int c = 0; c < K; c += 2) {
-            const float2 qr = load_bf16x2(&sq[r][c]), kr = load_bf16x2(&sk[r][c]), kj = load_bf16x2(&sk[j][c]);
-            const float2 br = *reinterpret_cast<const float2*>(&s.b2[r][c]);
-            const float2 bj = *reinterpret_cast<const float2*>(&s.b2[j][c]);
-            const float f0 = ex2(br.x - bj.x), f1 = ex2(br.y - bj.y);
-            sa += qr.x * kj.x * f0 + qr.y * kj.y * f1;
-            sl += kr.x * kj.x * f0 + kr.y * kj.y * f1;
-          }
-        }
-        const float av = jj <= rr ? p.scale * sa : 0.f;
-        const bf16 hi = __float2bfloat16_rn(av);
-        Ag[r * kC + j] = hi;
-        Ag[kC * kC + r * kC + j] = __float2bfloat16_rn(av - __bfloat162float(hi));
-        s.u1.L[r][j] = jj < rr ? s.beta[r] * sl : 0.f;
-      }
-    }
-    if (!idle && dia) {  // Aqk above the diagonal block is zero (the state kernel reads all 64 columns)
-      for (int e = lane; e < 16 * (kC - 16 * (ib + 1)) / 2; e += 32) {
-        const int w2 = (kC - 16 * (ib + 1)) / 2;
-        const int r = 16 * ib + e / w2, j = 16 * (ib + 1) + 2 * (e % w2);
-        *reinterpret_cast<uint32_t*>(Ag + r * kC + j) = 0u;
-        *reinterpret_cast<uint32_t*>(Ag + kC * kC + r * kC + j) = 0u;
-      }
-    }
-  } else {
-    // GDN: plain q k^T and k k^T on tensor cores, then the scalar decay exp(b_r - b_j) (selected).
-    // Warp (ib, wh): rows 16ib.., the n8 column tiles nt = 2i + wh.
-    const int ib = wr;
-    float accA[4][4], accL[4][4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) accA[i][e] = accL[i][e] = 0.f;
-#pragma unroll 2
-    for (int ks = 0; ks < K / 16; ++ks) {
-      uint32_t aq[4], ak[4];
-      ldsm_x4(aq, &sq[16 * ib + (lane & 15)][ks * 16 + ((lane >> 4) << 3)]);
-      ldsm_x4(ak, &sk[16 * ib + (lane & 15)][ks * 16 + ((lane >> 4) << 3)]);
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        if (i > ib) continue;
-        uint32_t b[2];
-        ldsm_x2(b, &sk[(2 * i + wh) * 8 + (lane & 7)][ks * 16 + (((lane >> 3) & 1) << 3)]);
-        mma_bf16_16816(accA[i], aq, b[0], b[1]);
-        mma_bf16_16816(accL[i], ak, b[0], b[1]);
-      }
-    }
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int jb = i, nt = 2 * i + wh;
-#pragma unroll
-      for (int hf = 0; hf < 2; ++hf) {
-        const int r = 16 * ib + g + hf * 8, j = nt * 8 + 2 * t;
-        float av[2], lv[2];
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int jj = j + e;
-          const float gam = ex2(fminf(s.bs[r] - s.bs[jj], 0.f));
-          av[e] = (jb <= ib && jj <= r) ? p.scale * accA[i][hf * 2 + e] * gam : 0.f;
-          lv[e] = (jb <= ib && jj < r) ? s.beta[r] * accL[i][hf * 2 + e] * gam : 0.f;
-        }
-        uint32_t hi, lo;
-        pack_bf16_split(av[0], av[1], hi, lo);
-        *reinterpret_cast<uint32_t*>(Ag + r * kC + j) = hi;
-        *reinterpret_cast<uint32_t*>(Ag + kC * kC + r * kC + j) = lo;
-        s.u1.L[r][j] = lv[0];
-        s.u1.L[r][j + 1] = lv[1];
-      }
-    }
-  }
-  __syncthreads();
+    __syncthreads();
 
-  // ---- S3a: warps 0-3 (16 lanes each) invert the diagonal 16x16 blocks by forward substitution
-  // (fp32, into registers: X shares q's space); warps 4-7 write q e^b and the decay.
-  float xs[16];
-  if (warp < 4) {
-    if (lane < 16) {
-      const int c = lane, o16 = 16 * warp;
+    // ---- S3a: warps 0-3 (16 lanes each) invert the diagonal 16x16 blocks by forward substitution
+    // (fp32) and park them over L's diagonal blocks (no later stage reads those; X shares q's space,
+    // and holding the blocks in registers across the barrier costs spills); warps 4-7 write q e^b
+    // and the decay.
+    if (warp < 4) {
+      float xs[16];
+      const int c = lane & 15, o16 = 16 * warp;
 #pragma unroll
       for (int i = 0; i < 16; ++i) {
         float acc = (i == c) ? 1.f : 0.f;
@@ -499,163 +577,181 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
         for (int j = 0; j < i; ++j) acc -= s.u1.L[o16 + i][o16 + j] * xs[j];
         xs[i] = acc;
       }
-    }
-  } else {  // q e^b (q's space becomes X after the barrier) and the decay
-    bf16* const qg = p.ws.qg + ch * kC * K;
-    const float bsl = KDA ? 0.f : s.bs[kC - 1];
-    for (int i = tid - 128; i < kC * K / 2; i += 128) {
-      const int r = i / (K / 2), c = (i % (K / 2)) * 2;
-      const float2 qv = load_bf16x2(&sq[r][c]);
-      float e0, e1;
-      if constexpr (KDA) {
-        const float2 b = *reinterpret_cast<const float2*>(&s.b2[r][c]);
-        e0 = ex2(b.x), e1 = ex2(b.y);
-      } else {
-        e0 = e1 = ex2(s.bs[r]);
-      }
-      st_u32(qg + r * K + c, pack_bf16(qv.x * e0, qv.y * e1));
-    }
-    for (int c = tid - 128; c < K; c += 128) p.ws.el[ch * K + c] = KDA ? ex2(s.bL[c]) : ex2(bsl);
-  }
-  __syncthreads();
-  if (warp < 4 && lane < 16) {
+      __syncwarp();  // every lane has read the block
+      if (lane < 16) {
 #pragma unroll
-    for (int i = 0; i < 16; ++i) s.u0.X[16 * warp + i][16 * warp + lane] = xs[i];
-  }
-  __syncthreads();
-
-  // ---- S3b: block merges (tf32 mma.sync)
-#pragma unroll 1
-  for (int d = 1; d < 4; ++d) {
-    if (warp >= d && warp < 4) {
-      const int i = warp, jc = warp - d;
-      float acc[2][4] = {};
-      for (int m = jc; m < i; ++m) blk_mma_tf32(acc, &s.u1.L[16 * i][16 * m], &s.u0.X[16 * m][16 * jc], lane);
-      blk_store(&s.u0.X[16 * jc][16 * i], acc, 1.f, lane);  // scratch: an upper block
-      __syncwarp();
-      float acc2[2][4] = {};
-      blk_mma_tf32(acc2, &s.u0.X[16 * i][16 * i], &s.u0.X[16 * jc][16 * i], lane);
-      blk_store(&s.u0.X[16 * i][16 * jc], acc2, -1.f, lane);
+        for (int i = 0; i < 16; ++i) s.u1.L[o16 + i][o16 + c] = xs[i];
+      }
+    } else {  // q e^b (q's space becomes X after the barrier) and the decay
+      bf16* const qg = p.ws.qg + ch * kC * K;
+      const float bsl = KDA ? 0.f : s.bs[kC - 1];
+      for (int i = tid - 128; i < kC * K / 2; i += 128) {
+        const int r = i / (K / 2), c = (i % (K / 2)) * 2;
+        const float2 qv = load_bf16x2(&sq[r][c]);
+        float e0, e1;
+        if constexpr (KDA) {
+          const float2 b = *reinterpret_cast<const float2*>(&s.b2[r][c]);
+          e0 = ex2(b.x), e1 = ex2(b.y);
+        } else {
+          e0 = e1 = ex2(s.bs[r]);
+        }
+        st_u32(qg + r * K + c, pack_bf16(qv.x * e0, qv.y * e1));
+      }
+      for (int c = tid - 128; c < K; c += 128) p.ws.el[ch * K + c] = KDA ? ex2(s.bL[c]) : ex2(bsl);
     }
     __syncthreads();
-  }
-
-  // ---- S4: Tinv diag(beta) as bf16 hi + lo over L (one bf16 rounding of the inverse in u and w
-  // costs the g = 0 cases more than the tolerance allows); k e^(bL-b) to the workspace; k e^b in place
-  for (int i = tid; i < kC * kC / 2; i += kThreads) {
-    const int r = i / (kC / 2), j = (i % (kC / 2)) * 2;
-    float tu[2];
+    if (warp < 4) {
+      // ---- S3b (warps 0-3): the diagonal inverses into X, then three levels of 16x16 block merges
+      // (tf32 mma.sync) behind a 128-thread named barrier
+      if (lane < 16) {
 #pragma unroll
-    for (int e = 0; e < 2; ++e) tu[e] = (j + e <= r) ? s.u0.X[r][j + e] * s.beta[j + e] : 0.f;
-    uint32_t thi, tlo;
-    pack_bf16_split(tu[0], tu[1], thi, tlo);
-    st_u32(&s.u1.T[0][r][j], thi);
-    st_u32(&s.u1.T[1][r][j], tlo);
-  }
-  {
-    bf16* const kg = p.ws.kg + ch * kC * K;
-    const float bsl = KDA ? 0.f : s.bs[kC - 1];
-    for (int i = tid; i < kC * K / 2; i += kThreads) {
-      const int r = i / (K / 2), c = (i % (K / 2)) * 2;
-      const float2 kv = load_bf16x2(&sk[r][c]);
-      float e0, e1, l0, l1;
-      if constexpr (KDA) {
-        const float2 b = *reinterpret_cast<const float2*>(&s.b2[r][c]);
-        const float2 bl = *reinterpret_cast<const float2*>(&s.bL[c]);
-        e0 = ex2(b.x), e1 = ex2(b.y), l0 = ex2(bl.x - b.x), l1 = ex2(bl.y - b.y);
-      } else {
-        e0 = e1 = ex2(s.bs[r]);
-        l0 = l1 = ex2(fminf(bsl - s.bs[r], 0.f));
+        for (int i = 0; i < 16; ++i) s.u0.X[16 * warp + i][16 * warp + lane] = s.u1.L[16 * warp + i][16 * warp + lane];
       }
-      st_u32(kg + r * K + c, pack_bf16(kv.x * l0, kv.y * l1));
-      st_u32(&sk[r][c], pack_bf16(kv.x * e0, kv.y * e1));  // k e^b for w
-    }
-  }
-  __syncthreads();
-
-  // ---- S5: w = (T_hi + T_lo) (k e^b) -> bf16; warp (wr, wh): rows 16 wr.., key columns
-  // [wh K/2, (wh+1) K/2)
-  {
-    constexpr int KH = K / 2, NW = KH < 32 ? KH : 32;  // columns per pass (registers)
-    const int r0 = 16 * wr;
-    const bf16* tw0 = &s.u1.T[0][0][0];
-    const bf16* tw1 = &s.u1.T[1][0][0];
-    bf16* const wg = p.ws.w + ch * kC * K;
+      named_barrier_sync(1, 128);
 #pragma unroll 1
-    for (int cb = wh * KH; cb < (wh + 1) * KH; cb += NW) {
-      float acc[NW / 8][4];
-#pragma unroll
-      for (int nt = 0; nt < NW / 8; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc[nt][e] = 0.f;
-#pragma unroll
-      for (int ks = 0; ks < kC / 16; ++ks) {
-        uint32_t a0[4], a1[4];
-        ldsm_x4(a0, a_src<72>(tw0, r0, ks * 16, lane));
-        ldsm_x4(a1, a_src<72>(tw1, r0, ks * 16, lane));
-#pragma unroll
-        for (int np = 0; np < NW / 16; ++np) {
-          uint32_t b[4];
-          ldsm_x4_trans(b, bt_src<K + 8>(&sk[0][0], ks * 16, cb + np * 16, lane));
-          mma_bf16_16816(acc[2 * np], a0, b[0], b[1]);
-          mma_bf16_16816(acc[2 * np + 1], a0, b[2], b[3]);
-          mma_bf16_16816(acc[2 * np], a1, b[0], b[1]);
-          mma_bf16_16816(acc[2 * np + 1], a1, b[2], b[3]);
+      for (int d = 1; d < 4; ++d) {
+        if (warp >= d) {
+          const int i = warp, jc = warp - d;
+          float acc[2][4] = {};
+          for (int m = jc; m < i; ++m) blk_mma_tf32(acc, &s.u1.L[16 * i][16 * m], &s.u0.X[16 * m][16 * jc], lane);
+          blk_store(&s.u0.X[16 * jc][16 * i], acc, 1.f, lane);  // scratch: an upper block
+          __syncwarp();
+          float acc2[2][4] = {};
+          blk_mma_tf32(acc2, &s.u0.X[16 * i][16 * i], &s.u0.X[16 * jc][16 * i], lane);
+          blk_store(&s.u0.X[16 * i][16 * jc], acc2, -1.f, lane);
         }
+        named_barrier_sync(1, 128);
       }
-#pragma unroll
-      for (int nt = 0; nt < NW / 8; ++nt) {
-        const int c = cb + nt * 8 + 2 * t;
-        st_u32(wg + (r0 + g) * K + c, pack_bf16(acc[nt][0], acc[nt][1]));
-        st_u32(wg + (r0 + g + 8) * K + c, pack_bf16(acc[nt][2], acc[nt][3]));
+    } else {
+      // ---- S4a (warps 4-7, beside the merges: needs only k and the gate): k e^(bL-b) to the
+      // workspace; k e^b in place
+      bf16* const kg = p.ws.kg + ch * kC * K;
+      const float bsl = KDA ? 0.f : s.bs[kC - 1];
+      for (int i = tid - 128; i < kC * K / 2; i += 128) {
+        const int r = i / (K / 2), c = (i % (K / 2)) * 2;
+        const float2 kv = load_bf16x2(&sk[r][c]);
+        float e0, e1, l0, l1;
+        if constexpr (KDA) {
+          const float2 b = *reinterpret_cast<const float2*>(&s.b2[r][c]);
+          const float2 bl = *reinterpret_cast<const float2*>(&s.bL[c]);
+          e0 = ex2(b.x), e1 = ex2(b.y), l0 = ex2(bl.x - b.x), l1 = ex2(bl.y - b.y);
+        } else {
+          e0 = e1 = ex2(s.bs[r]);
+          l0 = l1 = ex2(fminf(bsl - s.bs[r], 0.f));
+        }
+        st_u32(kg + r * K + c, pack_bf16(kv.x * l0, kv.y * l1));
+        st_u32(&sk[r][c], pack_bf16(kv.x * e0, kv.y * e1));  // k e^b for w
       }
     }
-  }
+    __syncthreads();
 
-  // ---- S6: u = (T_hi + T_lo) v in fp32, two value tiles per pass; warp (wr, wh): 16 x 32 of each
-  {
-    const int r0 = 16 * wr, c0 = 32 * wh;
-    float* const ug = p.ws.u + ch * kC * V;
-#pragma unroll 1
-    for (int vt0 = 0; vt0 < p.nvt; vt0 += 2) {
-      if (vt0 > 0) {
-        __syncthreads();  // the previous pair is consumed
-        issue_v(vt0);
-        cp_async_commit();
-        cp_async_wait_all();
-        __syncthreads();
-      }
-#pragma unroll 1
-      for (int b = 0; b < 2 && vt0 + b < p.nvt; ++b) {
-        float acc[4][4];
+    // ---- S4b: Tinv diag(beta) as bf16 hi + lo over L (one bf16 rounding of the inverse in u and w
+    // costs the g = 0 cases more than the tolerance allows)
+    for (int i = tid; i < kC * kC / 2; i += kThreads) {
+      const int r = i / (kC / 2), j = (i % (kC / 2)) * 2;
+      float tu[2];
 #pragma unroll
-        for (int nt = 0; nt < 4; ++nt)
+      for (int e = 0; e < 2; ++e) tu[e] = (j + e <= r) ? s.u0.X[r][j + e] * s.beta[j + e] : 0.f;
+      uint32_t thi, tlo;
+      pack_bf16_split(tu[0], tu[1], thi, tlo);
+      st_u32(&s.u1.T[0][r][j], thi);
+      st_u32(&s.u1.T[1][r][j], tlo);
+    }
+    __syncthreads();
+    if (item + static_cast<int>(gridDim.x) < p.nitems) issue_qg(tid, s.nx_t0, s.nx_Cn, s.nx_h, s.nx_hv);  // q's and b2's last reads were in S4
+    cp_async_commit();
+
+    // ---- S5: w = (T_hi + T_lo) (k e^b) -> bf16; warp (wr, wh): rows 16 wr.., key columns
+    // [wh K/2, (wh+1) K/2)
+    {
+      constexpr int KH = K / 2, NW = KH < 32 ? KH : 32;  // columns per pass (registers)
+      const int r0 = 16 * wr;
+      const bf16* tw0 = &s.u1.T[0][0][0];
+      const bf16* tw1 = &s.u1.T[1][0][0];
+      bf16* const wg = p.ws.w + ch * kC * K;
+#pragma unroll 1
+      for (int cb = wh * KH; cb < (wh + 1) * KH; cb += NW) {
+        float acc[NW / 8][4];
+#pragma unroll
+        for (int nt = 0; nt < NW / 8; ++nt)
 #pragma unroll
           for (int e = 0; e < 4; ++e) acc[nt][e] = 0.f;
 #pragma unroll
         for (int ks = 0; ks < kC / 16; ++ks) {
+          uint32_t a0[4], a1[4];
+          ldsm_x4(a0, a_src<72>(tw0, r0, ks * 16, lane));
+          ldsm_x4(a1, a_src<72>(tw1, r0, ks * 16, lane));
 #pragma unroll
-          for (int hl = 0; hl < 2; ++hl) {
-            uint32_t a[4];
-            ldsm_x4(a, a_src<72>(&s.u1.T[hl][0][0], r0, ks * 16, lane));
-#pragma unroll
-            for (int np = 0; np < 2; ++np) {
-              uint32_t bb[4];
-              ldsm_x4_trans(bb, bt_src<72>(&s.v[b][0][0], ks * 16, c0 + np * 16, lane));
-              mma_bf16_16816(acc[2 * np], a, bb[0], bb[1]);
-              mma_bf16_16816(acc[2 * np + 1], a, bb[2], bb[3]);
-            }
+          for (int np = 0; np < NW / 16; ++np) {
+            uint32_t b[4];
+            ldsm_x4_trans(b, bt_src<K + 8>(&sk[0][0], ks * 16, cb + np * 16, lane));
+            mma_bf16_16816(acc[2 * np], a0, b[0], b[1]);
+            mma_bf16_16816(acc[2 * np + 1], a0, b[2], b[3]);
+            mma_bf16_16816(acc[2 * np], a1, b[0], b[1]);
+            mma_bf16_16816(acc[2 * np + 1], a1, b[2], b[3]);
           }
         }
 #pragma unroll
-        for (int nt = 0; nt < 4; ++nt) {
-          const int c = (vt0 + b) * kVT + c0 + nt * 8 + 2 * t;
-          *reinterpret_cast<float2*>(ug + (r0 + g) * V + c) = make_float2(acc[nt][0], acc[nt][1]);
-          *reinterpret_cast<float2*>(ug + (r0 + g + 8) * V + c) = make_float2(acc[nt][2], acc[nt][3]);
+        for (int nt = 0; nt < NW / 8; ++nt) {
+          const int c = cb + nt * 8 + 2 * t;
+          st_u32(wg + (r0 + g) * K + c, pack_bf16(acc[nt][0], acc[nt][1]));
+          st_u32(wg + (r0 + g + 8) * K + c, pack_bf16(acc[nt][2], acc[nt][3]));
         }
       }
     }
-  }
+
+    cp_async_wait<1>();  // this item's first value tiles (the next item's q, gate may still be in flight)
+    __syncthreads();     // and k e^b is consumed
+    if (item + static_cast<int>(gridDim.x) < p.nitems) issue_k(tid, s.nx_t0, s.nx_Cn, s.nx_h);
+    cp_async_commit();
+
+    // ---- S6: u = (T_hi + T_lo) v in fp32, two value tiles per pass; warp (wr, wh): 16 x 32 of each
+    {
+      const int r0 = 16 * wr, c0 = 32 * wh;
+      float* const ug = p.ws.u + ch * kC * V;
+#pragma unroll 1
+      for (int vt0 = 0; vt0 < p.nvt; vt0 += 2) {
+        if (vt0 > 0) {
+          __syncthreads();  // the previous pair is consumed
+          issue_v(vt0, s.cu_t0, s.cu_Cn, s.cu_hv);
+          cp_async_commit();
+          cp_async_wait_all();
+          __syncthreads();
+        }
+#pragma unroll 1
+        for (int b = 0; b < 2 && vt0 + b < p.nvt; ++b) {
+          float acc[4][4];
+#pragma unroll
+          for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[nt][e] = 0.f;
+#pragma unroll
+          for (int ks = 0; ks < kC / 16; ++ks) {
+#pragma unroll
+            for (int hl = 0; hl < 2; ++hl) {
+              uint32_t a[4];
+              ldsm_x4(a, a_src<72>(&s.u1.T[hl][0][0], r0, ks * 16, lane));
+#pragma unroll
+              for (int np = 0; np < 2; ++np) {
+                uint32_t bb[4];
+                ldsm_x4_trans(bb, bt_src<72>(&s.v[b][0][0], ks * 16, c0 + np * 16, lane));
+                mma_bf16_16816(acc[2 * np], a, bb[0], bb[1]);
+                mma_bf16_16816(acc[2 * np + 1], a, bb[2], bb[3]);
+              }
+            }
+          }
+#pragma unroll
+          for (int nt = 0; nt < 4; ++nt) {
+            const int c = (vt0 + b) * kVT + c0 + nt * 8 + 2 * t;
+            *reinterpret_cast<float2*>(ug + (r0 + g) * V + c) = make_float2(acc[nt][0], acc[nt][1]);
+            *reinterpret_cast<float2*>(ug + (r0 + g + 8) * V + c) = make_float2(acc[nt][2], acc[nt][3]);
+          }
+        }
+      }
+    }
+    __syncthreads();  // v and T are consumed before the next item's loads and stages
+  }  // work items
+  cp_async_wait_all();
 }
 
 template <int K>
@@ -877,12 +973,19 @@ size_t align256(size_t x) { return (x + 255) & ~static_cast<size_t>(255); }
 
 template <bool KDA, int K>
 void run(Params prm, const Problem& p, cudaStream_t st) {
-  static bool configured = false;  // one attribute call per instantiation
-  if (!configured) {
+  static int prep_per_sm = 0;  // attributes and occupancy once per instantiation
+  if (prep_per_sm == 0) {
     set_smem(delta_prep_kernel<KDA, K>, sizeof(PrepSmem<KDA, K>));
     set_smem(delta_state_kernel<K>, sizeof(StateSmem<K>));
-    configured = true;
+    int n = 0;
+    const cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, delta_prep_kernel<KDA, K>, kThreads,
+                                                                        sizeof(PrepSmem<KDA, K>));
+    if (e != cudaSuccess) cuda_fail("cudaOccupancyMaxActiveBlocksPerMultiprocessor", e);
+    prep_per_sm = n > 0 ? n : 1;
   }
+  int dev = 0, sms = 0;
+  check(cudaGetDevice(&dev), "cudaGetDevice");
+  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "cudaDeviceGetAttribute(SM count)");
   const DeviceSeqs seqs = upload_sequences(p, st);
   prm.seqs = seqs.ptr;
   prm.N = static_cast<int>(p.N);
@@ -896,7 +999,11 @@ void run(Params prm, const Problem& p, cudaStream_t st) {
     prm.ws = {reinterpret_cast<bf16*>(ws), reinterpret_cast<bf16*>(ws + b_ck), reinterpret_cast<bf16*>(ws + 2 * b_ck),
               reinterpret_cast<bf16*>(ws + 3 * b_ck), reinterpret_cast<float*>(ws + 3 * b_ck + b_a),
               reinterpret_cast<float*>(ws + 3 * b_ck + b_a + b_u)};
-    delta_prep_kernel<KDA, K><<<static_cast<unsigned>(nch), kThreads, sizeof(PrepSmem<KDA, K>), st>>>(prm);
+    if (nch > static_cast<size_t>(INT32_MAX)) throw_unsupported("q", "more than 2^31 chunk-heads", "fewer chunk-heads");
+    prm.nitems = static_cast<int>(nch);
+    // Persistent: as many CTAs as fit at once, each striding over (chunk, head) items.
+    const size_t pgrid = std::min(nch, static_cast<size_t>(prep_per_sm) * static_cast<size_t>(sms > 0 ? sms : 1));
+    delta_prep_kernel<KDA, K><<<static_cast<unsigned>(pgrid), kThreads, sizeof(PrepSmem<KDA, K>), st>>>(prm);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) cuda_fail("prep kernel launch", e);
   }
