@@ -154,9 +154,7 @@ __device__ __forceinline__ void zero(float (&acc)[N][4]) {
 //    forward: S = diag(2^bL) S + (k 2^(bL - b))^T v;  reverse: S = diag(2^bL) S + (scale q 2^b)^T dO.
 __global__ void __launch_bounds__(kThreads) gla_bwd_states(Params p) {
   extern __shared__ __align__(16) unsigned char smem[];
-  float* sb = reinterpret_cast<float*>(smem);
-  bf16* stage0 = reinterpret_cast<bf16*>(smem + kTileFBytes);  // 2 stages x {x, g, y}
-  float* xchg = reinterpret_cast<float*>(stage0 + 2 * 3 * kC * kS);
+  bf16* stage0 = reinterpret_cast<bf16*>(smem);  // 2 stages x {x, g, y}
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
   const int KT = p.K / kC;
@@ -211,12 +209,48 @@ __global__ void __launch_bounds__(kThreads) gla_bwd_states(Params p) {
     const bf16* sx = stage0 + (it & 1) * 3 * kC * kS;
     const bf16* sg = sx + kC * kS;
     const bf16* sy = sg + kC * kS;
-    cumsum_tile(sb, sg, xchg, tid);
-    __syncthreads();
+    // Gate cumsum without shared memory: the quad of lanes with the same g8 holds all 64 tokens
+    // of channels r_lo and r_hi in its A fragments (lane t4: tokens 16 ks + 2 t4 + {0, 1, 8, 9}),
+    // so each channel is scanned with quad shuffles. bv[ch][ks][i]: b at the fragment's tokens.
+    float bv[2][4][4];
+    float bLc[2];
+#pragma unroll
+    for (int ch2 = 0; ch2 < 2; ++ch2) {
+      const int c = ch2 ? r_hi : r_lo;
+      float carry = 0.f;
+#pragma unroll
+      for (int ks = 0; ks < kC / 16; ++ks) {
+        const int t = ks * 16 + 2 * t4;
+        float gv[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const float x = bf(sg[(t + (i & 1) + (i >> 1) * 8) * kS + c]) * kLog2e;
+          gv[i] = x < kGateFloor ? kGateFloor : x;  // NaN passes through
+        }
+        float sA = gv[0] + gv[1], sB = gv[2] + gv[3];
+        float iA = sA, iB = sB;  // inclusive scans over the quad (tokens ascending with t4)
+#pragma unroll
+        for (int d = 1; d < 4; d <<= 1) {
+          const float yA = __shfl_up_sync(0xffffffffu, iA, d, 4), yB = __shfl_up_sync(0xffffffffu, iB, d, 4);
+          if (t4 >= d) {
+            iA += yA;
+            iB += yB;
+          }
+        }
+        float eA = __shfl_up_sync(0xffffffffu, iA, 1, 4), eB = __shfl_up_sync(0xffffffffu, iB, 1, 4);
+        if (t4 == 0) eA = eB = 0.f;
+        const float tA = __shfl_sync(0xffffffffu, iA, 3, 4), tB = __shfl_sync(0xffffffffu, iB, 3, 4);
+        const float cA = carry + eA, carry8 = carry + tA, cB = carry8 + eB;
+        bv[ch2][ks][0] = cA + gv[0];
+        bv[ch2][ks][1] = cA + sA;
+        bv[ch2][ks][2] = cB + gv[2];
+        bv[ch2][ks][3] = cB + sB;
+        carry = carry8 + tB;
+      }
+      bLc[ch2] = carry;  // padded tokens hold g = 0, so this is bL
+    }
 
-    const float* bl = sb + (kC - 1) * kSf;
-    const float bl_lo = bl[r_lo], bl_hi = bl[r_hi];
-    const float d_lo = ex2(bl_lo), d_hi = ex2(bl_hi);
+    const float d_lo = ex2(bLc[0]), d_hi = ex2(bLc[1]);
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt) {
       acc[nt][0] *= d_lo;
@@ -225,18 +259,18 @@ __global__ void __launch_bounds__(kThreads) gla_bwd_states(Params p) {
       acc[nt][3] *= d_hi;
     }
     // A operand [channel c][token t] = x[t][c] * (dir ? scale 2^b : 2^(bL - b)).
-    auto xe = [&](int t, int c, float blc) {
-      const float b = sb[t * kSf + c];
-      return dir ? p.scale * bf(sx[t * kS + c]) * ex2(b) : bf(sx[t * kS + c]) * ex2(blc - b);
+    auto xe = [&](int t, int ch2, float b) {
+      const int c = ch2 ? r_hi : r_lo;
+      return dir ? p.scale * bf(sx[t * kS + c]) * ex2(b) : bf(sx[t * kS + c]) * ex2(bLc[ch2] - b);
     };
 #pragma unroll
     for (int ks = 0; ks < kC / 16; ++ks) {
       const int t = ks * 16 + 2 * t4;
       std::uint32_t a[4];
-      a[0] = pack_bf16(xe(t, r_lo, bl_lo), xe(t + 1, r_lo, bl_lo));
-      a[1] = pack_bf16(xe(t, r_hi, bl_hi), xe(t + 1, r_hi, bl_hi));
-      a[2] = pack_bf16(xe(t + 8, r_lo, bl_lo), xe(t + 9, r_lo, bl_lo));
-      a[3] = pack_bf16(xe(t + 8, r_hi, bl_hi), xe(t + 9, r_hi, bl_hi));
+      a[0] = pack_bf16(xe(t, 0, bv[0][ks][0]), xe(t + 1, 0, bv[0][ks][1]));
+      a[1] = pack_bf16(xe(t, 1, bv[1][ks][0]), xe(t + 1, 1, bv[1][ks][1]));
+      a[2] = pack_bf16(xe(t + 8, 0, bv[0][ks][2]), xe(t + 9, 0, bv[0][ks][3]));
+      a[3] = pack_bf16(xe(t + 8, 1, bv[1][ks][2]), xe(t + 9, 1, bv[1][ks][3]));
 #pragma unroll
       for (int np = 0; np < 4; ++np) {
         std::uint32_t b[4];
@@ -245,7 +279,7 @@ __global__ void __launch_bounds__(kThreads) gla_bwd_states(Params p) {
         mma_bf16_16816(acc[2 * np + 1], a, b[2], b[3]);
       }
     }
-    __syncthreads();  // stage (it & 1) and sb are refilled next
+    __syncthreads();  // stage (it & 1) is refilled next
   }
   if (dir && p.dh0) {
     float* o = p.dh0 + (static_cast<std::int64_t>(n) * p.H + h) * KV + st_off;
@@ -662,7 +696,7 @@ __global__ void __launch_bounds__(kThreads) gla_bwd_dv(Params p) {
   }
 }
 
-constexpr int kStatesSmem = kTileFBytes + 2 * 3 * kTileBytes + kC * 4;
+constexpr int kStatesSmem = 2 * 3 * kTileBytes;
 
 // One memory pool per device for the backward's workspace, release threshold "never".
 cudaMemPool_t workspace_pool() {
