@@ -731,6 +731,9 @@ RunInfo chunk_gla_backward(const Problem& p, const ChunkGlaArgs& a, const Attent
     throw_unsupported("dht", "dtype " + std::string(dtype_name(in.d_final_state->dtype)), "float32" + kern);
   if (!cuda_head_dim_supported(p.K)) throw_unsupported("K", std::to_string(p.K), "64, 128 or 256" + kern);
   if (!cuda_head_dim_supported(p.V)) throw_unsupported("V", std::to_string(p.V), "64, 128 or 256" + kern);
+  if (p.N > 65535 || p.H > 65535)  // grid y / z limits of the states kernel
+    throw_unsupported(p.N > 65535 ? "cu_seqlens" : "H", std::to_string(p.N > 65535 ? p.N : p.H) + (p.N > 65535 ? " sequences" : " heads"),
+                      "at most 65535" + kern);
   for (const auto& [name, t] : {std::pair<const char*, const TensorView*>{"q", &a.q}, {"k", &a.k}, {"v", &a.v}, {"g", &a.g},
                                 {"do", &in.d_o}, {"dq", &g.dq}, {"dk", &g.dk}, {"dv", &g.dv}, {"dg", &g.dg}})
     if (reinterpret_cast<std::uintptr_t>(t->data) % 16 != 0)
@@ -775,7 +778,7 @@ RunInfo chunk_gla_backward(const Problem& p, const ChunkGlaArgs& a, const Attent
   // TEMP profiling (removed before merge): LINA_GLA_BWD_TIMING=1 prints per-kernel ms.
   static const bool timing = std::getenv("LINA_GLA_BWD_TIMING") != nullptr;
   cudaEvent_t ev[4];
-  if (timing) {
+  if (timing && total > 0) {
     for (auto& e : ev) cudaEventCreate(&e);
     cudaEventRecord(ev[0], st);
   }
@@ -783,7 +786,7 @@ RunInfo chunk_gla_backward(const Problem& p, const ChunkGlaArgs& a, const Attent
   gla_bwd_states<<<dim3(static_cast<unsigned>(KT * VT * 2), static_cast<unsigned>(p.H), static_cast<unsigned>(p.N)), kThreads, kStatesSmem,
                    st>>>(prm);
   check(cudaGetLastError(), "gla_bwd_states launch");
-  if (timing) cudaEventRecord(ev[1], st);
+  if (timing && total > 0) cudaEventRecord(ev[1], st);
   if (total > 0) {
     check(cudaFuncSetAttribute(gla_bwd_dqkg, cudaFuncAttributeMaxDynamicSharedMemorySize, kDqkgSmem), "cudaFuncSetAttribute(dqkg)");
     check(cudaFuncSetAttribute(gla_bwd_dv, cudaFuncAttributeMaxDynamicSharedMemorySize, kDvSmem), "cudaFuncSetAttribute(dv)");
