@@ -189,9 +189,14 @@ def run_cell(args, timer, op, mode, shape, cu=None):
             torch.cuda.synchronize()
             base_mem = torch.cuda.memory_allocated()
             torch.cuda.reset_peak_memory_stats()
+            if impl == "lina":  # lina's kernels take scratch from its own pool, which torch does not see
+                lina_ws0 = lina_torch.workspace_stats()["used"]
+                lina_torch.workspace_reset_high_water()
             fn()
             torch.cuda.synchronize()
             peak = torch.cuda.max_memory_allocated() - base_mem
+            if impl == "lina":
+                peak += max(0, lina_torch.workspace_stats()["used_high"] - lina_ws0)
             samples, why = timer.time(fn)
         except Exception as e:  # noqa: BLE001 - recorded, never hidden
             rows.append(dict(row_common, impl=impl, error=f"{type(e).__name__}: {e}"))

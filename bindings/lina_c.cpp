@@ -165,3 +165,31 @@ extern "C" int lina_c_call(const char* op, const char* phase, const lina_c_tenso
 
 extern "C" const char* lina_c_version(void) { return lina::kVersion; }
 extern "C" int lina_c_cuda_device_count(void) { return lina::cuda_device_count(); }
+
+extern "C" int lina_c_workspace_stats(uint64_t* reserved, uint64_t* used, uint64_t* used_high) {
+  try {
+    const lina::WorkspaceStats s = lina::workspace_stats();
+    if (reserved) *reserved = s.reserved_bytes;
+    if (used) *used = s.used_bytes;
+    if (used_high) *used_high = s.used_high_bytes;
+    return 0;
+  } catch (const std::exception&) {
+    return -1;
+  }
+}
+extern "C" int lina_c_workspace_reset_high_water(void) {
+  try {
+    lina::reset_workspace_high_water();
+    return 0;
+  } catch (const std::exception&) {
+    return -1;
+  }
+}
+extern "C" int lina_c_workspace_release(void) {
+  try {
+    lina::release_workspace();
+    return 0;
+  } catch (const std::exception&) {
+    return -1;
+  }
+}

@@ -44,6 +44,12 @@ LINA_C_API int lina_c_call(const char* op, const char* phase, const lina_c_tenso
 LINA_C_API const char* lina_c_version(void);
 LINA_C_API int lina_c_cuda_device_count(void);
 
+/* lina's device scratch pool (lina/workspace.h) on the current device: reserved, in use, and the
+ * high-water mark of use since the last reset. Returns 0, or -1 if the CUDA runtime failed. */
+LINA_C_API int lina_c_workspace_stats(uint64_t* reserved, uint64_t* used, uint64_t* used_high);
+LINA_C_API int lina_c_workspace_reset_high_water(void);
+LINA_C_API int lina_c_workspace_release(void);
+
 #ifdef __cplusplus
 }
 #endif

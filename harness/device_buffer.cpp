@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "lina/error.h"
+#include "lina/workspace.h"
 
 #ifdef LINA_WITH_CUDA
 #include <cuda_runtime_api.h>
@@ -136,13 +137,19 @@ std::size_t probe_peak_memory(const std::function<void()>& fn, void* stream) {
     cudaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &zero);
   }
   check(cudaStreamSynchronize(st), "cudaStreamSynchronize");
+  // The kernels' scratch comes from lina's own pool, which keeps its memory mapped between calls:
+  // its high-water mark is the call's scratch (device_used_bytes does not grow once it is mapped).
+  const std::uint64_t lina_before = workspace_stats().used_bytes;
+  reset_workspace_high_water();
   const std::size_t used0 = device_used_bytes();
   fn();
   check(cudaStreamSynchronize(st), "memory probe call");
   const std::size_t used1 = device_used_bytes();
   if (have_pool) cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &pool_high);
   (void)cudaGetLastError();
-  const std::size_t pool_peak = pool_high > pool_before ? static_cast<std::size_t>(pool_high - pool_before) : 0;
+  const std::uint64_t lina_high = workspace_stats().used_high_bytes;
+  const std::size_t pool_peak = (pool_high > pool_before ? static_cast<std::size_t>(pool_high - pool_before) : 0) +
+                                (lina_high > lina_before ? static_cast<std::size_t>(lina_high - lina_before) : 0);
   return std::max(pool_peak, used1 > used0 ? used1 - used0 : std::size_t{0});
 #else
   (void)fn, (void)stream;

@@ -44,7 +44,22 @@ def library():
         _lib.lina_c_call.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(_Tensor), ctypes.c_int,
                                      ctypes.c_char_p, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t,
                                      ctypes.c_char_p, ctypes.c_size_t]
+        u64p = ctypes.POINTER(ctypes.c_uint64)
+        _lib.lina_c_workspace_stats.argtypes = [u64p, u64p, u64p]
     return _lib
+
+
+def workspace_stats():
+    """lina's device scratch pool: dict(reserved, used, used_high) in bytes (torch's allocator never sees it)."""
+    vals = [ctypes.c_uint64(0) for _ in range(3)]
+    if library().lina_c_workspace_stats(*[ctypes.byref(v) for v in vals]) != 0:
+        raise LinaError(1, "lina_c_workspace_stats failed")
+    return dict(zip(("reserved", "used", "used_high"), (v.value for v in vals)))
+
+
+def workspace_reset_high_water():
+    if library().lina_c_workspace_reset_high_water() != 0:
+        raise LinaError(1, "lina_c_workspace_reset_high_water failed")
 
 
 class LinaError(RuntimeError):

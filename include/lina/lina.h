@@ -8,3 +8,4 @@
 #include "lina/ops.h"
 #include "lina/tensor.h"
 #include "lina/version.h"
+#include "lina/workspace.h"

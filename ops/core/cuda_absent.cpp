@@ -1,6 +1,7 @@
 // Built only without LINA_WITH_CUDA: the CUDA entry points refuse with a clear error.
 #include "lina/error.h"
 #include "lina/gpu_reference.h"
+#include "lina/workspace.h"
 #include "ops/common/backends.h"
 
 namespace lina {
@@ -28,4 +29,9 @@ void chunk_kda_backward(const ChunkKdaArgs&, const AttentionGradInputs&, const D
 void chunk_gdn_forward(const ChunkGdnArgs&, const AttentionOutputs&, void*) { absent(); }
 void chunk_gdn_backward(const ChunkGdnArgs&, const AttentionGradInputs&, const DeltaRuleGrads&, void*) { absent(); }
 }  // namespace gpu_reference
+// No CUDA: no pool, nothing held.
+WorkspaceStats workspace_stats(int) { return {}; }
+void reset_workspace_high_water(int) {}
+void release_workspace(int) {}
+
 }  // namespace lina

@@ -10,6 +10,8 @@
 
 #ifdef LINA_WITH_CUDA
 #include <cuda_runtime_api.h>
+
+#include "ops/common/cuda/workspace.h"
 #endif
 
 namespace lina::harness {
@@ -103,6 +105,34 @@ TEST(HarnessCuda, CeilingsAreMeasuredAndCached) {
   std::printf("gpu %s sm %d driver %s copy %.0f GB/s gemm %.0f TFLOP/s clock %s\n", a.gpu.c_str(), a.sm_count.value_or(-1),
               a.driver.c_str(), a.ceilings.hbm_gbps, a.ceilings.bf16_tflops,
               clk.sm_mhz ? std::to_string(*clk.sm_mhz).c_str() : "null");
+#endif
+}
+
+// lina's scratch pool keeps its memory mapped, so a second call grows no device memory: the probe
+// must still report the call's scratch (from the pool's high-water mark), and release gives it back.
+TEST(HarnessCuda, WorkspacePoolIsCountedInPeakMemoryAndReleased) {
+#ifndef LINA_WITH_CUDA
+  const WorkspaceStats s = workspace_stats();
+  EXPECT_EQ(s.reserved_bytes + s.used_bytes + s.used_high_bytes, 0u);  // no CUDA: nothing held
+  release_workspace();
+#else
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU";
+  cudaStream_t st = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&st), cudaSuccess);
+  constexpr std::size_t kBytes = 64u << 20;
+  auto call = [&] {
+    void* p = detail::cuda_util::workspace_alloc(kBytes, st, "test scratch");
+    cudaMemsetAsync(p, 0, kBytes, st);
+    detail::cuda_util::workspace_free(p, st, "test scratch");
+  };
+  EXPECT_GE(probe_peak_memory(call, st), kBytes);
+  EXPECT_GE(workspace_stats().reserved_bytes, kBytes);  // kept mapped
+  EXPECT_GE(probe_peak_memory(call, st), kBytes);       // still counted on the second call
+  EXPECT_EQ(workspace_stats().used_bytes, 0u);
+  ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
+  release_workspace();
+  EXPECT_EQ(workspace_stats().reserved_bytes, 0u);
+  cudaStreamDestroy(st);
 #endif
 }
 

@@ -160,7 +160,7 @@ TEST(ToolsLoop, InitLogRoundTripOnDisk) {
 }
 
 TEST(ToolsLoop, ContractWithANonStringSchemaIsRefusedByKey) {
-  for (const json schema : {json(3), json(nullptr), json::array({"lina.loop/1"})}) {
+  for (const json& schema : {json(3), json(nullptr), json::array({"lina.loop/1"})}) {
     json j = contract().to_json();
     j["schema"] = schema;
     try {

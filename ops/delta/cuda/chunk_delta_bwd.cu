@@ -22,7 +22,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -30,6 +29,7 @@
 #include "lina/error.h"
 #include "ops/common/backends.h"
 #include "ops/common/cuda/cuda_common.cuh"
+#include "ops/common/cuda/workspace.h"
 
 namespace lina::detail::cuda {
 namespace {
@@ -1153,27 +1153,6 @@ void run_pipeline(const Params& prm, int total_chunks, cudaStream_t st) {
   }
 }
 
-// The scratch comes from a lina-owned stream-ordered pool that keeps its memory between calls
-// (the default pool would return it to the OS at every synchronisation and remap it next call).
-cudaMemPool_t scratch_pool() {
-  static std::mutex mu;
-  static cudaMemPool_t pools[64] = {};
-  int dev = 0;
-  cuda_util::check(cudaGetDevice(&dev), "cudaGetDevice");
-  std::lock_guard<std::mutex> lock(mu);
-  if (dev < 0 || dev >= 64) throw Error(ErrorCode::runtime, "", "chunk_delta bwd: device index out of range");
-  if (!pools[dev]) {
-    cudaMemPoolProps props{};
-    props.allocType = cudaMemAllocationTypePinned;
-    props.location.type = cudaMemLocationTypeDevice;
-    props.location.id = dev;
-    cuda_util::check(cudaMemPoolCreate(&pools[dev], &props), "cudaMemPoolCreate");
-    std::uint64_t keep = ~0ull;
-    cuda_util::check(cudaMemPoolSetAttribute(pools[dev], cudaMemPoolAttrReleaseThreshold, &keep), "cudaMemPoolSetAttribute");
-  }
-  return pools[dev];
-}
-
 int code(DType d) { return static_cast<int>(d); }
 
 void require_float(const char* name, const TensorView& t) {
@@ -1285,10 +1264,8 @@ RunInfo backward(const Problem& p, const DeltaRuleArgs& a, const AttentionGradIn
   static_assert(sizeof(sizes) / sizeof(sizes[0]) == sizeof(slots) / sizeof(slots[0]));
   i64 total = 0;
   for (i64 s : sizes) total += (s + 63) / 64 * 64;  // 256-byte aligned slices
-  float* scratch = nullptr;
-  if (total > 0)
-    cuda_util::check(cudaMallocFromPoolAsync(reinterpret_cast<void**>(&scratch), static_cast<size_t>(total) * 4, scratch_pool(), st),
-                     "cudaMallocFromPoolAsync(delta bwd scratch)");
+  // From lina's pool, which keeps it mapped between calls (the default pool would unmap it at every sync).
+  float* scratch = cuda_util::workspace_alloc_as<float>(static_cast<size_t>(total), st, "delta bwd scratch");
   i64 off = 0;
   for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); ++i) {
     *slots[i] = scratch + off;
@@ -1311,7 +1288,7 @@ RunInfo backward(const Problem& p, const DeltaRuleArgs& a, const AttentionGradIn
     if (seqs.ptr) cudaFreeAsync(seqs.ptr, st);
     throw;
   }
-  if (scratch) cuda_util::check(cudaFreeAsync(scratch, st), "cudaFreeAsync(delta bwd scratch)");
+  cuda_util::workspace_free(scratch, st, "delta bwd scratch");
   if (dtable) cuda_util::check(cudaFreeAsync(dtable, st), "cudaFreeAsync(chunk table)");
   if (seqs.ptr) cuda_util::check(cudaFreeAsync(seqs.ptr, st), "cudaFreeAsync(seqs)");
   const std::string ks = std::to_string(p.K);

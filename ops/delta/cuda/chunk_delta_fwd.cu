@@ -25,6 +25,7 @@
 #include "ops/common/backends.h"
 #include "ops/common/cuda/cuda_common.cuh"
 #include "ops/common/cuda/mma_primitives.cuh"
+#include "ops/common/cuda/workspace.h"
 
 namespace lina::detail::cuda {
 namespace {
@@ -882,22 +883,6 @@ void set_smem(Kern kern, size_t smem) {
 
 size_t align256(size_t x) { return (x + 255) & ~static_cast<size_t>(255); }
 
-// The workspace is large (~100 KB per chunk and head at D = 128) and goes back to the stream-ordered
-// pool after each call. The default pool releases freed memory to the OS at every synchronisation,
-// so each call would map it again: keep up to the largest workspace seen cached in the pool.
-void keep_pool_memory(size_t bytes) {
-  int dev = 0;
-  check(cudaGetDevice(&dev), "cudaGetDevice");
-  cudaMemPool_t pool;
-  check(cudaDeviceGetDefaultMemPool(&pool, dev), "cudaDeviceGetDefaultMemPool");
-  std::uint64_t cur = 0;
-  check(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &cur), "cudaMemPoolGetAttribute");
-  if (cur < bytes) {
-    std::uint64_t want = bytes;
-    check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &want), "cudaMemPoolSetAttribute");
-  }
-}
-
 template <bool KDA, int K>
 void run(Params prm, const Problem& p, cudaStream_t st) {
   static bool configured = false;  // one attribute call per instantiation
@@ -914,8 +899,8 @@ void run(Params prm, const Problem& p, cudaStream_t st) {
   const size_t b_u = align256(nch * kC * p.V * sizeof(float)), b_el = align256(nch * K * sizeof(float));
   unsigned char* ws = nullptr;
   if (nch > 0) {
-    keep_pool_memory(3 * b_ck + b_a + b_u + b_el);
-    check(cudaMallocAsync(reinterpret_cast<void**>(&ws), 3 * b_ck + b_a + b_u + b_el, st), "cudaMallocAsync(workspace)");
+    // ~100 KB per chunk and head at D = 128: from lina's pool, which keeps it mapped between calls.
+    ws = static_cast<unsigned char*>(workspace_alloc(3 * b_ck + b_a + b_u + b_el, st, "delta fwd workspace"));
     prm.ws = {reinterpret_cast<bf16*>(ws), reinterpret_cast<bf16*>(ws + b_ck), reinterpret_cast<bf16*>(ws + 2 * b_ck),
               reinterpret_cast<bf16*>(ws + 3 * b_ck), reinterpret_cast<float*>(ws + 3 * b_ck + b_a),
               reinterpret_cast<float*>(ws + 3 * b_ck + b_a + b_u)};
@@ -929,7 +914,7 @@ void run(Params prm, const Problem& p, cudaStream_t st) {
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) cuda_fail("state kernel launch", e);
   }
-  if (ws) check(cudaFreeAsync(ws, st), "cudaFreeAsync(workspace)");
+  workspace_free(ws, st, "delta fwd workspace");
   if (seqs.ptr) check(cudaFreeAsync(seqs.ptr, st), "cudaFreeAsync(seqs)");
 }
 

@@ -17,14 +17,13 @@
 #include <cuda_bf16.h>
 
 #include <cstdint>
-#include <map>
-#include <mutex>
 #include <utility>
 
 #include "lina/error.h"
 #include "ops/common/backends.h"
 #include "ops/common/cuda/cuda_common.cuh"
 #include "ops/common/cuda/mma_primitives.cuh"
+#include "ops/common/cuda/workspace.h"
 
 namespace lina::detail::cuda {
 namespace {
@@ -697,26 +696,6 @@ __global__ void __launch_bounds__(kThreads) gla_bwd_dv(Params p) {
 constexpr int kStatesSmem = 2 * 3 * kTileBytes;
 
 // One memory pool per device for the backward's workspace, release threshold "never".
-cudaMemPool_t workspace_pool() {
-  static std::mutex mu;
-  static std::map<int, cudaMemPool_t> pools;
-  int dev = 0;
-  check(cudaGetDevice(&dev), "cudaGetDevice");
-  const std::lock_guard<std::mutex> lock(mu);
-  auto it = pools.find(dev);
-  if (it != pools.end()) return it->second;
-  cudaMemPoolProps props{};
-  props.allocType = cudaMemAllocationTypePinned;
-  props.location.type = cudaMemLocationTypeDevice;
-  props.location.id = dev;
-  cudaMemPool_t pool;
-  check(cudaMemPoolCreate(&pool, &props), "cudaMemPoolCreate");
-  std::uint64_t keep = ~0ull;
-  check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep), "cudaMemPoolSetAttribute");
-  pools.emplace(dev, pool);
-  return pool;
-}
-
 }  // namespace
 
 RunInfo chunk_gla_backward(const Problem& p, const ChunkGlaArgs& a, const AttentionGradInputs& in, const ChunkGlaGrads& g,
@@ -764,12 +743,11 @@ RunInfo chunk_gla_backward(const Problem& p, const ChunkGlaArgs& a, const Attent
   prm.scale = static_cast<float>(p.scale);
 
   if (total > 0) {
-    // Workspace from a pool of this library that keeps its memory: the default pool returns it at
-    // every sync, and re-mapping ~1-2 GB per call cost ~1 ms (measured, B1_T8192_H96_D128).
-    const cudaMemPool_t pool = workspace_pool();
     const std::size_t ws = static_cast<std::size_t>(total) * p.H * p.K * p.V * sizeof(bf16);
-    check(cudaMallocFromPoolAsync(reinterpret_cast<void**>(&prm.Hs), ws, pool, st), "cudaMallocFromPoolAsync(chunk states)");
-    check(cudaMallocFromPoolAsync(reinterpret_cast<void**>(&prm.dHs), ws, pool, st), "cudaMallocFromPoolAsync(chunk state gradients)");
+    // From lina's pool, which keeps it mapped between calls: the default pool unmapped these
+    // ~1.6 GB at every sync and re-mapping cost ~0.9 ms per call at B1_T8192_H96_D128.
+    prm.Hs = static_cast<bf16*>(workspace_alloc(ws, st, "chunk_gla bwd chunk states"));
+    prm.dHs = static_cast<bf16*>(workspace_alloc(ws, st, "chunk_gla bwd chunk state gradients"));
   }
 
   const int KT = static_cast<int>(p.K / kC), VT = static_cast<int>(p.V / kC);
@@ -784,8 +762,8 @@ RunInfo chunk_gla_backward(const Problem& p, const ChunkGlaArgs& a, const Attent
     check(cudaGetLastError(), "gla_bwd_dqkg launch");
     gla_bwd_dv<<<dim3(static_cast<unsigned>(total * VT), static_cast<unsigned>(p.H)), kThreads, kDvSmem, st>>>(prm);
     check(cudaGetLastError(), "gla_bwd_dv launch");
-    check(cudaFreeAsync(prm.Hs, st), "cudaFreeAsync(chunk states)");
-    check(cudaFreeAsync(prm.dHs, st), "cudaFreeAsync(chunk state gradients)");
+    workspace_free(prm.Hs, st, "chunk_gla bwd chunk states");
+    workspace_free(prm.dHs, st, "chunk_gla bwd chunk state gradients");
   }
   check(cudaFreeAsync(seqs.ptr, st), "cudaFreeAsync(seqs)");
   return info;

@@ -24,6 +24,7 @@
 #include "ops/common/backends.h"
 #include "ops/common/cuda/cuda_common.cuh"
 #include "ops/common/cuda/mma_primitives.cuh"
+#include "ops/common/cuda/workspace.h"
 
 namespace lina::detail::cuda {
 namespace {
@@ -622,7 +623,7 @@ RunInfo chunk_gla_forward(const Problem& p, const ChunkGlaArgs& a, const Attenti
   if (split) {
     const std::size_t ns = static_cast<std::size_t>(slots), hs = static_cast<std::size_t>(p.H);
     const std::size_t state_elems = ns * hs * static_cast<std::size_t>(p.K * p.V), decay_elems = ns * hs * static_cast<std::size_t>(p.K);
-    check(cudaMallocAsync(reinterpret_cast<void**>(&scratch), (state_elems + decay_elems) * sizeof(float), st), "cudaMallocAsync(segment states)");
+    scratch = workspace_alloc_as<float>(state_elems + decay_elems, st, "chunk_gla fwd segment states");
     prm.seg_state = scratch;
     prm.seg_decay = scratch + state_elems;
   }
@@ -632,7 +633,7 @@ RunInfo chunk_gla_forward(const Problem& p, const ChunkGlaArgs& a, const Attenti
     case 128: name = wide ? launch<128, 128>(prm, ni, p, split, st) : launch<128, 64>(prm, ni, p, split, st); break;
     default: name = launch<256, 64>(prm, ni, p, split, st); break;
   }
-  if (scratch) check(cudaFreeAsync(scratch, st), "cudaFreeAsync(segment states)");
+  workspace_free(scratch, st, "chunk_gla fwd segment states");
   check(cudaFreeAsync(d_items, st), "cudaFreeAsync(items)");
   return RunInfo{"cuda", {name}};
 }
