@@ -18,7 +18,6 @@
 
 #include <cstdint>
 #include <utility>
-#include <vector>
 
 #include "lina/error.h"
 #include "ops/common/backends.h"
@@ -49,12 +48,23 @@ struct Params {
   float* dh0;
   bf16 *Hs, *dHs;            // workspace [total_chunks, H, K, V]
   const SeqDesc* seqs;
-  const int2* chunks;        // global chunk -> (sequence, chunk within it)
-  int H, K, V;
+  int H, K, V, N;
   float scale;
 };
 
 __device__ __forceinline__ float bf(const bf16 x) { return __bfloat162float(x); }
+
+// Global chunk index -> (sequence, chunk within it): the last sequence whose first chunk is <= gc
+// (empty sequences share their successor's chunk_off and are skipped by taking the last).
+__device__ __forceinline__ int2 find_chunk(const SeqDesc* seqs, int n_seqs, int gc) {
+  int lo = 0, hi = n_seqs - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) >> 1;
+    if (seqs[mid].chunk_off <= gc) lo = mid;
+    else hi = mid - 1;
+  }
+  return make_int2(lo, gc - seqs[lo].chunk_off);
+}
 
 // 64 rows x 64 columns of a token-major tensor [rows, H, width] into a padded tile; rows >= cn
 // are zero-filled.
@@ -166,9 +176,7 @@ __device__ __forceinline__ void zero(float (&acc)[N][4]) {
 //    forward: S = diag(2^bL) S + (k 2^(bL - b))^T v;  reverse: S = diag(2^bL) S + (scale q 2^b)^T dO.
 __global__ void __launch_bounds__(kThreads) gla_bwd_states(Params p) {
   extern __shared__ __align__(16) unsigned char smem[];
-  float* sb = reinterpret_cast<float*>(smem);
-  bf16* stage0 = reinterpret_cast<bf16*>(smem + kTileFBytes);  // 2 stages x {x, g, y}
-  float* xchg = reinterpret_cast<float*>(stage0 + 2 * 3 * kC * kS);
+  bf16* stage0 = reinterpret_cast<bf16*>(smem);  // 2 stages x {x, g, y}
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
   const int KT = p.K / kC;
@@ -223,12 +231,48 @@ __global__ void __launch_bounds__(kThreads) gla_bwd_states(Params p) {
     const bf16* sx = stage0 + (it & 1) * 3 * kC * kS;
     const bf16* sg = sx + kC * kS;
     const bf16* sy = sg + kC * kS;
-    cumsum_tile(sb, sg, xchg, tid);
-    __syncthreads();
+    // Gate cumsum without shared memory: the quad of lanes with the same g8 holds all 64 tokens
+    // of channels r_lo and r_hi in its A fragments (lane t4: tokens 16 ks + 2 t4 + {0, 1, 8, 9}),
+    // so each channel is scanned with quad shuffles. bv[ch][ks][i]: b at the fragment's tokens.
+    float bv[2][4][4];
+    float bLc[2];
+#pragma unroll
+    for (int ch2 = 0; ch2 < 2; ++ch2) {
+      const int c = ch2 ? r_hi : r_lo;
+      float carry = 0.f;
+#pragma unroll
+      for (int ks = 0; ks < kC / 16; ++ks) {
+        const int t = ks * 16 + 2 * t4;
+        float gv[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const float x = bf(sg[(t + (i & 1) + (i >> 1) * 8) * kS + c]) * kLog2e;
+          gv[i] = x < kGateFloor ? kGateFloor : x;  // NaN passes through
+        }
+        float sA = gv[0] + gv[1], sB = gv[2] + gv[3];
+        float iA = sA, iB = sB;  // inclusive scans over the quad (tokens ascending with t4)
+#pragma unroll
+        for (int d = 1; d < 4; d <<= 1) {
+          const float yA = __shfl_up_sync(0xffffffffu, iA, d, 4), yB = __shfl_up_sync(0xffffffffu, iB, d, 4);
+          if (t4 >= d) {
+            iA += yA;
+            iB += yB;
+          }
+        }
+        float eA = __shfl_up_sync(0xffffffffu, iA, 1, 4), eB = __shfl_up_sync(0xffffffffu, iB, 1, 4);
+        if (t4 == 0) eA = eB = 0.f;
+        const float tA = __shfl_sync(0xffffffffu, iA, 3, 4), tB = __shfl_sync(0xffffffffu, iB, 3, 4);
+        const float cA = carry + eA, carry8 = carry + tA, cB = carry8 + eB;
+        bv[ch2][ks][0] = cA + gv[0];
+        bv[ch2][ks][1] = cA + sA;
+        bv[ch2][ks][2] = cB + gv[2];
+        bv[ch2][ks][3] = cB + sB;
+        carry = carry8 + tB;
+      }
+      bLc[ch2] = carry;  // padded tokens hold g = 0, so this is bL
+    }
 
-    const float* bl = sb + (kC - 1) * kSf;
-    const float bl_lo = bl[r_lo], bl_hi = bl[r_hi];
-    const float d_lo = ex2(bl_lo), d_hi = ex2(bl_hi);
+    const float d_lo = ex2(bLc[0]), d_hi = ex2(bLc[1]);
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt) {
       acc[nt][0] *= d_lo;
@@ -237,21 +281,21 @@ __global__ void __launch_bounds__(kThreads) gla_bwd_states(Params p) {
       acc[nt][3] *= d_hi;
     }
     // A operand [channel c][token t] = x[t][c] * (dir ? scale 2^b : 2^(bL - b)).
-    auto xe = [&](int t, int c, float blc) {
-      const float b = sb[t * kSf + c];
-      return dir ? p.scale * bf(sx[t * kS + c]) * ex2(b) : bf(sx[t * kS + c]) * ex2(blc - b);
+    auto xe = [&](int t, int ch2, float b) {
+      const int c = ch2 ? r_hi : r_lo;
+      return dir ? p.scale * bf(sx[t * kS + c]) * ex2(b) : bf(sx[t * kS + c]) * ex2(bLc[ch2] - b);
     };
 #pragma unroll
     for (int ks = 0; ks < kC / 16; ++ks) {
       const int t = ks * 16 + 2 * t4;
       std::uint32_t a[4];
-      a[0] = pack_bf16(xe(t, r_lo, bl_lo), xe(t + 1, r_lo, bl_lo));
-      a[1] = pack_bf16(xe(t, r_hi, bl_hi), xe(t + 1, r_hi, bl_hi));
-      a[2] = pack_bf16(xe(t + 8, r_lo, bl_lo), xe(t + 9, r_lo, bl_lo));
-      a[3] = pack_bf16(xe(t + 8, r_hi, bl_hi), xe(t + 9, r_hi, bl_hi));
+      a[0] = pack_bf16(xe(t, 0, bv[0][ks][0]), xe(t + 1, 0, bv[0][ks][1]));
+      a[1] = pack_bf16(xe(t, 1, bv[1][ks][0]), xe(t + 1, 1, bv[1][ks][1]));
+      a[2] = pack_bf16(xe(t + 8, 0, bv[0][ks][2]), xe(t + 9, 0, bv[0][ks][3]));
+      a[3] = pack_bf16(xe(t + 8, 1, bv[1][ks][2]), xe(t + 9, 1, bv[1][ks][3]));
       mma_row_kn(acc, a, sy, ks * 16, lane);
     }
-    __syncthreads();  // stage (it & 1) and sb are refilled next
+    __syncthreads();  // stage (it & 1) is refilled next
   }
   if (dir && p.dh0) {
     float* o = p.dh0 + (static_cast<std::int64_t>(n) * p.H + h) * KV + st_off;
@@ -296,7 +340,7 @@ __global__ void __launch_bounds__(kThreads) gla_bwd_dqkg(Params p) {
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
   const int KT = p.K / kC, kt = blockIdx.x % KT, h = blockIdx.y;
-  const int2 cm = p.chunks[blockIdx.x / KT];
+  const int2 cm = find_chunk(p.seqs, p.N, static_cast<int>(blockIdx.x) / KT);
   const SeqDesc s = p.seqs[cm.x];
   const int t0 = cm.y * kC, cn = min(kC, s.length - t0);
   const std::int64_t row0 = s.row_begin + t0;
@@ -537,7 +581,7 @@ __global__ void __launch_bounds__(kThreads) gla_bwd_dv(Params p) {
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
   const int VT = p.V / kC, vt = blockIdx.x % VT, h = blockIdx.y;
-  const int2 cm = p.chunks[blockIdx.x / VT];
+  const int2 cm = find_chunk(p.seqs, p.N, static_cast<int>(blockIdx.x) / VT);
   const SeqDesc s = p.seqs[cm.x];
   const int t0 = cm.y * kC, cn = min(kC, s.length - t0);
   const std::int64_t row0 = s.row_begin + t0;
@@ -638,8 +682,9 @@ __global__ void __launch_bounds__(kThreads) gla_bwd_dv(Params p) {
   }
 }
 
-constexpr int kStatesSmem = kTileFBytes + 2 * 3 * kTileBytes + kC * 4;
+constexpr int kStatesSmem = 2 * 3 * kTileBytes;
 
+// One memory pool per device for the backward's workspace, release threshold "never".
 }  // namespace
 
 RunInfo chunk_gla_backward(const Problem& p, const ChunkGlaArgs& a, const AttentionGradInputs& in, const ChunkGlaGrads& g,
@@ -681,26 +726,18 @@ RunInfo chunk_gla_backward(const Problem& p, const ChunkGlaArgs& a, const Attent
   prm.dh0 = g.d_initial_state ? g.d_initial_state->ptr<float>() : nullptr;
   prm.seqs = seqs.ptr;
   prm.H = static_cast<int>(p.H);
+  prm.N = static_cast<int>(p.N);
   prm.K = static_cast<int>(p.K);
   prm.V = static_cast<int>(p.V);
   prm.scale = static_cast<float>(p.scale);
 
-  int2* chunk_map = nullptr;
   if (total > 0) {
-    std::vector<int2> cmh;
-    cmh.reserve(static_cast<std::size_t>(total));
-    for (std::int64_t n = 0; n < p.N; ++n) {
-      const int nc = static_cast<int>((p.sequences[static_cast<std::size_t>(n)].length + kC - 1) / kC);
-      for (int c = 0; c < nc; ++c) cmh.push_back(make_int2(static_cast<int>(n), c));
-    }
     const std::size_t ws = static_cast<std::size_t>(total) * p.H * p.K * p.V * sizeof(bf16);
-    chunk_map = static_cast<int2*>(upload_table(cmh.data(), cmh.size() * sizeof(int2), st, "chunk_gla bwd chunk map"));
     // From lina's pool, which keeps it mapped between calls: the default pool unmapped these
     // ~1.6 GB at every sync and re-mapping cost ~0.9 ms per call at B1_T8192_H96_D128.
     prm.Hs = static_cast<bf16*>(workspace_alloc(ws, st, "chunk_gla bwd chunk states"));
     prm.dHs = static_cast<bf16*>(workspace_alloc(ws, st, "chunk_gla bwd chunk state gradients"));
   }
-  prm.chunks = chunk_map;
 
   const int KT = static_cast<int>(p.K / kC), VT = static_cast<int>(p.V / kC);
   check(cudaFuncSetAttribute(gla_bwd_states, cudaFuncAttributeMaxDynamicSharedMemorySize, kStatesSmem), "cudaFuncSetAttribute(states)");
@@ -716,7 +753,6 @@ RunInfo chunk_gla_backward(const Problem& p, const ChunkGlaArgs& a, const Attent
     check(cudaGetLastError(), "gla_bwd_dv launch");
     workspace_free(prm.Hs, st, "chunk_gla bwd chunk states");
     workspace_free(prm.dHs, st, "chunk_gla bwd chunk state gradients");
-    workspace_free(chunk_map, st, "chunk_gla bwd chunk map");
   }
   check(cudaFreeAsync(seqs.ptr, st), "cudaFreeAsync(seqs)");
   return info;
