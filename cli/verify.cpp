@@ -13,10 +13,14 @@ void register_verify(CLI::App& app, Outcome& outcome) {
   auto base = std::make_shared<std::string>();
   auto json = std::make_shared<std::string>();
   auto gate_bin = std::make_shared<std::string>();
+  auto base_exe = std::make_shared<std::string>();
   auto repo = std::make_shared<std::string>(LINA_BUILD_SOURCE_DIR);
   auto* sub = app.add_subcommand("verify", "Gate, then time candidate vs baseline");
   sub->add_option("--op", opts->op, "Op to verify: chunk_gla, chunk_kda or chunk_gdn")->required();
   sub->add_option("--base", *base, "Baseline git ref (resolved to a SHA, built into the cache); absent: candidate only");
+  sub->add_option("--base-exe", *base_exe,
+                  "A `lina` already built from --base (no build); its results must report --base's SHA")
+      ->check(CLI::ExistingFile);
   sub->add_option("--modes", opts->modes, "Modes passed to `lina run` (fwd fwdbwd bwd infer)");
   sub->add_option("--shapes", opts->shapes, "Shape set or names passed to `lina run`")->delimiter(',');
   sub->add_option("--backend", opts->backend, "Backend passed to `lina run`")->check(CLI::IsMember({"cuda", "cpu"}));
@@ -29,8 +33,12 @@ void register_verify(CLI::App& app, Outcome& outcome) {
   sub->add_option("--json", *json, "Write a lina.bench/1 verify document here");
   sub->add_option("--gate-bin", *gate_bin, "Gate executable (default: tests/lina_<op>_gate of this build)");
   sub->add_option("--repo", *repo, "Source checkout holding --base and profile/ (default: this build's source dir)");
-  sub->callback([&outcome, opts, base, json, gate_bin, repo] {
+  sub->callback([&outcome, opts, base, base_exe, json, gate_bin, repo] {
     if (!base->empty()) opts->base = *base;
+    if (!base_exe->empty()) {
+      if (base->empty()) throw CLI::ValidationError("--base-exe", "needs --base REF: the SHA its results must report");
+      opts->baseline_exe = *base_exe;
+    }
     if (!json->empty()) opts->json = *json;
     if (!gate_bin->empty()) opts->gate_exe = *gate_bin;
     opts->repo = *repo;

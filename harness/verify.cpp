@@ -126,6 +126,13 @@ std::string json_str(const json& j, const char* key) {
   return j[key].get<std::string>();
 }
 
+// The SHA a ready-made baseline must report: a full 40-hex SHA is taken as typed (the results prove
+// it; the tree may be a copy without git history), anything else is resolved in the checkout.
+std::string resolve_base_sha(const fs::path& repo, const std::string& ref) {
+  const bool full_sha = ref.size() == 40 && ref.find_first_not_of("0123456789abcdef") == std::string::npos;
+  return full_sha ? ref : resolve_ref(repo, ref);
+}
+
 }  // namespace
 
 RunFile read_run_file(const fs::path& file) {
@@ -241,7 +248,7 @@ VerifyOutcome verify(const VerifyOptions& o, std::ostream& out) {
       if (o.baseline_exe) {
         Baseline b;
         b.ref = *o.base;
-        b.sha = o.baseline_sha;
+        b.sha = !o.baseline_sha.empty() ? o.baseline_sha : resolve_base_sha(o.repo, *o.base);
         b.lina_exe = *o.baseline_exe;
         b.reused = true;
         base = b;

@@ -37,7 +37,9 @@ struct VerifyOptions {
   std::filesystem::path candidate_exe;     // this build's `lina` (default /proc/self/exe)
   std::optional<std::filesystem::path> gate_exe;  // default: find_gate_executable()
   std::vector<std::string> baseline_cmake_args;
-  // Tests only: a ready-made baseline `lina` whose JSON must report `baseline_sha` (no build).
+  // A ready-made baseline `lina` (no build): its results must report the SHA of `base`, which is
+  // `baseline_sha` when set (tests), else `base` resolved in `repo`, or `base` itself when it is a
+  // full 40-hex SHA and `repo` holds no git history (a copy of the tree on another machine).
   std::optional<std::filesystem::path> baseline_exe;
   std::string baseline_sha;
   std::map<std::string, std::string> gate_env;  // extra environment of the gate process

@@ -39,6 +39,13 @@ TEST(VerifyCli, BadUsageExitsTwo) {
   EXPECT_EQ(k.exit_code, 2);
   EXPECT_NE(k.err.find("--gate-k"), std::string::npos) << k.err;
   EXPECT_EQ(lina({"verify", "--op", "chunk_gla", "--rounds", "0", "--no-gate"}).exit_code, 2);
+  // A ready-made baseline needs the ref whose SHA it must prove, and must exist.
+  const auto no_ref = lina({"verify", "--op", "chunk_gla", "--no-gate", "--base-exe", LINA_TEST_LINA_EXE});
+  EXPECT_EQ(no_ref.exit_code, 2);
+  EXPECT_NE(no_ref.err.find("--base-exe: needs --base"), std::string::npos) << no_ref.err;
+  const auto missing = lina({"verify", "--op", "chunk_gla", "--no-gate", "--base", "main", "--base-exe", "/no/such/lina"});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.err.find("/no/such/lina"), std::string::npos) << missing.err;
 }
 
 TEST(VerifyCli, CudaBackendWithoutGpuExitsTwo) {

@@ -95,6 +95,33 @@ TEST(VerifyFlow, BaselineReportingAnotherShaIsRefused) {
   EXPECT_TRUE(r.json["comparisons"].empty());
 }
 
+// --base-exe on a copy of the tree without git history: a full SHA is taken as typed and the
+// baseline's results must still report it; a short ref there cannot be resolved (exit 3).
+TEST(VerifyFlow, ReadyBaselineTakesAFullShaWithoutGitAndProvesIt) {
+  TempDir d("verify");
+  fs::create_directories(d.path() / "repo");  // no .git: nothing can be resolved there
+  VerifyOptions o = base_opts(d.path());
+  o.no_gate = true;
+  o.rounds = 1;
+  o.candidate_exe = fake_lina(d.path(), "cand", run_doc("cccc", 1.0));
+  o.base = kBaseSha;
+  o.baseline_exe = fake_lina(d.path(), "base", run_doc(kBaseSha, 2.0));
+  std::ostringstream ok;
+  const auto r = verify(o, ok);
+  EXPECT_EQ(r.exit_code, kVerifyOk) << ok.str();
+  EXPECT_EQ(r.json["baseline"]["sha"], kBaseSha);
+  EXPECT_EQ(r.json["comparisons"].size(), 2u);
+
+  o.baseline_exe = fake_lina(d.path(), "base2", run_doc("2222222222222222222222222222222222222222", 2.0));
+  std::ostringstream other;
+  EXPECT_EQ(verify(o, other).exit_code, kVerifyBaselineFailed) << other.str();
+
+  o.base = "HEAD~1";
+  std::ostringstream shortref;
+  EXPECT_EQ(verify(o, shortref).exit_code, kVerifyBaselineFailed) << shortref.str();
+  EXPECT_NE(shortref.str().find("HEAD~1"), std::string::npos) << shortref.str();
+}
+
 TEST(VerifyFlow, GreenGateClearWinWithEvidencePromotes) {
   TempDir d("verify");
   make_repo(d.path() / "repo", /*with_profile=*/true);
