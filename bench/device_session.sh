@@ -9,14 +9,14 @@
 #           .whl + .carry/fla-autotune.tgz from bench/fla_autotune_warm.sh)
 set -u
 base="${1:?base sha}"
-steps="${2:-build,gate,unit,variant,side,sanitize,run,verify,profile}"
+steps="${2:-build,gate,unit,variant,checks,probe,side,sanitize,run,verify,profile}"
 repo=$PWD
 log() { echo "== $(date +%T) $*"; }
 has() { [[ ",$steps," == *",$1,"* ]]; }
 mkdir -p "$OUT/logs"
 # Binaries built on the development machine (sm_90a, cudart static) and carried as .carry/bin.tar.xz
 # (a folder bin/ with lina, liblina_c.so, the gate suites, lina_unit_tests and SHA): no build here.
-for v in bin binb; do
+for v in bin binb base; do
   [ -f "$repo/.carry/$v.tar.xz" ] && mkdir -p /tmp/lina-$v && tar -xJf "$repo/.carry/$v.tar.xz" -C /tmp/lina-$v
 done
 if [ -x /tmp/lina-bin/bin/lina_chunk_gla_gate ]; then
@@ -62,6 +62,38 @@ if has unit; then
   LD_LIBRARY_PATH=$GATE:${LD_LIBRARY_PATH:-} timeout 120 $GATE/lina_unit_tests --gtest_filter='*Cuda*' --gtest_brief=1 > "$OUT/logs/unit_cuda.log" 2>&1
   echo "unit *Cuda* rc=$? $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$OUT/logs/unit_cuda.log" | tr '\n' ' ')"
 fi
+if has sanitize; then
+  # Small CUDA gate cases (one partial chunk, T = 1, varlen with an empty sequence) under each tool.
+  f='*Cuda*T63_*:*Cuda*T1_*:*Cuda*varlen_zero*:*Cuda*T15_*'
+  for tool in ${SAN_TOOLS:-memcheck racecheck initcheck}; do
+    for op in ${SAN_OPS:-chunk_gla chunk_kda chunk_gdn}; do
+      timeout "${SAN_S:-60}" compute-sanitizer --tool $tool --error-exitcode 9 --print-limit 20 \
+        $GATE/lina_${op}_gate --gtest_filter="$f" --gtest_brief=1 > "$OUT/logs/san_${tool}_${op}.log" 2>&1
+      echo "sanitize $tool $op rc=$? | $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/logs/san_${tool}_${op}.log" | tail -1) | $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$OUT/logs/san_${tool}_${op}.log" | tr '\n' ' ')"
+    done
+  done
+fi
+if has checks; then
+  # The standalone CUDA check programs (tests/cuda): numerics of every kernel variant, then timings.
+  for c in ${CHECKS:-gla delta}; do
+    timeout "${CHECK_S:-90}" $GATE/lina_cuda_${c}_check > "$OUT/logs/check_${c}.log" 2>&1
+    echo "check $c rc=$? ($(grep -c 'FAIL' "$OUT/logs/check_${c}.log") lines with FAIL)"; grep 'FAIL' "$OUT/logs/check_${c}.log" | head -5
+    tail -${CHECK_TAIL:-14} "$OUT/logs/check_${c}.log"
+  done
+fi
+if has probe; then
+  # Host time inside the event-timed interval (bench/host_overhead_probe.py).
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site "$repo"/.whl/*.whl
+  mkdir -p /tmp/triton-cache && [ -f "$repo/.carry/fla-autotune.tgz" ] && tar -xzf "$repo/.carry/fla-autotune.tgz" -C /tmp
+  PYTHONPATH=/tmp/site TRITON_CACHE_DIR=/tmp/triton-cache LINA_LIB=$LIB timeout "${PROBE_S:-120}" python3 bench/host_overhead_probe.py \
+    --ops "${PROBE_OPS:-chunk_gla}" --shapes "${PROBE_SHAPES:-B8_T1024_H8_D64,B4_T2048_H16_D128}" --json "$OUT/host_probe.json" 2>&1 | tail -20
+fi
+# Timing steps below run alone: wait for a background job (e.g. FLA autotuning) that wrote its pid.
+if [ -f "$OUT/bg.pid" ]; then
+  log "waiting for background pid $(cat "$OUT/bg.pid")"
+  while kill -0 "$(cat "$OUT/bg.pid")" 2>/dev/null; do sleep 2; done
+  rm -f "$OUT/bg.pid"
+fi
 # A candidate variant (same tree plus one change) carried in .carry/binb: its gate, then its timings.
 BINB=/tmp/lina-binb/bin
 if [ -x "$BINB/lina_chunk_gla_gate" ] && has variant; then
@@ -104,21 +136,16 @@ if has side; then
     echo "variant B side rc=$?"; grep "lina-cuda" "$OUT/logs/side.log" | tail -6
   fi
 fi
-if has sanitize; then
-  # Small CUDA gate cases (one partial chunk, T = 1, varlen with an empty sequence) under each tool.
-  f='*Cuda*T63_*:*Cuda*T1_*:*Cuda*varlen_zero*:*Cuda*T15_*'
-  for tool in ${SAN_TOOLS:-memcheck racecheck initcheck}; do
-    for op in chunk_gla chunk_kda chunk_gdn; do
-      timeout "${SAN_S:-60}" compute-sanitizer --tool $tool --error-exitcode 9 --print-limit 20 \
-        $GATE/lina_${op}_gate --gtest_filter="$f" --gtest_brief=1 > "$OUT/logs/san_${tool}_${op}.log" 2>&1
-      echo "sanitize $tool $op rc=$? | $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/logs/san_${tool}_${op}.log" | tail -1) | $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$OUT/logs/san_${tool}_${op}.log" | tr '\n' ' ')"
-    done
-  done
-fi
 if has verify; then
-  log "verify ${VERIFY_OP:-chunk_gla} --base $base"
-  timeout 240 $L verify --op "${VERIFY_OP:-chunk_gla}" --base "$base" --modes fwd --shapes B4_T2048_H16_D128,B8_T1024_H8_D64 --rounds 2 --json "$OUT/verify.json" > "$OUT/logs/verify.log" 2>&1; echo "rc=$?"
-  tail -30 "$OUT/logs/verify.log"
+  # The baseline: a `lina` built elsewhere from $base, carried as .carry/base.tar.xz (--base-exe).
+  bexe=/tmp/lina-base/bin/lina
+  for op in ${VERIFY_OPS:-chunk_gla}; do
+    log "verify $op --base $base"
+    timeout "${VERIFY_S:-240}" $L verify --op "$op" --base "$base" ${bexe:+$([ -x $bexe ] && echo --base-exe $bexe)} --repo "$repo" \
+      --modes fwd --shapes "${VERIFY_SHAPES:-B1_T8192_H96_D128,B4_T2048_H16_D128,B8_T1024_H8_D64}" --rounds 2 \
+      --json "$OUT/verify_$op.json" > "$OUT/logs/verify_$op.log" 2>&1; echo "rc=$?"
+    grep -vE '^round ' "$OUT/logs/verify_$op.log" | tail -${VERIFY_TAIL:-22}
+  done
 fi
 if has profile; then
   log "profile chunk_gla"
