@@ -600,34 +600,44 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
       for (int c = tid - 128; c < K; c += 128) p.ws.el[ch * K + c] = KDA ? ex2(s.bL[c]) : ex2(bsl);
     }
     __syncthreads();
-    if (warp < 4) {
-      // ---- S3b (warps 0-3): the diagonal inverses into X, then three levels of 16x16 block merges
-      // (tf32 mma.sync) behind a 128-thread named barrier
-      if (lane < 16) {
+    if (warp < 4 && lane < 16) {
 #pragma unroll
-        for (int i = 0; i < 16; ++i) s.u0.X[16 * warp + i][16 * warp + lane] = s.u1.L[16 * warp + i][16 * warp + lane];
-      }
-      named_barrier_sync(1, 128);
+      for (int i = 0; i < 16; ++i) s.u0.X[16 * warp + i][16 * warp + lane] = s.u1.L[16 * warp + i][16 * warp + lane];
+    }
+    __syncthreads();
+
+    // ---- S3b: block merges (tf32 mma.sync)
 #pragma unroll 1
-      for (int d = 1; d < 4; ++d) {
-        if (warp >= d) {
-          const int i = warp, jc = warp - d;
-          float acc[2][4] = {};
-          for (int m = jc; m < i; ++m) blk_mma_tf32(acc, &s.u1.L[16 * i][16 * m], &s.u0.X[16 * m][16 * jc], lane);
-          blk_store(&s.u0.X[16 * jc][16 * i], acc, 1.f, lane);  // scratch: an upper block
-          __syncwarp();
-          float acc2[2][4] = {};
-          blk_mma_tf32(acc2, &s.u0.X[16 * i][16 * i], &s.u0.X[16 * jc][16 * i], lane);
-          blk_store(&s.u0.X[16 * i][16 * jc], acc2, -1.f, lane);
-        }
-        named_barrier_sync(1, 128);
+    for (int d = 1; d < 4; ++d) {
+      if (warp >= d && warp < 4) {
+        const int i = warp, jc = warp - d;
+        float acc[2][4] = {};
+        for (int m = jc; m < i; ++m) blk_mma_tf32(acc, &s.u1.L[16 * i][16 * m], &s.u0.X[16 * m][16 * jc], lane);
+        blk_store(&s.u0.X[16 * jc][16 * i], acc, 1.f, lane);  // scratch: an upper block
+        __syncwarp();
+        float acc2[2][4] = {};
+        blk_mma_tf32(acc2, &s.u0.X[16 * i][16 * i], &s.u0.X[16 * jc][16 * i], lane);
+        blk_store(&s.u0.X[16 * i][16 * jc], acc2, -1.f, lane);
       }
-    } else {
-      // ---- S4a (warps 4-7, beside the merges: needs only k and the gate): k e^(bL-b) to the
-      // workspace; k e^b in place
+      __syncthreads();
+    }
+
+    // ---- S4: Tinv diag(beta) as bf16 hi + lo over L (one bf16 rounding of the inverse in u and w
+    // costs the g = 0 cases more than the tolerance allows); k e^(bL-b) to the workspace; k e^b in place
+    for (int i = tid; i < kC * kC / 2; i += kThreads) {
+      const int r = i / (kC / 2), j = (i % (kC / 2)) * 2;
+      float tu[2];
+#pragma unroll
+      for (int e = 0; e < 2; ++e) tu[e] = (j + e <= r) ? s.u0.X[r][j + e] * s.beta[j + e] : 0.f;
+      uint32_t thi, tlo;
+      pack_bf16_split(tu[0], tu[1], thi, tlo);
+      st_u32(&s.u1.T[0][r][j], thi);
+      st_u32(&s.u1.T[1][r][j], tlo);
+    }
+    {
       bf16* const kg = p.ws.kg + ch * kC * K;
       const float bsl = KDA ? 0.f : s.bs[kC - 1];
-      for (int i = tid - 128; i < kC * K / 2; i += 128) {
+      for (int i = tid; i < kC * K / 2; i += kThreads) {
         const int r = i / (K / 2), c = (i % (K / 2)) * 2;
         const float2 kv = load_bf16x2(&sk[r][c]);
         float e0, e1, l0, l1;
@@ -642,20 +652,6 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
         st_u32(kg + r * K + c, pack_bf16(kv.x * l0, kv.y * l1));
         st_u32(&sk[r][c], pack_bf16(kv.x * e0, kv.y * e1));  // k e^b for w
       }
-    }
-    __syncthreads();
-
-    // ---- S4b: Tinv diag(beta) as bf16 hi + lo over L (one bf16 rounding of the inverse in u and w
-    // costs the g = 0 cases more than the tolerance allows)
-    for (int i = tid; i < kC * kC / 2; i += kThreads) {
-      const int r = i / (kC / 2), j = (i % (kC / 2)) * 2;
-      float tu[2];
-#pragma unroll
-      for (int e = 0; e < 2; ++e) tu[e] = (j + e <= r) ? s.u0.X[r][j + e] * s.beta[j + e] : 0.f;
-      uint32_t thi, tlo;
-      pack_bf16_split(tu[0], tu[1], thi, tlo);
-      st_u32(&s.u1.T[0][r][j], thi);
-      st_u32(&s.u1.T[1][r][j], tlo);
     }
     __syncthreads();
     if (item + static_cast<int>(gridDim.x) < p.nitems) issue_qg(tid, s.nx_t0, s.nx_Cn, s.nx_h, s.nx_hv);  // q's and b2's last reads were in S4
