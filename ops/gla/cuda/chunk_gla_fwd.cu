@@ -291,7 +291,7 @@ __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fw
         cp_async_commit();
       }
     };
-    const int buf = C::TWO ? 0 : ch & 1;  // TWO: one buffer of each tile
+    const int buf = ch & 1;
     __nv_bfloat16* sq = tile(0, buf);  // q, then qe
     __nv_bfloat16* sk = tile(1, buf);  // k, then ke
     __nv_bfloat16* sg = tile(2, buf);  // g, then kr
@@ -667,16 +667,11 @@ __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fw
   }
   // TWO: after nchunks swaps the registers hold the columns at cE, sS the others.
   const int cE = C::TWO ? (nchunks & 1) * C::PV : 0;
-  // (TWO: thread indices anew, as in the fallback, so that none of their addresses is kept live (it spilled).)
-  const int etid = C::TWO ? opaque(tid) : tid, ej0 = C::TWO ? opaque(j0) : j0;
-  const int esrow = C::TWO ? ((etid >> 5) % C::MTILES) * 16 + ((etid & 31) >> 2) : srow;
-  const int escol0 = C::TWO ? ((etid >> 5) / C::MTILES) * C::SNT * 8 : scol0;
-  const int et4 = C::TWO ? etid & 3 : t4;
   if (p.mode == 1) {
     const std::int64_t sb = (static_cast<std::int64_t>(s.slot0 + s.seg) * p.H + h) * K;
-    if (escol0 == 0 && et4 == 0) {
-      p.seg_decay[sb + esrow] = seg_dec_lo;
-      p.seg_decay[sb + esrow + 8] = seg_dec_hi;
+    if (scol0 == 0 && t4 == 0) {
+      p.seg_decay[sb + srow] = seg_dec_lo;
+      p.seg_decay[sb + srow + 8] = seg_dec_hi;
     }
 #pragma unroll
     for (int pass = 0; pass < (C::TWO ? 2 : 1); ++pass) {
@@ -685,10 +680,10 @@ __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fw
       for (int nt = 0; nt < C::SNT; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const int r = esrow + (e >= 2 ? 8 : 0), col = escol0 + nt * 8 + 2 * et4 + (e & 1);
-          p.seg_state[(sb + r) * p.V + ej0 + cb + col] = hacc[nt][e];
+          const int r = srow + (e >= 2 ? 8 : 0), col = scol0 + nt * 8 + 2 * t4 + (e & 1);
+          p.seg_state[(sb + r) * p.V + j0 + cb + col] = hacc[nt][e];
         }
-      if (C::TWO && pass == 0) swap_state<C::SNT, C::NT>(hacc, sS, etid);
+      if (C::TWO && pass == 0) swap_state<C::SNT, C::NT>(hacc, sS, tid);
     }
   } else if (p.ht && s.seg == s.nseg - 1) {
 #pragma unroll
@@ -698,10 +693,10 @@ __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fw
       for (int nt = 0; nt < C::SNT; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const int r = esrow + (e >= 2 ? 8 : 0), col = escol0 + nt * 8 + 2 * et4 + (e & 1);
-          p.ht[state_base + static_cast<std::int64_t>(r) * p.V + ej0 + cb + col] = hacc[nt][e];
+          const int r = srow + (e >= 2 ? 8 : 0), col = scol0 + nt * 8 + 2 * t4 + (e & 1);
+          p.ht[state_base + static_cast<std::int64_t>(r) * p.V + j0 + cb + col] = hacc[nt][e];
         }
-      if (C::TWO && pass == 0) swap_state<C::SNT, C::NT>(hacc, sS, etid);
+      if (C::TWO && pass == 0) swap_state<C::SNT, C::NT>(hacc, sS, tid);
     }
   }
 }
