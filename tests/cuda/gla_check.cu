@@ -11,7 +11,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -313,18 +312,6 @@ void run_gpu(bool small_only, bool bench_only, const char* only_shape) {
   check_gla_fwd("steep gate T129 D64 B2 H3", gla_cfg(2, 129, 3, 64, 64, true), 2, DType::bf16, true);
   check_gla_fwd("K64 V256 T130 inference", gla_cfg(1, 130, 1, 64, 256, false), 1, DType::bf16, true, ForwardMode::inference);
   check_gla_fwd("K256 V64 T77 B3 h0", gla_cfg(3, 77, 1, 256, 64, true), 1, DType::bf16, true);
-  // K = 256 two-pass tiles (<256,128>): odd and even chunk counts per sequence (the register / shared halves
-  // swap every chunk), a zero-length sequence, V = 128, the sequence split with h0, steep chunks.
-  check_gla_fwd("K256 varlen [0,0,130,386] H2 h0", gla_cfg(1, 386, 2, 256, 256, true, {0, 0, 130, 386}), 1, DType::bf16, true);
-  check_gla_fwd("K256 V128 T200 B2 H3 h0", gla_cfg(2, 200, 3, 256, 128, true), 1, DType::bf16, true);
-  check_gla_fwd("K256 T1000 B1 H2 h0 (split)", gla_cfg(1, 1000, 2, 256, 256, true), 1, DType::bf16, true);
-  check_gla_fwd("K256 steep varlen [0,70,200] h0", gla_cfg(1, 200, 1, 256, 256, true, {0, 70, 200}), 2, DType::bf16, true);
-  {  // the <256,64> path at V = 256 (LINA_GLA_FWD_VT=64), as the V = 64 case takes it
-    setenv("LINA_GLA_FWD_VT", "64", 1);
-    check_gla_fwd("K256 V256 VT=64 T200 B2 h0", gla_cfg(2, 200, 2, 256, 256, true), 1, DType::bf16, true);
-    check_gla_fwd("K256 V256 VT=64 steep T150", gla_cfg(1, 150, 1, 256, 256, true), 2, DType::bf16, true);
-    unsetenv("LINA_GLA_FWD_VT");
-  }
   check_gla_fwd("B2 T1000 H4 D128 (B*H below SM count)", gla_cfg(2, 1000, 4, 128, 128, true), 1, DType::bf16, false);
   {  // f16 is refused, naming the dtype
     Problem P;

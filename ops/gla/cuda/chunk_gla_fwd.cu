@@ -1,7 +1,6 @@
 // chunk_gla forward, one fused kernel (docs/kernels/chunk_gla_fwd.md).
 // One CTA per (sequence, head, V tile of VT columns) walks its chunks of 64 tokens in order. The fp32
-// state tile H [K, VT] lives in the MMA accumulators (warp w owns one 16-row m-tile and SNT n8 tiles);
-// at K = 256, VT = 128 one half of it does, the other waits in shared memory (Cfg::TWO).
+// state tile H [K, VT] lives in the MMA accumulators (warp w owns one 16-row m-tile and SNT n8 tiles).
 // Per chunk, everything stays on chip. With b = chunk-local cumsum of g (log2 units) and a per-channel
 // reference rho = b at row 31:
 //   qe = q 2^(b - rho),  kr = k 2^(rho - b),  ke = k 2^(bL - b)      (bf16, made once per chunk)
@@ -117,12 +116,6 @@ __device__ __forceinline__ void unpack8(const uint4& u, float (&x)[8]) {
 }
 __device__ __forceinline__ uint4 pack8(const float (&x)[8]) {
   return make_uint4(pack_bf16(x[0], x[1]), pack_bf16(x[2], x[3]), pack_bf16(x[4], x[5]), pack_bf16(x[6], x[7]));
-}
-
-// Opaque copy: values derived from it are not hoisted out of the loop it is in.
-__device__ __forceinline__ int opaque(int x) {
-  asm volatile("" : "+r"(x));
-  return x;
 }
 
 // TWO: swap the register state with the shared-memory half. Each thread owns its slots ([SNT][NT] float4,
@@ -277,16 +270,13 @@ __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fw
     const std::int64_t row0 = s.row_begin + t0;
     cp_async_wait<0>();
     __syncthreads();  // chunk ch landed for every thread; every warp is done with chunk ch-1
-    if (!C::TWO && ch + 1 < nchunks) {  // KVDB: k and v only (q and g: prefetch_qg)
+    if (ch + 1 < nchunks) {  // KVDB: k and v only (q and g: prefetch_qg)
       issue(ch + 1, (ch + 1) & 1, C::KVDB ? 2 : 3);
       cp_async_commit();
     }
-    // TWO: the pass whose state is in the registers this chunk (cR: its columns in the tile), the other
-    // pass's state is in sS (cS). Every chunk swaps them once.
-    const int cR = C::TWO ? (ch & 1) * C::PV : 0, cS = C::TWO ? C::PV - cR : 0;
-    // KVDB, TWO: q and g of chunk ch+1 go in once this chunk's qe, kr (TWO: A) are dead.
+    // KVDB: q and g of chunk ch+1 go in once this chunk's qe and kr are dead (after the A barrier).
     auto prefetch_qg = [&]() {
-      if ((C::KVDB || C::TWO) && ch + 1 < nchunks) {
+      if (C::KVDB && ch + 1 < nchunks) {
         issue(ch + 1, 0, 1);
         cp_async_commit();
       }
@@ -456,8 +446,6 @@ __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fw
             }
           }
         }
-        // TWO: A goes over kr and H^T of the other pass over this one's, once every warp is done with both.
-        if constexpr (C::TWO) __syncthreads();
         // Causal mask (select: the masked side may be inf), A -> hi + lo bf16.
 #pragma unroll
         for (int jj = 0; jj < C::NJB; ++jj) {
@@ -476,43 +464,9 @@ __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fw
               *reinterpret_cast<std::uint32_t*>(sAl + r * C::kAs + jc) = pack_bf16(x0 - hf.x, x1 - hf.y);
             }
         }
-        if constexpr (C::TWO) {  // H^T of the other pass, from its fp32 state in sS (this thread's slots)
-          const float re_lo = sRe[srow], re_hi = sRe[srow + 8];
-#pragma unroll
-          for (int nt = 0; nt < C::SNT; ++nt) {
-            const float4 hs = sS[nt * C::NT + tid];
-            const float hv[4] = {hs.x, hs.y, hs.z, hs.w};
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-              const int r = srow + (e >= 2 ? 8 : 0), col = scol0 + nt * 8 + 2 * t4 + (e & 1);
-              sHT[col * C::kQ + r] = __float2bfloat16_rn(hv[e] * (e >= 2 ? re_hi : re_lo));
-            }
-          }
-        }
       }  // want_o
       __syncthreads();
-      if constexpr (!C::TWO) prefetch_qg();
-
-      // ---- TWO: o of the other pass = qe @ H^T (no A this time).
-      float oacc2[C::TWO ? C::ONT : 1][4];
-      if constexpr (C::TWO) {
-        if (want_o) {
-#pragma unroll
-          for (int nt = 0; nt < C::ONT; ++nt) oacc2[nt][0] = oacc2[nt][1] = oacc2[nt][2] = oacc2[nt][3] = 0.f;
-#pragma unroll 4
-          for (int ks = 0; ks < K / 16; ++ks) {
-            std::uint32_t a[4];
-            ldsm_frag_a(a, sq, C::kQ, rb * 16, ks * 16, lane);
-#pragma unroll
-            for (int np = 0; np < C::ONT / 2; ++np) {
-              std::uint32_t b[4];
-              ldsm_frag_b_nk(b, sHT, C::kQ, ocol0 + np * 16, ks * 16, lane);
-              mma_bf16_16816(oacc2[2 * np], a, b[0], b[1]);
-              mma_bf16_16816(oacc2[2 * np + 1], a, b[2], b[3]);
-            }
-          }
-        }
-      }
+      prefetch_qg();
 
       // ---- o += A @ v (blocks kk <= rb), then store.
       if (want_o) {
@@ -525,103 +479,70 @@ __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fw
 #pragma unroll
             for (int np = 0; np < C::ONT / 2; ++np) {
               std::uint32_t b[4];
-              ldsm_frag_b_kn(b, sv, C::kVs, kk * 16, cR + ocol0 + np * 16, lane);
+              ldsm_frag_b_kn(b, sv, C::kVs, kk * 16, ocol0 + np * 16, lane);
               mma_bf16_16816(oacc[2 * np], ah, b[0], b[1]);
               mma_bf16_16816(oacc[2 * np + 1], ah, b[2], b[3]);
               mma_bf16_16816(oacc[2 * np], al, b[0], b[1]);
               mma_bf16_16816(oacc[2 * np + 1], al, b[2], b[3]);
-              if constexpr (C::TWO) {
-                ldsm_frag_b_kn(b, sv, C::kVs, kk * 16, cS + ocol0 + np * 16, lane);
-                mma_bf16_16816(oacc2[2 * np], ah, b[0], b[1]);
-                mma_bf16_16816(oacc2[2 * np + 1], ah, b[2], b[3]);
-                mma_bf16_16816(oacc2[2 * np], al, b[0], b[1]);
-                mma_bf16_16816(oacc2[2 * np + 1], al, b[2], b[3]);
-              }
             }
           }
         }
-      }  // want_o
-      if constexpr (C::TWO) {  // qe and A are dead: q and g of the next chunk load under the stores and updates
-        __syncthreads();
-        prefetch_qg();
-      }
-      if (want_o) {
 #pragma unroll
         for (int nt = 0; nt < C::ONT; ++nt)
 #pragma unroll
           for (int hh = 0; hh < 2; ++hh) {
             const int r = rb * 16 + g8 + hh * 8;
             if (r < cn) {
-              const int col = j0 + cR + ocol0 + nt * 8 + 2 * t4;
+              const int col = j0 + ocol0 + nt * 8 + 2 * t4;
               *reinterpret_cast<std::uint32_t*>(p.o + ((row0 + r) * p.H + h) * p.V + col) =
                   pack_bf16(p.scale * oacc[nt][2 * hh], p.scale * oacc[nt][2 * hh + 1]);
-              if constexpr (C::TWO)
-                *reinterpret_cast<std::uint32_t*>(p.o + ((row0 + r) * p.H + h) * p.V + col - cR + cS) =
-                    pack_bf16(p.scale * oacc2[nt][2 * hh], p.scale * oacc2[nt][2 * hh + 1]);
             }
           }
       }  // want_o
 
-      // ---- H = diag(2^bL) H + ke^T @ v (TWO: this pass, swap, the other pass)
+      // ---- H = diag(2^bL) H + ke^T @ v
       {
         const float d_lo = sDl[srow], d_hi = sDl[srow + 8];
         seg_dec_lo *= d_lo;
         seg_dec_hi *= d_hi;
 #pragma unroll
-        for (int pass = 0; pass < (C::TWO ? 2 : 1); ++pass) {
-          const int cb = pass ? cS : cR;
+        for (int nt = 0; nt < C::SNT; ++nt) {
+          hacc[nt][0] *= d_lo;
+          hacc[nt][1] *= d_lo;
+          hacc[nt][2] *= d_hi;
+          hacc[nt][3] *= d_hi;
+        }
 #pragma unroll
-          for (int nt = 0; nt < C::SNT; ++nt) {
-            hacc[nt][0] *= d_lo;
-            hacc[nt][1] *= d_lo;
-            hacc[nt][2] *= d_hi;
-            hacc[nt][3] *= d_hi;
+        for (int ks = 0; ks < kC / 16; ++ks) {
+          std::uint32_t a[4];
+          ldsm_frag_a_trans(a, sk, C::kQ, smt * 16, ks * 16, lane);
+#pragma unroll
+          for (int np = 0; np < C::SNT / 2; ++np) {
+            std::uint32_t b[4];
+            ldsm_frag_b_kn(b, sv, C::kVs, ks * 16, scol0 + np * 16, lane);
+            mma_bf16_16816(hacc[2 * np], a, b[0], b[1]);
+            mma_bf16_16816(hacc[2 * np + 1], a, b[2], b[3]);
           }
-#pragma unroll
-          for (int ks = 0; ks < kC / 16; ++ks) {
-            std::uint32_t a[4];
-            ldsm_frag_a_trans(a, sk, C::kQ, smt * 16, ks * 16, lane);
-#pragma unroll
-            for (int np = 0; np < C::SNT / 2; ++np) {
-              std::uint32_t b[4];
-              ldsm_frag_b_kn(b, sv, C::kVs, ks * 16, cb + scol0 + np * 16, lane);
-              mma_bf16_16816(hacc[2 * np], a, b[0], b[1]);
-              mma_bf16_16816(hacc[2 * np + 1], a, b[2], b[3]);
-            }
-          }
-          if (C::TWO && pass == 0) swap_state<C::SNT, C::NT>(hacc, sS, tid);
         }
       }
     } else {
       // ---- Steep chunk: the exact token recurrence on the state registers (fp32), o reduced in smem.
-      // TWO: this rare path derives its thread indices anew (opaque), so that their addresses are not kept
-      // live across the chunk loop (they spilled).
-      const int ftid = C::TWO ? opaque(tid) : tid, fj0 = C::TWO ? opaque(j0) : j0;
-      const int fsrow = C::TWO ? ((ftid >> 5) % C::MTILES) * 16 + ((ftid & 31) >> 2) : srow;
-      const int fscol0 = C::TWO ? ((ftid >> 5) / C::MTILES) * C::SNT * 8 : scol0;
-      const int ft4 = C::TWO ? ftid & 3 : t4, fg8 = C::TWO ? (ftid & 31) >> 2 : g8;
       if (want_o)
-        for (int i = ftid; i < kC * VT / 4; i += C::NT) reinterpret_cast<float4*>(sOf)[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+        for (int i = tid; i < kC * VT / 4; i += C::NT) reinterpret_cast<float4*>(sOf)[i] = make_float4(0.f, 0.f, 0.f, 0.f);
       __syncthreads();
-      // TWO: the tokens once per pass (this pass, swap, the other pass).
-#pragma unroll 1
-      for (int pass = 0; pass < (C::TWO ? 2 : 1); ++pass) {
-      const int cb = pass ? cS : cR;
       for (int t = 0; t < cn; ++t) {
         const __nv_bfloat16* qt = sq + t * C::kQ;
         const __nv_bfloat16* kt = sk + t * C::kQ;
         const __nv_bfloat16* gt = sg + t * C::kQ;
-        const float dlo = ex2(__bfloat162float(gt[fsrow]) * kLog2e), dhi = ex2(__bfloat162float(gt[fsrow + 8]) * kLog2e);
-        const float klo = __bfloat162float(kt[fsrow]), khi = __bfloat162float(kt[fsrow + 8]);
-        const float qlo = __bfloat162float(qt[fsrow]), qhi = __bfloat162float(qt[fsrow + 8]);
-        if (pass == 0) {
-          seg_dec_lo *= dlo;
-          seg_dec_hi *= dhi;
-        }
+        const float dlo = ex2(__bfloat162float(gt[srow]) * kLog2e), dhi = ex2(__bfloat162float(gt[srow + 8]) * kLog2e);
+        const float klo = __bfloat162float(kt[srow]), khi = __bfloat162float(kt[srow + 8]);
+        const float qlo = __bfloat162float(qt[srow]), qhi = __bfloat162float(qt[srow + 8]);
+        seg_dec_lo *= dlo;
+        seg_dec_hi *= dhi;
         float part[C::SNT][2];
 #pragma unroll
         for (int nt = 0; nt < C::SNT; ++nt) {
-          const float2 vv = load_bf16x2(sv + t * C::kVs + cb + fscol0 + nt * 8 + 2 * ft4);
+          const float2 vv = load_bf16x2(sv + t * C::kVs + scol0 + nt * 8 + 2 * t4);
           hacc[nt][0] = fmaf(hacc[nt][0], dlo, klo * vv.x);
           hacc[nt][1] = fmaf(hacc[nt][1], dlo, klo * vv.y);
           hacc[nt][2] = fmaf(hacc[nt][2], dhi, khi * vv.x);
@@ -637,36 +558,25 @@ __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fw
             part[nt][0] += __shfl_xor_sync(0xffffffffu, part[nt][0], o);
             part[nt][1] += __shfl_xor_sync(0xffffffffu, part[nt][1], o);
           }
-        if (fg8 == 0) {
+        if (g8 == 0) {
 #pragma unroll
           for (int nt = 0; nt < C::SNT; ++nt) {
-            atomicAdd(sOf + t * VT + cb + fscol0 + nt * 8 + 2 * ft4, part[nt][0]);
-            atomicAdd(sOf + t * VT + cb + fscol0 + nt * 8 + 2 * ft4 + 1, part[nt][1]);
+            atomicAdd(sOf + t * VT + scol0 + nt * 8 + 2 * t4, part[nt][0]);
+            atomicAdd(sOf + t * VT + scol0 + nt * 8 + 2 * t4 + 1, part[nt][1]);
           }
         }
       }
-      if (C::TWO && pass == 0) swap_state<C::SNT, C::NT>(hacc, sS, ftid);
-      }  // pass
       __syncthreads();
       prefetch_qg();
       if (want_o) {
-        for (int i = ftid; i < cn * VT / 2; i += C::NT) {
+        for (int i = tid; i < cn * VT / 2; i += C::NT) {
           const int t = i / (VT / 2), c = (i % (VT / 2)) * 2;
-          *reinterpret_cast<std::uint32_t*>(p.o + ((row0 + t) * p.H + h) * p.V + fj0 + c) =
+          *reinterpret_cast<std::uint32_t*>(p.o + ((row0 + t) * p.H + h) * p.V + j0 + c) =
               pack_bf16(p.scale * sOf[t * VT + c], p.scale * sOf[t * VT + c + 1]);
         }
       }
     }
-    if constexpr (C::TWO) {  // k and v of the next chunk once every warp is done with ke and v
-      __syncthreads();
-      if (ch + 1 < nchunks) {
-        issue(ch + 1, 0, 2);
-        cp_async_commit();
-      }
-    }
   }
-  // TWO: after nchunks swaps the registers hold the columns at cE, sS the others.
-  const int cE = C::TWO ? (nchunks & 1) * C::PV : 0;
   if (p.mode == 1) {
     const std::int64_t sb = (static_cast<std::int64_t>(s.slot0 + s.seg) * p.H + h) * K;
     if (scol0 == 0 && t4 == 0) {
@@ -674,30 +584,20 @@ __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fw
       p.seg_decay[sb + srow + 8] = seg_dec_hi;
     }
 #pragma unroll
-    for (int pass = 0; pass < (C::TWO ? 2 : 1); ++pass) {
-      const int cb = pass ? C::PV - cE : cE;
+    for (int nt = 0; nt < C::SNT; ++nt)
 #pragma unroll
-      for (int nt = 0; nt < C::SNT; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int r = srow + (e >= 2 ? 8 : 0), col = scol0 + nt * 8 + 2 * t4 + (e & 1);
-          p.seg_state[(sb + r) * p.V + j0 + cb + col] = hacc[nt][e];
-        }
-      if (C::TWO && pass == 0) swap_state<C::SNT, C::NT>(hacc, sS, tid);
-    }
+      for (int e = 0; e < 4; ++e) {
+        const int r = srow + (e >= 2 ? 8 : 0), col = scol0 + nt * 8 + 2 * t4 + (e & 1);
+        p.seg_state[(sb + r) * p.V + j0 + col] = hacc[nt][e];
+      }
   } else if (p.ht && s.seg == s.nseg - 1) {
 #pragma unroll
-    for (int pass = 0; pass < (C::TWO ? 2 : 1); ++pass) {
-      const int cb = pass ? C::PV - cE : cE;
+    for (int nt = 0; nt < C::SNT; ++nt)
 #pragma unroll
-      for (int nt = 0; nt < C::SNT; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int r = srow + (e >= 2 ? 8 : 0), col = scol0 + nt * 8 + 2 * t4 + (e & 1);
-          p.ht[state_base + static_cast<std::int64_t>(r) * p.V + j0 + cb + col] = hacc[nt][e];
-        }
-      if (C::TWO && pass == 0) swap_state<C::SNT, C::NT>(hacc, sS, tid);
-    }
+      for (int e = 0; e < 4; ++e) {
+        const int r = srow + (e >= 2 ? 8 : 0), col = scol0 + nt * 8 + 2 * t4 + (e & 1);
+        p.ht[state_base + static_cast<std::int64_t>(r) * p.V + j0 + col] = hacc[nt][e];
+      }
   }
 }
 
@@ -794,7 +694,7 @@ RunInfo chunk_gla_forward(const Problem& p, const ChunkGlaArgs& a, const Attenti
   prm.K = static_cast<int>(p.K);
   prm.V = static_cast<int>(p.V);
   prm.scale = static_cast<float>(p.scale);
-  const bool wide = (p.K == 128 || p.K == 256) && wide_v_tiles(p);
+  const bool wide = p.K == 128 && wide_v_tiles(p);
   const int vt = wide ? 128 : 64;
   std::int64_t slots = 0;
   const std::vector<WorkItem> items = plan_segments(p, p.V / vt, p.K == 64 ? 2 : 1, slots);
@@ -820,7 +720,7 @@ RunInfo chunk_gla_forward(const Problem& p, const ChunkGlaArgs& a, const Attenti
   switch (p.K) {
     case 64: name = launch<64, 64>(prm, ni, p, split, st); break;
     case 128: name = wide ? launch<128, 128>(prm, ni, p, split, st) : launch<128, 64>(prm, ni, p, split, st); break;
-    default: name = wide ? launch<256, 128>(prm, ni, p, split, st) : launch<256, 64>(prm, ni, p, split, st); break;
+    default: name = launch<256, 64>(prm, ni, p, split, st); break;
   }
   workspace_free(scratch, st, "chunk_gla fwd segment states");
   workspace_free(d_items, st, "chunk_gla fwd work items");
