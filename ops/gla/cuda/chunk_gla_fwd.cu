@@ -43,40 +43,31 @@ struct Cfg {
   static constexpr int NT = NW * 32;
   static constexpr int MINB = K == 64 ? 2 : 1;      // CTAs per SM the registers are sized for
   static constexpr int STAGES = K == 256 ? 1 : 2;   // cp.async stages of the raw q, k, g, v tiles
-  // K = 256, VT = 128 (TWO): one operand pass and one A per chunk serve two 64-column passes; the state of
-  // the pass not in registers waits in shared memory (fp32, swapped once per chunk), A goes over kr.
-  // K = 256, VT = 64 (KVDB): q and g single (the next chunk's are loaded once qe and kr are dead), k and v
-  // double-buffered (the next chunk's are loaded for the whole chunk).
-  // K = 256: the scan's per-channel exps one channel per lane.
-  static constexpr bool TWO = K == 256 && VT == 128;
-  static constexpr bool KVDB = K == 256 && VT == 64;
-  static constexpr bool LANEX = K == 256;
-  static constexpr int PV = TWO ? 64 : VT;          // state / o columns per pass
+  // K = 256: q and g single (the next chunk's are loaded once qe and kr are dead), k and v double-buffered
+  // (the next chunk's are loaded for the whole chunk); the scan's per-channel exps one per lane.
+  static constexpr bool KVDB = K == 256;
   static constexpr int kQ = K + 8;                  // bf16 row stride of q, k, g tiles and H^T (padding: no bank conflicts)
   static constexpr int kVs = VT + 8;                // bf16 row stride of v
   static constexpr int kAs = kC + 8;                // bf16 row stride of A
   static constexpr int CGW = K / (8 * NW);          // 8-channel groups per warp in the operand pass
   static constexpr int MTILES = K / 16;             // state m-tiles: one per warp
   static constexpr int SPARTS = NW / MTILES;        // state column parts
-  static constexpr int SNT = PV / 8 / SPARTS;       // state n8 tiles per warp
+  static constexpr int SNT = VT / 8 / SPARTS;       // state n8 tiles per warp
   static constexpr int OPARTS = NW / 4;             // output column parts (4 row blocks of 16 tokens)
-  static constexpr int OCOLS = PV / OPARTS;
+  static constexpr int OCOLS = VT / OPARTS;
   static constexpr int ONT = OCOLS / 8;
   static constexpr int NJB = 4 / OPARTS;            // 16x16 blocks of A per warp (column blocks op, op+OPARTS, ..)
   static constexpr std::size_t tile_qk = 1ull * kC * kQ * 2;
   static constexpr std::size_t tile_v = 1ull * kC * kVs * 2;
   static constexpr std::size_t stage_bytes = 3 * tile_qk + tile_v;  // q, k, g, v
   static constexpr std::size_t tiles_bytes = KVDB ? 2 * tile_qk + 2 * (tile_qk + tile_v) : STAGES * stage_bytes;
-  static constexpr std::size_t ht_bytes = 1ull * PV * kQ * 2;
+  static constexpr std::size_t ht_bytes = 1ull * VT * kQ * 2;
   static constexpr std::size_t a_bytes = 1ull * kC * kAs * 2;
-  static constexpr std::size_t own_a_bytes = TWO ? 0 : 2 * a_bytes;  // TWO: A hi, lo alias the kr tile
-  static constexpr std::size_t swap_bytes = TWO ? 1ull * K * PV * 4 : 0;
-  static constexpr std::size_t smem = tiles_bytes + ht_bytes + own_a_bytes + swap_bytes + 3ull * K * 4;
+  static constexpr std::size_t smem = tiles_bytes + ht_bytes + 2 * a_bytes + 3ull * K * 4;
   static_assert(smem <= 227ull * 1024, "shared memory per CTA");
-  static_assert(STAGES == 2 || KVDB || TWO, "one-stage q, g needs double-buffered k, v or two passes");
+  static_assert(STAGES == 2 || KVDB, "one-stage q, g needs double-buffered k, v");
   static_assert(CGW >= 1 && SPARTS >= 1 && SNT % 2 == 0 && ONT % 2 == 0 && NJB >= 1, "warp layout");
-  static_assert(ht_bytes + own_a_bytes >= 4ull * kC * VT, "fallback o accumulators alias H^T (and A)");
-  static_assert(!TWO || 2 * a_bytes <= tile_qk, "A hi, lo fit in the kr tile");
+  static_assert(ht_bytes + 2 * a_bytes >= 4ull * kC * VT, "fallback o accumulators alias H^T and A");
 };
 
 // One CTA row of work: a segment (whole chunks) of one sequence. A sequence is cut into nseg segments
@@ -118,38 +109,19 @@ __device__ __forceinline__ uint4 pack8(const float (&x)[8]) {
   return make_uint4(pack_bf16(x[0], x[1]), pack_bf16(x[2], x[3]), pack_bf16(x[4], x[5]), pack_bf16(x[6], x[7]));
 }
 
-// TWO: swap the register state with the shared-memory half. Each thread owns its slots ([SNT][NT] float4,
-// conflict-free), so no barrier is needed.
-template <int SNT, int NT>
-__device__ __forceinline__ void swap_state(float (&hacc)[SNT][4], float4* sS, int tid) {
-#pragma unroll
-  for (int nt = 0; nt < SNT; ++nt) {
-    const float4 t = sS[nt * NT + tid];
-    sS[nt * NT + tid] = make_float4(hacc[nt][0], hacc[nt][1], hacc[nt][2], hacc[nt][3]);
-    hacc[nt][0] = t.x;
-    hacc[nt][1] = t.y;
-    hacc[nt][2] = t.z;
-    hacc[nt][3] = t.w;
-  }
-}
-
 template <int K, int VT>
 __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fwd_fused(Params p) {
   using C = Cfg<K, VT>;
   extern __shared__ __align__(16) unsigned char smem[];
   // Raw tiles: STAGES x {q, k, g, v}, or (KVDB) q, g, then 2 x {k, v}.
   unsigned char* stage0 = smem;
-  __nv_bfloat16* sHT = reinterpret_cast<__nv_bfloat16*>(smem + C::tiles_bytes);  // [PV][kQ] bf16(2^rho H)^T
-  // [64][kAs] A hi, lo (TWO: over the kr tile, once kr is dead)
-  __nv_bfloat16* sAh = C::TWO ? reinterpret_cast<__nv_bfloat16*>(stage0 + 2 * C::tile_qk) : sHT + VT * C::kQ;
-  __nv_bfloat16* sAl = sAh + kC * C::kAs;
-  // TWO: fp32 state of the pass not in registers, [SNT][NT] float4 (thread-owned, conflict-free)
-  float4* sS = reinterpret_cast<float4*>(sHT + C::PV * C::kQ);
-  float* sRe = C::TWO ? reinterpret_cast<float*>(smem + C::tiles_bytes + C::ht_bytes + C::swap_bytes)
-                      : reinterpret_cast<float*>(sAl + kC * C::kAs);                           // [K] 2^rho
+  __nv_bfloat16* sHT = reinterpret_cast<__nv_bfloat16*>(smem + C::tiles_bytes);  // [VT][kQ] bf16(2^rho H)^T
+  __nv_bfloat16* sAh = sHT + VT * C::kQ;                                                       // [64][kAs] A hi
+  __nv_bfloat16* sAl = sAh + kC * C::kAs;                                                      // [64][kAs] A lo
+  float* sRe = reinterpret_cast<float*>(sAl + kC * C::kAs);                                    // [K] 2^rho
   float* sDl = sRe + K;                                                                        // [K] 2^bL
   float* sCk = sDl + K;                                                                        // [K] 2^(bL - rho)
-  float* sOf = reinterpret_cast<float*>(sHT);  // [64][VT] fp32 o of the fallback (aliases H^T (and A))
+  float* sOf = reinterpret_cast<float*>(sHT);  // [64][VT] fp32 o of the fallback (aliases H^T and A)
   // Tile of buffer b (stage b; with KVDB q and g have one buffer, k and v two).
   auto tile = [&](int which_tile, int b) -> __nv_bfloat16* {  // 0 q, 1 k, 2 g, 3 v
     if constexpr (C::KVDB) {
@@ -175,53 +147,25 @@ __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fw
   const int srow = smt * 16 + g8;
   float hacc[C::SNT][4];
   float seg_dec_lo = 1.f, seg_dec_hi = 1.f;  // mode 1: running product of 2^bL for rows srow, srow + 8
-  if constexpr (C::TWO) {
-    // Pass 1's columns first, parked in shared memory; then pass 0's stay in the registers.
 #pragma unroll
-    for (int pass = 1; pass >= 0; --pass) {
-      const int jc = j0 + pass * C::PV;
+  for (int nt = 0; nt < C::SNT; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int r = srow + (e >= 2 ? 8 : 0), col = scol0 + nt * 8 + 2 * t4 + (e & 1);
+      hacc[nt][e] = p.h0 && p.mode != 1 ? p.h0[state_base + static_cast<std::int64_t>(r) * p.V + j0 + col] : 0.f;
+    }
+  if (p.mode == 2) {
+    // H_in(s) = D(s-1) H_in(s-1) + L(s-1): GLA's transition is diagonal, so segments combine row-wise.
+    for (int u = 0; u < s.seg; ++u) {
+      const std::int64_t sb = (static_cast<std::int64_t>(s.slot0 + u) * p.H + h) * K;
+      const float dlo = p.seg_decay[sb + srow], dhi = p.seg_decay[sb + srow + 8];
 #pragma unroll
       for (int nt = 0; nt < C::SNT; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int r = srow + (e >= 2 ? 8 : 0), col = scol0 + nt * 8 + 2 * t4 + (e & 1);
-          hacc[nt][e] = p.h0 && p.mode != 1 ? p.h0[state_base + static_cast<std::int64_t>(r) * p.V + jc + col] : 0.f;
+          hacc[nt][e] = fmaf(e >= 2 ? dhi : dlo, hacc[nt][e], p.seg_state[(sb + r) * p.V + j0 + col]);
         }
-      if (p.mode == 2) {
-        for (int u = 0; u < s.seg; ++u) {
-          const std::int64_t sb = (static_cast<std::int64_t>(s.slot0 + u) * p.H + h) * K;
-          const float dlo = p.seg_decay[sb + srow], dhi = p.seg_decay[sb + srow + 8];
-#pragma unroll
-          for (int nt = 0; nt < C::SNT; ++nt)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-              const int r = srow + (e >= 2 ? 8 : 0), col = scol0 + nt * 8 + 2 * t4 + (e & 1);
-              hacc[nt][e] = fmaf(e >= 2 ? dhi : dlo, hacc[nt][e], p.seg_state[(sb + r) * p.V + jc + col]);
-            }
-        }
-      }
-      if (pass == 1) swap_state<C::SNT, C::NT>(hacc, sS, tid);
-    }
-  } else {
-#pragma unroll
-    for (int nt = 0; nt < C::SNT; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = srow + (e >= 2 ? 8 : 0), col = scol0 + nt * 8 + 2 * t4 + (e & 1);
-        hacc[nt][e] = p.h0 && p.mode != 1 ? p.h0[state_base + static_cast<std::int64_t>(r) * p.V + j0 + col] : 0.f;
-      }
-    if (p.mode == 2) {
-      for (int u = 0; u < s.seg; ++u) {
-        const std::int64_t sb = (static_cast<std::int64_t>(s.slot0 + u) * p.H + h) * K;
-        const float dlo = p.seg_decay[sb + srow], dhi = p.seg_decay[sb + srow + 8];
-#pragma unroll
-        for (int nt = 0; nt < C::SNT; ++nt)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int r = srow + (e >= 2 ? 8 : 0), col = scol0 + nt * 8 + 2 * t4 + (e & 1);
-            hacc[nt][e] = fmaf(e >= 2 ? dhi : dlo, hacc[nt][e], p.seg_state[(sb + r) * p.V + j0 + col]);
-          }
-      }
     }
   }
 
@@ -322,7 +266,7 @@ __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fw
       const int c0 = (warp + cgi * C::NW) * 8;
       float d0[8], d1[8], rho[8], bl[8];
       scan(c0, d0, d1, rho, bl);
-      if constexpr (C::LANEX) {
+      if constexpr (C::KVDB) {
 #pragma unroll
         for (int e = 0; e < 8; ++e) {
           bad |= !(fabsf(d0[e]) <= kLim) || !(fabsf(d1[e]) <= kLim);
