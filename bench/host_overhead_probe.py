@@ -41,7 +41,7 @@ class TimedLibrary:
         return rc
 
 
-def probe(impl, op, shape, mode, n, timed_lib):
+def probe(impl, op, shape, mode, n, timed_lib, profile=False):
     B, T, H, D = sbs.parse_shape(shape)
     t = sbs.make_inputs(op, B, T, H, D, 42)
     grad = mode == "fwdbwd" or not (impl == "fla" and op == "chunk_gdn")
@@ -86,6 +86,17 @@ def probe(impl, op, shape, mode, n, timed_lib):
         e.synchronize()
         sleep_only.append(s.elapsed_time(e))
     med = statistics.median
+    if profile:  # where the host time goes, by Python function (C calls appear as builtins)
+        import cProfile
+        import pstats
+        pr = cProfile.Profile()
+        pr.enable()
+        for _ in range(200):
+            fn()
+        pr.disable()
+        torch.cuda.synchronize()
+        print(f"--- cProfile {impl} {op} {mode} {shape}: 200 calls, top functions by own time")
+        pstats.Stats(pr).sort_stats("tottime").print_stats(14)
     return dict(impl=impl, op=op, shape=shape, mode=mode, event_ms=med(ev), hidden_ms=med(hidden) - med(sleep_only),
                 host_ms=med(host), c_call_ms=med(ccall) if impl == "lina" else None, n=n)
 
@@ -98,6 +109,7 @@ def main():
     ap.add_argument("--modes", default="fwd")
     ap.add_argument("--n", type=int, default=30)
     ap.add_argument("--json")
+    ap.add_argument("--profile", action="store_true", help="also cProfile 200 calls of each cell")
     a = ap.parse_args()
     timed = TimedLibrary(lina_torch.library())
     lina_torch._lib = timed
@@ -107,7 +119,7 @@ def main():
             for shape in a.shapes.split(","):
                 for impl in a.impls:
                     try:
-                        r = probe(impl, op, shape, mode, a.n, timed)
+                        r = probe(impl, op, shape, mode, a.n, timed, a.profile)
                     except Exception as e:  # noqa: BLE001 - recorded, never hidden
                         r = dict(impl=impl, op=op, shape=shape, mode=mode, error=f"{type(e).__name__}: {e}")
                     rows.append(r)

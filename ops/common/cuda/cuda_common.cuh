@@ -29,14 +29,45 @@ struct SeqDesc {
   int chunk_off;
 };
 
-// Device copy of the problem's sequences; freed on the stream (cudaFreeAsync or workspace_free).
+// The sequences as kernels see them: a device table (varlen), or for dense inputs no table at all
+// (sequence n is rows [n T, (n + 1) T)), so a dense call copies nothing to the device.
+struct SeqTable {
+  const SeqDesc* table = nullptr;
+  int uniform_len = 0;  // dense: T
+  __host__ __device__ SeqDesc at(int n) const {
+    if (table) return table[n];
+    return {static_cast<std::int64_t>(n) * uniform_len, uniform_len, n * ((uniform_len + 63) / 64)};
+  }
+  // The sequence holding global chunk gc (64-row chunks counted over all sequences, 0 <= gc < total)
+  // and the chunk's index within it; N: the sequence count. Varlen: the last sequence whose first
+  // chunk is <= gc (an empty sequence shares its successor's chunk_off and is skipped).
+  __device__ int2 chunk(int gc, int N) const {
+    if (!table) {
+      const int nch = (uniform_len + 63) / 64;
+      return make_int2(gc / nch, gc % nch);
+    }
+    int lo = 0, hi = N - 1;
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) >> 1;
+      if (table[mid].chunk_off <= gc) lo = mid;
+      else hi = mid - 1;
+    }
+    return make_int2(lo, gc - table[lo].chunk_off);
+  }
+};
+
+// The problem's sequences for the kernels; `owned` (varlen only) is freed on the stream with
+// workspace_free.
 struct DeviceSeqs {
-  SeqDesc* ptr = nullptr;
+  SeqDesc* ptr = nullptr;  // owned device table, or nullptr
+  SeqTable view;
   int total_chunks = 0;
   int max_len = 0;
 };
 
-inline DeviceSeqs upload_sequences(const Problem& p, cudaStream_t stream) {
+// Dense: no table (the kernels compute each sequence); varlen (or `always_table`): a copy of the
+// descriptors through pinned staging into lina's pool (ops/common/cuda/workspace.h).
+inline DeviceSeqs upload_sequences(const Problem& p, cudaStream_t stream, bool always_table = false) {
   std::vector<SeqDesc> h(static_cast<std::size_t>(p.N));
   DeviceSeqs d;
   for (std::int64_t n = 0; n < p.N; ++n) {
@@ -45,9 +76,10 @@ inline DeviceSeqs upload_sequences(const Problem& p, cudaStream_t stream) {
     d.total_chunks += static_cast<int>((s.length + 63) / 64);
     d.max_len = std::max(d.max_len, static_cast<int>(s.length));
   }
-  if (h.empty()) return d;
-  // Pinned staging into lina's pool (ops/common/cuda/workspace.h): no stream sync, no re-mapping.
+  d.view.uniform_len = static_cast<int>(p.T);
+  if (h.empty() || (!p.varlen && !always_table)) return d;
   d.ptr = static_cast<SeqDesc*>(upload_table(h.data(), h.size() * sizeof(SeqDesc), stream, "sequence table"));
+  d.view.table = d.ptr;
   return d;
 }
 

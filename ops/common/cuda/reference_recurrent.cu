@@ -41,7 +41,7 @@ struct RefArgs {
   const void* dht;
   int dht_t;
   float *dq, *dk, *dv, *dg, *dbeta, *dh0;
-  const SeqDesc* seqs;
+  detail::cuda_util::SeqTable seqs;
   int H, HV, G, K, V;
   float scale;
   int op;
@@ -134,7 +134,7 @@ __global__ void __launch_bounds__(kFwdWarps * 32) ref_forward(RefArgs a, int sto
   const int j = blockIdx.x * kFwdWarps + warp;
   const int hv = blockIdx.y, n = blockIdx.z, h = hv / a.G;
   if (j >= a.V) return;
-  const SeqDesc s = a.seqs[n];
+  const SeqDesc s = a.seqs.at(n);
   const std::int64_t st = static_cast<std::int64_t>(n * a.HV + hv) * a.K * a.V;
   float S[KR];
 #pragma unroll
@@ -179,7 +179,7 @@ __global__ void __launch_bounds__(kBwdWarps * 32) ref_backward(RefArgs a) {
   const bool active = j0 < a.V;
   const int j = active ? j0 : 0;  // idle columns run along with zero contributions (barriers)
   const int hv = blockIdx.y, n = blockIdx.z, h = hv / a.G;
-  const SeqDesc s = a.seqs[n];
+  const SeqDesc s = a.seqs.at(n);
   const std::int64_t st = static_cast<std::int64_t>(n * a.HV + hv) * a.K * a.V;
   const std::int64_t blk = (static_cast<std::int64_t>(n) * a.HV + hv) * gridDim.x + blockIdx.x;
   float* seg = a.seg + blk * kSeg * kBwdWarps * a.K;
@@ -438,13 +438,13 @@ void run_forward(const Problem& p, RefArgs a, const AttentionOutputs& out, cudaS
   a.o = out.o.ptr<float>();
   a.ht = out.final_state ? out.final_state->ptr<float>() : nullptr;
   const DeviceSeqs seqs = detail::cuda_util::upload_sequences(p, st);
-  a.seqs = seqs.ptr;
+  a.seqs = seqs.view;
   if (p.N > 0 && p.V > 0) {
     const dim3 grid(static_cast<unsigned>((p.V + kFwdWarps - 1) / kFwdWarps), static_cast<unsigned>(p.HV), static_cast<unsigned>(p.N));
     ref_forward<<<grid, kFwdWarps * 32, 0, st>>>(a, 0);
     check(cudaGetLastError(), "ref_forward launch");
   }
-  if (seqs.ptr) check(cudaFreeAsync(seqs.ptr, st), "cudaFreeAsync");
+  detail::cuda_util::workspace_free(seqs.ptr, st, "reference sequence table");
 }
 
 struct GradTargets {
@@ -483,7 +483,7 @@ void run_backward(const Problem& p, RefArgs a, const AttentionGradInputs& gin, c
   if (g.dA) zero(*g.dA, st);
   if (g.ddt) zero(*g.ddt, st);
   const DeviceSeqs seqs = detail::cuda_util::upload_sequences(p, st);
-  a.seqs = seqs.ptr;
+  a.seqs = seqs.view;
   if (p.N > 0 && p.V > 0) {
     const std::size_t state = static_cast<std::size_t>(p.K * p.V);
     const unsigned vblocks = static_cast<unsigned>((p.V + kBwdWarps - 1) / kBwdWarps);
@@ -503,7 +503,7 @@ void run_backward(const Problem& p, RefArgs a, const AttentionGradInputs& gin, c
     check(cudaFreeAsync(a.ckpt, st), "cudaFreeAsync");
     check(cudaFreeAsync(a.seg, st), "cudaFreeAsync");
   }
-  if (seqs.ptr) check(cudaFreeAsync(seqs.ptr, st), "cudaFreeAsync");
+  detail::cuda_util::workspace_free(seqs.ptr, st, "reference sequence table");
   const std::int64_t rows = p.B * p.T;
   if (a.op != kGla && a.l2norm && rows > 0) {
     const std::int64_t nvec = rows * p.H;

@@ -1238,7 +1238,7 @@ RunInfo backward(const Problem& p, const DeltaRuleArgs& a, const AttentionGradIn
   prm.l2norm = a.use_qk_l2norm_in_kernel;
 
   // sequences and the chunk table
-  const cuda_util::DeviceSeqs seqs = cuda_util::upload_sequences(p, st);
+  const cuda_util::DeviceSeqs seqs = cuda_util::upload_sequences(p, st, /*always_table=*/true);
   std::vector<ChunkRef> table;
   table.reserve(static_cast<size_t>(seqs.total_chunks));
   for (i64 n = 0; n < p.N; ++n) {

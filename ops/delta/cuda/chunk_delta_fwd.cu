@@ -982,7 +982,7 @@ void run(Params prm, const Problem& p, cudaStream_t st) {
   int dev = 0, sms = 0;
   check(cudaGetDevice(&dev), "cudaGetDevice");
   check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "cudaDeviceGetAttribute(SM count)");
-  const DeviceSeqs seqs = upload_sequences(p, st);
+  const DeviceSeqs seqs = upload_sequences(p, st, /*always_table=*/true);
   prm.seqs = seqs.ptr;
   prm.N = static_cast<int>(p.N);
   const size_t nch = static_cast<size_t>(seqs.total_chunks) * p.HV;

@@ -22,6 +22,7 @@
 #include "lina/error.h"
 #include "ops/common/backends.h"
 #include "ops/common/cuda/cuda_common.cuh"
+#include "ops/common/cuda/launch_setup.h"
 #include "ops/common/cuda/mma_primitives.cuh"
 #include "ops/common/cuda/workspace.h"
 
@@ -47,24 +48,12 @@ struct Params {
   bf16 *dq, *dk, *dv, *dg;
   float* dh0;
   bf16 *Hs, *dHs;            // workspace [total_chunks, H, K, V]
-  const SeqDesc* seqs;
+  SeqTable seqs;
   int H, K, V, N;
   float scale;
 };
 
 __device__ __forceinline__ float bf(const bf16 x) { return __bfloat162float(x); }
-
-// Global chunk index -> (sequence, chunk within it): the last sequence whose first chunk is <= gc
-// (empty sequences share their successor's chunk_off and are skipped by taking the last).
-__device__ __forceinline__ int2 find_chunk(const SeqDesc* seqs, int n_seqs, int gc) {
-  int lo = 0, hi = n_seqs - 1;
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) >> 1;
-    if (seqs[mid].chunk_off <= gc) lo = mid;
-    else hi = mid - 1;
-  }
-  return make_int2(lo, gc - seqs[lo].chunk_off);
-}
 
 // 64 rows x 64 columns of a token-major tensor [rows, H, width] into a padded tile; rows >= cn
 // are zero-filled.
@@ -182,7 +171,7 @@ __global__ void __launch_bounds__(kThreads) gla_bwd_states(Params p) {
   const int KT = p.K / kC;
   const int dir = blockIdx.x & 1, tile = blockIdx.x >> 1, kt = tile % KT, vt = tile / KT;
   const int h = blockIdx.y, n = blockIdx.z;
-  const SeqDesc s = p.seqs[n];
+  const SeqDesc s = p.seqs.at(n);
   const int nt_chunks = (s.length + kC - 1) / kC;
   const std::int64_t KV = static_cast<std::int64_t>(p.K) * p.V;
   const int r_lo = warp * 16 + g8, r_hi = r_lo + 8;  // state rows within the tile
@@ -340,8 +329,8 @@ __global__ void __launch_bounds__(kThreads) gla_bwd_dqkg(Params p) {
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
   const int KT = p.K / kC, kt = blockIdx.x % KT, h = blockIdx.y;
-  const int2 cm = find_chunk(p.seqs, p.N, static_cast<int>(blockIdx.x) / KT);
-  const SeqDesc s = p.seqs[cm.x];
+  const int2 cm = p.seqs.chunk(static_cast<int>(blockIdx.x) / KT, p.N);
+  const SeqDesc s = p.seqs.at(cm.x);
   const int t0 = cm.y * kC, cn = min(kC, s.length - t0);
   const std::int64_t row0 = s.row_begin + t0;
   const std::int64_t KV = static_cast<std::int64_t>(p.K) * p.V;
@@ -581,8 +570,8 @@ __global__ void __launch_bounds__(kThreads) gla_bwd_dv(Params p) {
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
   const int VT = p.V / kC, vt = blockIdx.x % VT, h = blockIdx.y;
-  const int2 cm = find_chunk(p.seqs, p.N, static_cast<int>(blockIdx.x) / VT);
-  const SeqDesc s = p.seqs[cm.x];
+  const int2 cm = p.seqs.chunk(static_cast<int>(blockIdx.x) / VT, p.N);
+  const SeqDesc s = p.seqs.at(cm.x);
   const int t0 = cm.y * kC, cn = min(kC, s.length - t0);
   const std::int64_t row0 = s.row_begin + t0;
   const std::int64_t KV = static_cast<std::int64_t>(p.K) * p.V;
@@ -724,7 +713,7 @@ RunInfo chunk_gla_backward(const Problem& p, const ChunkGlaArgs& a, const Attent
   prm.dv = g.dv.ptr<bf16>();
   prm.dg = g.dg.ptr<bf16>();
   prm.dh0 = g.d_initial_state ? g.d_initial_state->ptr<float>() : nullptr;
-  prm.seqs = seqs.ptr;
+  prm.seqs = seqs.view;
   prm.H = static_cast<int>(p.H);
   prm.N = static_cast<int>(p.N);
   prm.K = static_cast<int>(p.K);
@@ -740,13 +729,13 @@ RunInfo chunk_gla_backward(const Problem& p, const ChunkGlaArgs& a, const Attent
   }
 
   const int KT = static_cast<int>(p.K / kC), VT = static_cast<int>(p.V / kC);
-  check(cudaFuncSetAttribute(gla_bwd_states, cudaFuncAttributeMaxDynamicSharedMemorySize, kStatesSmem), "cudaFuncSetAttribute(states)");
+  set_max_dynamic_smem(gla_bwd_states, kStatesSmem, "gla_bwd_states");
   gla_bwd_states<<<dim3(static_cast<unsigned>(KT * VT * 2), static_cast<unsigned>(p.H), static_cast<unsigned>(p.N)), kThreads, kStatesSmem,
                    st>>>(prm);
   check(cudaGetLastError(), "gla_bwd_states launch");
   if (total > 0) {
-    check(cudaFuncSetAttribute(gla_bwd_dqkg, cudaFuncAttributeMaxDynamicSharedMemorySize, kDqkgSmem), "cudaFuncSetAttribute(dqkg)");
-    check(cudaFuncSetAttribute(gla_bwd_dv, cudaFuncAttributeMaxDynamicSharedMemorySize, kDvSmem), "cudaFuncSetAttribute(dv)");
+    set_max_dynamic_smem(gla_bwd_dqkg, kDqkgSmem, "gla_bwd_dqkg");
+    set_max_dynamic_smem(gla_bwd_dv, kDvSmem, "gla_bwd_dv");
     gla_bwd_dqkg<<<dim3(static_cast<unsigned>(total * KT), static_cast<unsigned>(p.H)), kThreads, kDqkgSmem, st>>>(prm);
     check(cudaGetLastError(), "gla_bwd_dqkg launch");
     gla_bwd_dv<<<dim3(static_cast<unsigned>(total * VT), static_cast<unsigned>(p.H)), kThreads, kDvSmem, st>>>(prm);
@@ -754,7 +743,7 @@ RunInfo chunk_gla_backward(const Problem& p, const ChunkGlaArgs& a, const Attent
     workspace_free(prm.Hs, st, "chunk_gla bwd chunk states");
     workspace_free(prm.dHs, st, "chunk_gla bwd chunk state gradients");
   }
-  check(cudaFreeAsync(seqs.ptr, st), "cudaFreeAsync(seqs)");
+  workspace_free(seqs.ptr, st, "chunk_gla bwd sequence table");
   return info;
 }
 

@@ -23,6 +23,7 @@
 #include "lina/error.h"
 #include "ops/common/backends.h"
 #include "ops/common/cuda/cuda_common.cuh"
+#include "ops/common/cuda/launch_setup.h"
 #include "ops/common/cuda/mma_primitives.cuh"
 #include "ops/common/cuda/workspace.h"
 
@@ -88,13 +89,24 @@ struct Params {
   const float* h0;
   __nv_bfloat16* o;
   float* ht;
-  const WorkItem* items;
+  const WorkItem* items;  // varlen: one per CTA row; nullptr: dense, see work_item
+  int dense_T, dense_nseg;  // dense: every sequence has dense_T rows, cut into dense_nseg segments
   float* seg_state;  // [slots, H, K, V] local final state of each segment but the last of its sequence
   float* seg_decay;  // [slots, H, K] product of the segment's decays per channel
   int H, K, V;
   int mode;
   float scale;
 };
+
+// A CTA row's work. Dense inputs need no table on the device: their segment plan is arithmetic (the
+// same cut for every sequence, as plan_segments makes it), so no upload sits in the call's host path.
+__device__ __forceinline__ WorkItem work_item(const Params& p, int z) {
+  if (p.items) return p.items[z];
+  const int ns = p.dense_nseg, n = z / ns, u = z % ns;
+  const std::int64_t nch = (p.dense_T + kC - 1) / kC;
+  const int t0 = static_cast<int>(u * nch / ns) * kC, t1 = min(p.dense_T, static_cast<int>((u + 1) * nch / ns) * kC);
+  return {static_cast<std::int64_t>(n) * p.dense_T + t0, t1 - t0, n, u, ns, n * (ns - 1)};
+}
 
 __device__ __forceinline__ void unpack8(const uint4& u, float (&x)[8]) {
   const std::uint32_t w[4] = {u.x, u.y, u.z, u.w};
@@ -137,7 +149,7 @@ __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fw
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g8 = lane >> 2, t4 = lane & 3;
   const int j0 = blockIdx.x * VT, h = blockIdx.y, n = blockIdx.z;
-  const WorkItem s = p.items[n];
+  const WorkItem s = work_item(p, n);
   if (p.mode == 1 && s.seg == s.nseg - 1) return;  // the last segment's local state is not needed
   const std::int64_t state_base = (static_cast<std::int64_t>(s.seq) * p.H + h) * K * p.V;
   const bool want_o = p.mode != 1;
@@ -548,8 +560,7 @@ __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fw
 template <int K, int VT>
 std::string launch(Params prm, int items, const Problem& p, bool split, cudaStream_t st) {
   using C = Cfg<K, VT>;
-  check(cudaFuncSetAttribute(chunk_gla_fwd_fused<K, VT>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(C::smem)),
-        "cudaFuncSetAttribute(chunk_gla_fwd_fused)");
+  set_max_dynamic_smem(chunk_gla_fwd_fused<K, VT>, static_cast<int>(C::smem), "chunk_gla_fwd_fused");
   const dim3 grid(static_cast<unsigned>(p.V / VT), static_cast<unsigned>(p.H), static_cast<unsigned>(items));
   const std::string name = "chunk_gla_fwd_fused<" + std::to_string(K) + "," + std::to_string(VT) + ">";
   if (!split) {
@@ -567,12 +578,6 @@ std::string launch(Params prm, int items, const Problem& p, bool split, cudaStre
   return name + " x2 (sequence split)";
 }
 
-int sm_count() {
-  int dev = 0, sms = 132;
-  if (cudaGetDevice(&dev) == cudaSuccess) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-  return sms;
-}
-
 // K = 128: one CTA per 128 value columns (A and the operands made once per head). LINA_GLA_FWD_VT=64
 // forces 64-column tiles (measurement only).
 bool wide_v_tiles(const Problem& p) {
@@ -585,29 +590,44 @@ bool wide_v_tiles(const Problem& p) {
 // each sequence is cut into up to `slots / ctas` segments of whole chunks, at least 2 chunks each. Pass 1
 // keeps one fp32 [K, V] state (+ K decays) per segment but the last of each sequence: per sequence at
 // most nch/2 - 1 of them, below FLA's per-chunk bf16 states (nch of them). slots_used counts them.
-// LINA_GLA_FWD_SPLIT=0 turns the split off (measurement only).
-std::vector<WorkItem> plan_segments(const Problem& p, std::int64_t vtiles, int ctas_per_sm, std::int64_t& slots_used) {
+// LINA_GLA_FWD_SPLIT=0 turns the split off (measurement only). Dense inputs get the count only (the
+// kernel derives each item, work_item); varlen inputs get the table.
+struct SegmentPlan {
+  std::vector<WorkItem> items;  // varlen: one per CTA row
+  std::int64_t rows = 0;        // CTA rows (grid z)
+  std::int64_t slots = 0;       // pass-1 state slots
+  int dense_nseg = 0;           // dense: segments per sequence
+};
+
+SegmentPlan plan_segments(const Problem& p, std::int64_t vtiles, int ctas_per_sm) {
   std::int64_t seg = 1;
   const char* env = std::getenv("LINA_GLA_FWD_SPLIT");
   if (!(env && std::atoi(env) == 0)) {
     const std::int64_t ctas = p.N * p.H * vtiles, slots = static_cast<std::int64_t>(sm_count()) * ctas_per_sm;
     if (ctas > 0 && 2 * ctas <= slots) seg = slots / ctas;
   }
-  std::vector<WorkItem> items;
-  slots_used = 0;
+  const auto segments = [seg](std::int64_t length) { return std::max<std::int64_t>(1, std::min(seg, (length + kC - 1) / kC / 2)); };
+  SegmentPlan plan;
+  if (!p.varlen) {
+    const std::int64_t ns = segments(p.T);
+    plan.dense_nseg = static_cast<int>(ns);
+    plan.rows = p.N * ns;
+    plan.slots = p.N * (ns - 1);
+    return plan;
+  }
   for (std::int64_t n = 0; n < p.N; ++n) {
     const auto& sq = p.sequences[static_cast<std::size_t>(n)];
-    const std::int64_t nch = (sq.length + kC - 1) / kC;
-    const std::int64_t ns = std::max<std::int64_t>(1, std::min(seg, nch / 2));
+    const std::int64_t nch = (sq.length + kC - 1) / kC, ns = segments(sq.length);
     for (std::int64_t u = 0; u < ns; ++u) {
       const std::int64_t c0 = u * nch / ns, c1 = (u + 1) * nch / ns;
       const std::int64_t t0 = c0 * kC, t1 = std::min<std::int64_t>(sq.length, c1 * kC);
-      items.push_back({sq.row_begin + t0, static_cast<int>(t1 - t0), static_cast<int>(n), static_cast<int>(u), static_cast<int>(ns),
-                       static_cast<int>(slots_used)});
+      plan.items.push_back({sq.row_begin + t0, static_cast<int>(t1 - t0), static_cast<int>(n), static_cast<int>(u), static_cast<int>(ns),
+                            static_cast<int>(plan.slots)});
     }
-    slots_used += ns - 1;
+    plan.slots += ns - 1;
   }
-  return items;
+  plan.rows = static_cast<std::int64_t>(plan.items.size());
+  return plan;
 }
 
 }  // namespace
@@ -640,19 +660,22 @@ RunInfo chunk_gla_forward(const Problem& p, const ChunkGlaArgs& a, const Attenti
   prm.scale = static_cast<float>(p.scale);
   const bool wide = p.K == 128 && wide_v_tiles(p);
   const int vt = wide ? 128 : 64;
-  std::int64_t slots = 0;
-  const std::vector<WorkItem> items = plan_segments(p, p.V / vt, p.K == 64 ? 2 : 1, slots);
+  const SegmentPlan plan = plan_segments(p, p.V / vt, p.K == 64 ? 2 : 1);
+  const std::int64_t slots = plan.slots;
   const bool split = slots > 0;
   std::string name = "chunk_gla_fwd_fused";
-  if (items.empty()) return RunInfo{"cuda", {name}};
+  if (plan.rows == 0) return RunInfo{"cuda", {name}};
   // Work items and heads are grid dimensions z and y (at most 65535 each).
-  if (items.size() > 65535)
+  if (plan.rows > 65535)
     throw_unsupported(a.cu_seqlens ? "cu_seqlens" : "q", std::to_string(p.N) + " sequences", "at most 65535 sequences (the CUDA chunk_gla kernel)");
   if (p.H > 65535) throw_unsupported("H", std::to_string(p.H), "at most 65535 heads (the CUDA chunk_gla kernel)");
-  WorkItem* d_items = nullptr;
   float* scratch = nullptr;
-  d_items = static_cast<WorkItem*>(upload_table(items.data(), items.size() * sizeof(WorkItem), st, "chunk_gla fwd work items"));
+  WorkItem* d_items = plan.items.empty() ? nullptr
+                                         : static_cast<WorkItem*>(upload_table(plan.items.data(), plan.items.size() * sizeof(WorkItem), st,
+                                                                               "chunk_gla fwd work items"));
   prm.items = d_items;
+  prm.dense_T = static_cast<int>(p.T);
+  prm.dense_nseg = plan.dense_nseg;
   if (split) {
     const std::size_t ns = static_cast<std::size_t>(slots), hs = static_cast<std::size_t>(p.H);
     const std::size_t state_elems = ns * hs * static_cast<std::size_t>(p.K * p.V), decay_elems = ns * hs * static_cast<std::size_t>(p.K);
@@ -660,7 +683,7 @@ RunInfo chunk_gla_forward(const Problem& p, const ChunkGlaArgs& a, const Attenti
     prm.seg_state = scratch;
     prm.seg_decay = scratch + state_elems;
   }
-  const int ni = static_cast<int>(items.size());
+  const int ni = static_cast<int>(plan.rows);
   switch (p.K) {
     case 64: name = launch<64, 64>(prm, ni, p, split, st); break;
     case 128: name = wide ? launch<128, 128>(prm, ni, p, split, st) : launch<128, 64>(prm, ni, p, split, st); break;

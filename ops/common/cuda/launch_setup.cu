@@ -1,0 +1,44 @@
+#include "ops/common/cuda/launch_setup.h"
+
+#include <mutex>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "ops/common/cuda/cuda_common.cuh"
+
+namespace lina::detail::cuda_util {
+namespace {
+
+int current_device() {
+  int d = 0;
+  check(cudaGetDevice(&d), "cudaGetDevice");
+  return d;
+}
+
+}  // namespace
+
+int sm_count() {
+  static std::mutex mu;
+  static std::vector<int> counts;  // by device; 0 = not queried yet
+  const int d = current_device();
+  const std::lock_guard<std::mutex> lock(mu);
+  if (static_cast<int>(counts.size()) <= d) counts.resize(static_cast<std::size_t>(d) + 1, 0);
+  int& n = counts[static_cast<std::size_t>(d)];
+  if (n == 0) check(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, d), "cudaDeviceGetAttribute(SM count)");
+  return n;
+}
+
+void set_max_dynamic_smem(const void* kernel, int bytes, const char* what) {
+  static std::mutex mu;
+  static std::set<std::tuple<int, const void*, int>> done;
+  const auto key = std::make_tuple(current_device(), kernel, bytes);
+  const std::lock_guard<std::mutex> lock(mu);
+  if (done.count(key)) return;
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
+        (std::string("cudaFuncSetAttribute(") + what + ")").c_str());
+  done.insert(key);
+}
+
+}  // namespace lina::detail::cuda_util

@@ -1,0 +1,20 @@
+// Per-device launch facts and settings that every call used to query or set again (the host path runs
+// inside the timed interval of a small problem: each avoided runtime call is microseconds of it).
+#pragma once
+#include <cuda_runtime.h>
+
+namespace lina::detail::cuda_util {
+
+// SM count of the current device, queried once per device.
+int sm_count();
+
+// cudaFuncAttributeMaxDynamicSharedMemorySize = bytes for `kernel` on the current device, set once
+// per (device, kernel, bytes); a failure throws lina::Error naming `what`.
+void set_max_dynamic_smem(const void* kernel, int bytes, const char* what);
+
+template <class Kernel>
+void set_max_dynamic_smem(Kernel* kernel, int bytes, const char* what) {
+  set_max_dynamic_smem(reinterpret_cast<const void*>(kernel), bytes, what);
+}
+
+}  // namespace lina::detail::cuda_util
