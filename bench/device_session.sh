@@ -114,20 +114,16 @@ if has side; then
       timeout "$1" python3 bench/fla_side_by_side.py --append --budget-s 0.3 --out "$OUT/side_by_side_h200" "${@:2}" >> "$OUT/logs/side.log" 2>&1
     echo "side rc=$? ${*:2}"
   }
-  d128=B1_T8192_H96_D128,B2_T16384_H16_D128,B4_T2048_H16_D128,B4_T4096_H64_D128
-  # FLA's autotune decisions are carried for: every fwd shape (not GLA/KDA varlen), GLA fwdbwd at the
-  # four D128 shapes, KDA fwdbwd at B1_T8192_H96. Elsewhere only lina is timed (no speedup claimed).
+  # FLA's autotune decisions are carried for: every fwd shape and varlen set, GLA fwdbwd at the six
+  # shapes, KDA fwdbwd at B1_T8192_H96. Elsewhere only lina is timed (no speedup claimed).
   side 150 --ops chunk_gla,chunk_kda,chunk_gdn --modes fwd --varlen-tokens 0
-  side 60 --ops chunk_gla --modes fwdbwd --shapes $d128 --varlen-tokens 0
+  side 90 --ops chunk_gla --modes fwdbwd --varlen-tokens 0
   if [ "${SIDE_SET:-full}" = full ]; then  # quick: skips the delta backward rows (minutes of SIMT kernels)
     side 40 --ops chunk_kda --modes fwdbwd --shapes B1_T8192_H96_D128 --varlen-tokens 0
     side 60 --ops chunk_gdn --modes fwdbwd --varlen-tokens 0  # FLA refuses this backward: lina rows only
     side 60 --impls lina --ops chunk_kda --modes fwdbwd --shapes B2_T16384_H16_D128,B4_T2048_H16_D128,B4_T4096_H64_D128,B8_T2048_H32_D256,B8_T1024_H8_D64 --varlen-tokens 0
   fi
-  side 40 --impls lina --ops chunk_gla --modes fwdbwd --shapes B8_T2048_H32_D256,B8_T1024_H8_D64 --varlen-tokens 0
-  # Varlen: FLA's decisions are carried for GDN only (GLA / KDA varlen autotune did not fit the budget).
-  side 60 --ops chunk_gdn --modes fwd --shapes "" --varlen-tokens 32768
-  side 40 --impls lina --ops chunk_gla,chunk_kda --modes fwd --shapes "" --varlen-tokens 32768
+  side 90 --ops chunk_gla,chunk_kda,chunk_gdn --modes fwd --shapes "" --varlen-tokens 32768
   cat "$OUT/side_by_side_h200.md"
   if [ -x "$BINB/lina_chunk_gla_gate" ] && has variant; then
     LIB=$BINB/liblina_c.so SHA=$(cat "$BINB/SHA" 2>/dev/null)
