@@ -98,7 +98,8 @@ def probe(impl, op, shape, mode, n, timed_lib, profile=False):
         print(f"--- cProfile {impl} {op} {mode} {shape}: 200 calls, top functions by own time")
         pstats.Stats(pr).sort_stats("tottime").print_stats(14)
     return dict(impl=impl, op=op, shape=shape, mode=mode, event_ms=med(ev), hidden_ms=med(hidden) - med(sleep_only),
-                host_ms=med(host), c_call_ms=med(ccall) if impl == "lina" else None, n=n)
+                host_ms=med(host), c_call_ms=med(ccall) if impl == "lina" else None, n=n,
+                host_samples_ms=[round(x, 4) for x in host], event_samples_ms=[round(x, 4) for x in ev])
 
 
 def main():
