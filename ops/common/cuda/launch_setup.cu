@@ -1,5 +1,6 @@
 #include "ops/common/cuda/launch_setup.h"
 
+#include <map>
 #include <mutex>
 #include <set>
 #include <string>
@@ -39,6 +40,19 @@ void set_max_dynamic_smem(const void* kernel, int bytes, const char* what) {
   check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
         (std::string("cudaFuncSetAttribute(") + what + ")").c_str());
   done.insert(key);
+}
+
+int max_active_blocks(const void* kernel, int threads, std::size_t smem_bytes, const char* what) {
+  static std::mutex mu;
+  static std::map<std::tuple<int, const void*, int, std::size_t>, int> known;
+  const auto key = std::make_tuple(current_device(), kernel, threads, smem_bytes);
+  const std::lock_guard<std::mutex> lock(mu);
+  if (auto it = known.find(key); it != known.end()) return it->second;
+  int n = 0;
+  check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem_bytes),
+        (std::string("cudaOccupancyMaxActiveBlocksPerMultiprocessor(") + what + ")").c_str());
+  known.emplace(key, n);
+  return n;
 }
 
 }  // namespace lina::detail::cuda_util

@@ -3,6 +3,8 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <cstddef>
+
 namespace lina::detail::cuda_util {
 
 // SM count of the current device, queried once per device.
@@ -15,6 +17,15 @@ void set_max_dynamic_smem(const void* kernel, int bytes, const char* what);
 template <class Kernel>
 void set_max_dynamic_smem(Kernel* kernel, int bytes, const char* what) {
   set_max_dynamic_smem(reinterpret_cast<const void*>(kernel), bytes, what);
+}
+
+// cudaOccupancyMaxActiveBlocksPerMultiprocessor of `kernel` at (threads, dynamic smem bytes) on the
+// current device, queried once per (device, kernel, threads, bytes).
+int max_active_blocks(const void* kernel, int threads, std::size_t smem_bytes, const char* what);
+
+template <class Kernel>
+int max_active_blocks(Kernel* kernel, int threads, std::size_t smem_bytes, const char* what) {
+  return max_active_blocks(reinterpret_cast<const void*>(kernel), threads, smem_bytes, what);
 }
 
 }  // namespace lina::detail::cuda_util

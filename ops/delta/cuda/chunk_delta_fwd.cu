@@ -27,6 +27,7 @@
 #include "lina/error.h"
 #include "ops/common/backends.h"
 #include "ops/common/cuda/cuda_common.cuh"
+#include "ops/common/cuda/launch_setup.h"
 #include "ops/common/cuda/mma_primitives.cuh"
 #include "ops/common/cuda/workspace.h"
 
@@ -64,7 +65,7 @@ struct Params {
   const float* h0;       // may be null
   float* ht;             // may be null
   bf16* o;
-  const SeqDesc* seqs;
+  SeqTable seqs;
   int N;
   int g_f32, beta_f32;
   int H, HV, G, V, nvt;
@@ -109,14 +110,9 @@ struct PrepItem {
 __device__ __forceinline__ PrepItem prep_item(const Params& p, int item) {
   const int hv = item % p.HV;
   const int cg = item / p.HV;  // global chunk index
-  int lo = 0, hi = p.N - 1;    // the last sequence whose first chunk is <= cg
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) >> 1;
-    if (p.seqs[mid].chunk_off <= cg) lo = mid;
-    else hi = mid - 1;
-  }
-  const SeqDesc sd = p.seqs[lo];
-  const int ci = cg - sd.chunk_off;
+  const int2 sc = p.seqs.chunk(cg, p.N);
+  const SeqDesc sd = p.seqs.at(sc.x);
+  const int ci = sc.y;
   return PrepItem{sd.row_begin + static_cast<long>(ci) * kC, min(kC, sd.length - ci * kC), hv / p.G, hv};
 }
 
@@ -767,7 +763,7 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? 2 : 1) delta_state_kernel
   bid /= p.nvt;
   const int hv = bid % p.HV;
   const int n = bid / p.HV;
-  const SeqDesc sd = p.seqs[n];
+  const SeqDesc sd = p.seqs.at(n);
   const int V = p.V, vcol0 = vt * kVT;
   const int nchunks = (sd.length + kC - 1) / kC;
 
@@ -959,31 +955,17 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? 2 : 1) delta_state_kernel
   throw Error(ErrorCode::runtime, "", std::string("chunk_delta cuda: ") + what + ": " + cudaGetErrorString(e));
 }
 
-template <class Kern>
-void set_smem(Kern kern, size_t smem) {
-  const cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-  if (e != cudaSuccess) cuda_fail("cudaFuncSetAttribute", e);
-}
-
 size_t align256(size_t x) { return (x + 255) & ~static_cast<size_t>(255); }
 
 template <bool KDA, int K>
 void run(Params prm, const Problem& p, cudaStream_t st) {
-  static int prep_per_sm = 0;  // attributes and occupancy once per instantiation
-  if (prep_per_sm == 0) {
-    set_smem(delta_prep_kernel<KDA, K>, sizeof(PrepSmem<KDA, K>));
-    set_smem(delta_state_kernel<K>, sizeof(StateSmem<K>));
-    int n = 0;
-    const cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, delta_prep_kernel<KDA, K>, kThreads,
-                                                                        sizeof(PrepSmem<KDA, K>));
-    if (e != cudaSuccess) cuda_fail("cudaOccupancyMaxActiveBlocksPerMultiprocessor", e);
-    prep_per_sm = n > 0 ? n : 1;
-  }
-  int dev = 0, sms = 0;
-  check(cudaGetDevice(&dev), "cudaGetDevice");
-  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "cudaDeviceGetAttribute(SM count)");
-  const DeviceSeqs seqs = upload_sequences(p, st, /*always_table=*/true);
-  prm.seqs = seqs.ptr;
+  // Attributes and occupancy once per device (launch_setup), not per call.
+  set_max_dynamic_smem(delta_prep_kernel<KDA, K>, static_cast<int>(sizeof(PrepSmem<KDA, K>)), "delta_prep_kernel");
+  set_max_dynamic_smem(delta_state_kernel<K>, static_cast<int>(sizeof(StateSmem<K>)), "delta_state_kernel");
+  const int prep_per_sm = std::max(1, max_active_blocks(delta_prep_kernel<KDA, K>, kThreads, sizeof(PrepSmem<KDA, K>), "delta_prep_kernel"));
+  const int sms = sm_count();
+  const DeviceSeqs seqs = upload_sequences(p, st);
+  prm.seqs = seqs.view;
   prm.N = static_cast<int>(p.N);
   const size_t nch = static_cast<size_t>(seqs.total_chunks) * p.HV;
   const size_t b_ck = align256(nch * kC * K * sizeof(bf16)), b_a = align256(nch * 2 * kC * kC * sizeof(bf16));
@@ -1010,7 +992,7 @@ void run(Params prm, const Problem& p, cudaStream_t st) {
     if (e != cudaSuccess) cuda_fail("state kernel launch", e);
   }
   workspace_free(ws, st, "delta fwd workspace");
-  if (seqs.ptr) check(cudaFreeAsync(seqs.ptr, st), "cudaFreeAsync(seqs)");
+  workspace_free(seqs.ptr, st, "delta fwd sequence table");
 }
 
 template <bool KDA>
