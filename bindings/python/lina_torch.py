@@ -112,6 +112,13 @@ def call(op, phase, tensors, **kwargs):
     return [k for k in kernels.value.decode().split(",") if k]
 
 
+def _need_rank4(**tensors):
+    # The shapes are unpacked here before the C side sees them: refuse by name like the C side does.
+    for name, t in tensors.items():
+        if t.dim() != 4:
+            raise LinaError(2, f"argument `{name}`: rank {t.dim()} (shape {list(t.shape)}), expected rank 4 [B, T, heads, dim]")
+
+
 def _num_seqs(q, cu_seqlens):
     return q.shape[0] if cu_seqlens is None else cu_seqlens.numel() - 1
 
@@ -119,6 +126,7 @@ def _num_seqs(q, cu_seqlens):
 class _ChunkGla(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, g, scale, initial_state, output_final_state, cu_seqlens):
+        _need_rank4(q=q, v=v)
         B, T, H, K = q.shape
         V = v.shape[-1]
         o = torch.empty_like(v)
@@ -148,8 +156,9 @@ def chunk_gla(q, k, v, g, scale=None, initial_state=None, output_final_state=Fal
 
 class _ChunkDelta(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, op, q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, output_final_state, kwargs_json):
-        kw = json.loads(kwargs_json)
+    def forward(ctx, op, q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, output_final_state, kw_items):
+        kw = dict(kw_items)
+        _need_rank4(q=q, v=v)
         B, T, HV, V = v.shape
         K = q.shape[-1]
         o = torch.empty(B, T, HV, V, dtype=q.dtype, device=q.device)
@@ -179,7 +188,7 @@ class _ChunkDelta(torch.autograd.Function):
 def _delta(op, q, k, v, g, beta, scale, initial_state, output_final_state, cu_seqlens, A_log, dt_bias, **flags):
     kw = {key: val for key, val in dict(scale=scale, **flags).items() if val is not None}
     return _ChunkDelta.apply(op, q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, output_final_state,
-                             json.dumps(kw))
+                             tuple(sorted(kw.items())))
 
 
 def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
