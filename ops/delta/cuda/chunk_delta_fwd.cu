@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 
 #include "lina/chunk_delta.h"
@@ -76,6 +77,7 @@ struct Params {
   int l2norm;
   int safe;  // KDA: diagonal sub-blocks through the middle reference row (needs g >= -5)
   int nitems;  // prep work items: total chunks * HV (the prep grid is persistent and strides over them)
+  int pf_dist;  // state kernel: chunks ahead whose workspace blocks are bulk-prefetched into L2 (0: off)
   Workspace ws;
 };
 
@@ -181,24 +183,29 @@ __device__ __forceinline__ const bf16* bt_src(const bf16* base, int k0, int n0, 
   return base + (k0 + (lane & 7) + (((lane >> 3) & 1) << 3)) * P + n0 + ((lane >> 4) << 3);
 }
 
-// acc (a 16 x 32 warp tile, 4 n8 fragments) = X[r0 .. r0+16, 0 .. K] @ H[0 .. K, c0 .. c0+32]: the
-// state kernel's two products with the chunk's entering state (w H_n and (q e^b) H_n).
+// acc0 / acc1 (16 x 32 warp tiles, 4 n8 fragments each) = X0 / X1 [r0 .. r0+16, 0 .. K] @ H[0 .. K,
+// c0 .. c0+32]: the state kernel's two products with the chunk's entering state (w H_n and
+// (q e^b) H_n) in one pass, so each H fragment is loaded once and 8 independent mma chains interleave.
 template <int K>
-__device__ __forceinline__ void rows_times_state(float (&acc)[4][4], const bf16* x, const bf16* h, int r0, int c0, int lane) {
+__device__ __forceinline__ void rows2_times_state(float (&acc0)[4][4], float (&acc1)[4][4], const bf16* x0, const bf16* x1,
+                                                  const bf16* h, int r0, int c0, int lane) {
 #pragma unroll
   for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) acc[nt][e] = 0.f;
-#pragma unroll 4
+    for (int e = 0; e < 4; ++e) acc0[nt][e] = acc1[nt][e] = 0.f;
+#pragma unroll 2
   for (int ks = 0; ks < K / 16; ++ks) {
-    uint32_t a[4];
-    ldsm_x4(a, a_src<K + 8>(x, r0, ks * 16, lane));
+    uint32_t a0[4], a1[4];
+    ldsm_x4(a0, a_src<K + 8>(x0, r0, ks * 16, lane));
+    ldsm_x4(a1, a_src<K + 8>(x1, r0, ks * 16, lane));
 #pragma unroll
     for (int np = 0; np < 2; ++np) {
       uint32_t b[4];
       ldsm_x4_trans(b, bt_src<72>(h, ks * 16, c0 + np * 16, lane));
-      mma_bf16_16816(acc[2 * np], a, b[0], b[1]);
-      mma_bf16_16816(acc[2 * np + 1], a, b[2], b[3]);
+      mma_bf16_16816(acc0[2 * np], a0, b[0], b[1]);
+      mma_bf16_16816(acc0[2 * np + 1], a0, b[2], b[3]);
+      mma_bf16_16816(acc1[2 * np], a1, b[0], b[1]);
+      mma_bf16_16816(acc1[2 * np + 1], a1, b[2], b[3]);
     }
   }
 }
@@ -802,21 +809,20 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? 2 : 1) delta_state_kernel
 #pragma unroll 1
     for (int i = tid; i < kC * QV; i += kThreads) cp_async16(&dst[0][0] + 8 * (i + i / QV), src + 8 * i, true);
   };
-  auto issue_w = [&](int ci) {
-    if (ci < nchunks) issue_rows(s.w, p.ws.w + chunk_id(ci) * kC * K);
+  auto issue_wq = [&](int ci) {
+    if (ci < nchunks) {
+      issue_rows(s.w, p.ws.w + chunk_id(ci) * kC * K);
+      issue_rows(s.qg, p.ws.qg + chunk_id(ci) * kC * K);
+    }
     cp_async_commit();
   };
-  auto issue_qa = [&](int ci) {
+  auto issue_ka = [&](int ci) {
     if (ci < nchunks) {
-      issue_rows(s.qg, p.ws.qg + chunk_id(ci) * kC * K);
+      issue_rows(s.kg, p.ws.kg + chunk_id(ci) * kC * K);
       const bf16* src = p.ws.a + chunk_id(ci) * 2 * kC * kC;
 #pragma unroll 1
       for (int i = tid; i < 2 * kC * 8; i += kThreads) cp_async16(&s.a[0][0][0] + 8 * (i + i / 8), src + 8 * i, true);
     }
-    cp_async_commit();
-  };
-  auto issue_kg = [&](int ci) {
-    if (ci < nchunks) issue_rows(s.kg, p.ws.kg + chunk_id(ci) * kC * K);
     cp_async_commit();
   };
   // u (this warp's 16 x 32 v_new tile) and the decay of its state rows ride in registers
@@ -840,22 +846,44 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? 2 : 1) delta_state_kernel
     }
   };
 
-  issue_w(0);
-  issue_qa(0);
+  // L2 prefetch pf_dist chunks ahead: the workspace is far larger than L2, so every cp.async above
+  // would otherwise wait a full DRAM latency with only a third to two thirds of a chunk to hide it.
+  // One bulk prefetch per contiguous block (w, q e^b, k e^(bL-b), Aqk, e^bL) and per 256-byte row
+  // of this CTA's u tile, spread over warps.
+  auto prefetch_chunk = [&](int ci) {
+    if (ci >= nchunks) return;
+    const long cid = chunk_id(ci);
+    constexpr uint32_t kBlk = kC * K * sizeof(bf16);
+    if (tid == 0) prefetch_l2_bulk(p.ws.w + cid * kC * K, kBlk);
+    else if (tid == 32) prefetch_l2_bulk(p.ws.qg + cid * kC * K, kBlk);
+    else if (tid == 64) prefetch_l2_bulk(p.ws.kg + cid * kC * K, kBlk);
+    else if (tid == 96) prefetch_l2_bulk(p.ws.a + cid * 2 * kC * kC, 2 * kC * kC * sizeof(bf16));
+    else if (tid == 224) prefetch_l2_bulk(p.ws.el + cid * K, K * sizeof(float));
+    else if (tid >= 128 && tid < 128 + kC)
+      prefetch_l2_bulk(p.ws.u + cid * kC * V + static_cast<long>(tid - 128) * V + vcol0, kVT * sizeof(float));
+  };
+  for (int d = 1; d < p.pf_dist; ++d) prefetch_chunk(d);
+  issue_wq(0);
   load_u(0);
 
+  // Two phases per chunk. A: v_new = u - w H_n and the (q e^b) H_n part of o (both only need H_n).
+  // B: H = e^bL H + (k e^(bL-b))^T v_new and o += Aqk v_new (both only need v_new). Each phase's
+  // operands are one cp.async group, issued right after the other phase's barrier: WQ = w, q e^b
+  // (phase A), KA = k e^(bL-b), Aqk (phase B); every wait is for the one group in flight.
 #pragma unroll 1
   for (int ci = 0; ci < nchunks; ++ci) {
     const long t0 = sd.row_begin + static_cast<long>(ci) * kC;
     const int Cn = min(kC, sd.length - ci * kC);
-    cp_async_wait<1>();  // w(ci) landed (qa(ci) may still fly)
-    __syncthreads();     // ... for every thread; H_n and the previous chunk's reads of kg / vn done
-    issue_kg(ci);
+    cp_async_wait_all();  // WQ(ci) landed
+    __syncthreads();      // ... for every thread; H_n visible; phase B(ci-1)'s reads of kg, Aqk, v_new done
+    issue_ka(ci);
+    if (p.pf_dist > 0) prefetch_chunk(ci + p.pf_dist);
 
-    // ---- v_new = u - w H_n: warp tile rows r0.., columns c0..c0+32; hi + lo to shared
+    // ---- phase A: warp tile rows r0.., columns c0..c0+32; v_new as hi + lo to shared
+    float oacc[4][4];
     {
       float acc[4][4];
-      rows_times_state<K>(acc, &s.w[0][0], &s.H[0][0], r0, c0, lane);
+      rows2_times_state<K>(acc, oacc, &s.w[0][0], &s.qg[0][0], &s.H[0][0], r0, c0, lane);
 #pragma unroll
       for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
@@ -870,52 +898,15 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? 2 : 1) delta_state_kernel
     float el[RB][2];
 #pragma unroll
     for (int rb = 0; rb < RB; ++rb) el[rb][0] = elr[rb][0], el[rb][1] = elr[rb][1];
+    cp_async_wait_all();  // KA(ci) landed
+    __syncthreads();      // v_new visible; every read of w, q e^b and H_n done
+    issue_wq(ci + 1);
     load_u(ci + 1);
-    cp_async_wait<1>();  // qa(ci) landed
-    __syncthreads();     // v_new visible; w reads done
-    issue_w(ci + 1);
 
-    // ---- o = scale (q e^b) H_n + Aqk v_new (Aqk and v_new as hi + lo; lo x lo dropped)
-    {
-      float acc[4][4];
-      rows_times_state<K>(acc, &s.qg[0][0], &s.H[0][0], r0, c0, lane);
+    // ---- phase B: H update on this warp's state tile, o += Aqk v_new (Aqk and v_new as hi + lo,
+    // lo x lo dropped; Aqk is lower triangular), interleaved per 16-token step
 #pragma unroll
-      for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc[nt][e] *= p.scale;
-#pragma unroll 1
-      for (int ks = 0; ks <= (r0 >> 4); ++ks) {  // Aqk is lower triangular
-        uint32_t ah[4], al[4];
-        ldsm_x4(ah, a_src<72>(&s.a[0][0][0], r0, ks * 16, lane));
-        ldsm_x4(al, a_src<72>(&s.a[1][0][0], r0, ks * 16, lane));
-#pragma unroll
-        for (int np = 0; np < 2; ++np) {
-          uint32_t bh[4], bl[4];
-          ldsm_x4_trans(bh, bt_src<72>(&s.vn[0][0][0], ks * 16, c0 + np * 16, lane));
-          ldsm_x4_trans(bl, bt_src<72>(&s.vn[1][0][0], ks * 16, c0 + np * 16, lane));
-          mma_bf16_16816(acc[2 * np], ah, bh[0], bh[1]);
-          mma_bf16_16816(acc[2 * np + 1], ah, bh[2], bh[3]);
-          mma_bf16_16816(acc[2 * np], al, bh[0], bh[1]);
-          mma_bf16_16816(acc[2 * np + 1], al, bh[2], bh[3]);
-          mma_bf16_16816(acc[2 * np], ah, bl[0], bl[1]);
-          mma_bf16_16816(acc[2 * np + 1], ah, bl[2], bl[3]);
-        }
-      }
-#pragma unroll
-      for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-        for (int hf = 0; hf < 2; ++hf) {
-          const int r = r0 + g + 8 * hf, c = c0 + nt * 8 + 2 * t;
-          if (r < Cn) st_u32(p.o + ((t0 + r) * p.HV + hv) * V + vcol0 + c, pack_bf16(acc[nt][2 * hf], acc[nt][2 * hf + 1]));
-        }
-    }
-    cp_async_wait<1>();  // kg(ci) landed
-    __syncthreads();     // every read of H_n is done
-    issue_qa(ci + 1);
-
-    // ---- H = diag(e^bL) H + (k e^(bL-b))^T v_new on this warp's state tile, then its bf16 copy
-#pragma unroll
-    for (int rb = 0; rb < RB; ++rb) {
+    for (int rb = 0; rb < RB; ++rb)
 #pragma unroll
       for (int nt = 0; nt < NTS; ++nt) {
         hacc[rb][nt][0] *= el[rb][0];
@@ -924,7 +915,13 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? 2 : 1) delta_state_kernel
         hacc[rb][nt][3] *= el[rb][1];
       }
 #pragma unroll
-      for (int ks = 0; ks < kC / 16; ++ks) {
+    for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) oacc[nt][e] *= p.scale;
+#pragma unroll
+    for (int ks = 0; ks < kC / 16; ++ks) {
+#pragma unroll
+      for (int rb = 0; rb < RB; ++rb) {
         uint32_t a[4];
         // A = kg^T: element (m = channel, kk = token) lives at kg[token][channel]
         ldsm_x4_trans(a, &s.kg[ks * 16 + (lane & 7) + ((lane >> 4) << 3)][sm0 + 16 * rb + (((lane >> 3) & 1) << 3)]);
@@ -936,8 +933,41 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? 2 : 1) delta_state_kernel
           mma_bf16_16816(hacc[rb][2 * np + 1], a, b[2], b[3]);
         }
       }
+      if (ks <= (r0 >> 4)) {
+        uint32_t ah[4], al[4], bh[2][4], bl[2][4];
+        ldsm_x4(ah, a_src<72>(&s.a[0][0][0], r0, ks * 16, lane));
+        ldsm_x4(al, a_src<72>(&s.a[1][0][0], r0, ks * 16, lane));
+#pragma unroll
+        for (int np = 0; np < 2; ++np) {
+          ldsm_x4_trans(bh[np], bt_src<72>(&s.vn[0][0][0], ks * 16, c0 + np * 16, lane));
+          ldsm_x4_trans(bl[np], bt_src<72>(&s.vn[1][0][0], ks * 16, c0 + np * 16, lane));
+        }
+        // per accumulator the same order as before (hi hi, lo hi, hi lo), four chains interleaved
+#pragma unroll
+        for (int np = 0; np < 2; ++np) {
+          mma_bf16_16816(oacc[2 * np], ah, bh[np][0], bh[np][1]);
+          mma_bf16_16816(oacc[2 * np + 1], ah, bh[np][2], bh[np][3]);
+        }
+#pragma unroll
+        for (int np = 0; np < 2; ++np) {
+          mma_bf16_16816(oacc[2 * np], al, bh[np][0], bh[np][1]);
+          mma_bf16_16816(oacc[2 * np + 1], al, bh[np][2], bh[np][3]);
+        }
+#pragma unroll
+        for (int np = 0; np < 2; ++np) {
+          mma_bf16_16816(oacc[2 * np], ah, bl[np][0], bl[np][1]);
+          mma_bf16_16816(oacc[2 * np + 1], ah, bl[np][2], bl[np][3]);
+        }
+      }
     }
-    store_state_smem();  // nobody reads H_n after the last barrier
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        const int r = r0 + g + 8 * hf, c = c0 + nt * 8 + 2 * t;
+        if (r < Cn) st_u32(p.o + ((t0 + r) * p.HV + hv) * V + vcol0 + c, pack_bf16(oacc[nt][2 * hf], oacc[nt][2 * hf + 1]));
+      }
+    store_state_smem();  // H_n's last reads were in phase A (before the barrier above)
   }
   cp_async_wait_all();
 
@@ -979,6 +1009,11 @@ void run(Params prm, const Problem& p, cudaStream_t st) {
     if (e != cudaSuccess) cuda_fail("cudaOccupancyMaxActiveBlocksPerMultiprocessor", e);
     prep_per_sm = n > 0 ? n : 1;
   }
+  static const int pf_dist = [] {  // LINA_DELTA_FWD_PF=n: state-kernel L2 prefetch distance in chunks (0: off)
+    const char* e = std::getenv("LINA_DELTA_FWD_PF");
+    return e ? std::max(0, std::atoi(e)) : 2;
+  }();
+  prm.pf_dist = pf_dist;
   int dev = 0, sms = 0;
   check(cudaGetDevice(&dev), "cudaGetDevice");
   check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "cudaDeviceGetAttribute(SM count)");
