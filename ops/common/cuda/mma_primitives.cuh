@@ -60,11 +60,6 @@ __device__ __forceinline__ void ldsm_x4_trans(std::uint32_t (&r)[4], const void*
 __device__ __forceinline__ void cp_async16(void* smem_dst, const void* gmem_src, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(smem_dst)), "l"(gmem_src), "r"(valid ? 16 : 0));
 }
-// Bulk prefetch of a contiguous global block into L2 (sm_90; 16-byte aligned, bytes % 16 == 0): one
-// instruction from one thread, no registers or shared memory held while it is in flight.
-__device__ __forceinline__ void prefetch_l2_bulk(const void* gmem_src, std::uint32_t bytes) {
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(gmem_src), "r"(bytes) : "memory");
-}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }

@@ -77,7 +77,6 @@ struct Params {
   int l2norm;
   int safe;  // KDA: diagonal sub-blocks through the middle reference row (needs g >= -5)
   int nitems;  // prep work items: total chunks * HV (the prep grid is persistent and strides over them)
-  int pf_dist;  // state kernel: chunks ahead whose workspace blocks are bulk-prefetched into L2 (0: off)
   Workspace ws;
 };
 
@@ -183,14 +182,14 @@ __device__ __forceinline__ const bf16* bt_src(const bf16* base, int k0, int n0, 
   return base + (k0 + (lane & 7) + (((lane >> 3) & 1) << 3)) * P + n0 + ((lane >> 4) << 3);
 }
 
-// acc0 / acc1 (16 x 32 warp tiles, 4 n8 fragments each) = X0 / X1 [r0 .. r0+16, 0 .. K] @ H[0 .. K,
-// c0 .. c0+32]: the state kernel's two products with the chunk's entering state (w H_n and
+// acc0 / acc1 (16 x 8NT warp tiles, NT n8 fragments each) = X0 / X1 [r0 .. r0+16, 0 .. K] @ H[0 .. K,
+// c0 .. c0+8NT]: the state kernel's two products with the chunk's entering state (w H_n and
 // (q e^b) H_n) in one pass, so each H fragment is loaded once and 8 independent mma chains interleave.
-template <int K>
-__device__ __forceinline__ void rows2_times_state(float (&acc0)[4][4], float (&acc1)[4][4], const bf16* x0, const bf16* x1,
+template <int K, int NT>
+__device__ __forceinline__ void rows2_times_state(float (&acc0)[NT][4], float (&acc1)[NT][4], const bf16* x0, const bf16* x1,
                                                   const bf16* h, int r0, int c0, int lane) {
 #pragma unroll
-  for (int nt = 0; nt < 4; ++nt)
+  for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
     for (int e = 0; e < 4; ++e) acc0[nt][e] = acc1[nt][e] = 0.f;
 #pragma unroll 2
@@ -199,7 +198,7 @@ __device__ __forceinline__ void rows2_times_state(float (&acc0)[4][4], float (&a
     ldsm_x4(a0, a_src<K + 8>(x0, r0, ks * 16, lane));
     ldsm_x4(a1, a_src<K + 8>(x1, r0, ks * 16, lane));
 #pragma unroll
-    for (int np = 0; np < 2; ++np) {
+    for (int np = 0; np < NT / 2; ++np) {
       uint32_t b[4];
       ldsm_x4_trans(b, bt_src<72>(h, ks * 16, c0 + np * 16, lane));
       mma_bf16_16816(acc0[2 * np], a0, b[0], b[1]);
@@ -757,17 +756,23 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
   cp_async_wait_all();
 }
 
-template <int K>
-__global__ void __launch_bounds__(kThreads, K <= 128 ? 2 : 1) delta_state_kernel(const Params p) {
+// NW warps (8 or 16): 16 when the grid leaves SMs idle or holds one CTA per SM anyway (K = 256), so
+// each SM has twice the warps to hide the latency of the per-chunk chains at the same work per CTA.
+template <int K, int NW>
+__global__ void __launch_bounds__(NW * 32, (K <= 128 && NW == 8) ? 2 : 1) delta_state_kernel(const Params p) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   auto& s = *reinterpret_cast<StateSmem<K>*>(smem_raw);
-  constexpr int WR = K / 16 < 8 ? K / 16 : 8;  // warps along the state's K rows
-  constexpr int WC = 8 / WR;                    // warps along its 64 columns (1 or 2)
-  constexpr int RB = K / 16 / WR;               // 16-row blocks per warp (1 or 2)
-  constexpr int NTS = 8 / WC;                   // n8 state tiles per row block
+  constexpr int NTH = NW * 32;
+  constexpr int WR = K / 16 < NW ? K / 16 : NW;  // warps along the state's K rows
+  constexpr int WC = NW / WR;                     // warps along its 64 columns (1, 2 or 4)
+  constexpr int RB = K / 16 / WR;                 // 16-row blocks per warp (1 or 2)
+  constexpr int NTS = 8 / WC;                     // n8 state tiles per row block
+  constexpr int NT = 8 / (NW / 4);                // n8 tiles of the warp's v_new / o tile (4 or 2)
+  static_assert(NTS % 2 == 0 && NT % 2 == 0 && WR * WC == NW, "state kernel warp tiling");
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const int sm0 = 16 * RB * (warp % WR), sc0 = (64 / WC) * (warp / WR);  // this warp's state tile
-  const int r0 = 16 * (warp >> 1), c0 = 32 * (warp & 1);                 // its v_new / o tile
+  constexpr int LQ = NW == 16 ? 2 : 1;                                      // log2 of warps per 16-row block
+  const int r0 = 16 * (warp >> LQ), c0 = 8 * NT * (warp & ((1 << LQ) - 1));  // its v_new / o tile (16 x 8NT)
 
   int bid = blockIdx.x;
   const int vt = bid % p.nvt;
@@ -807,7 +812,7 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? 2 : 1) delta_state_kernel
   auto issue_rows = [&](bf16 (*dst)[K + 8], const bf16* src) {
     constexpr int QV = K / 8;
 #pragma unroll 1
-    for (int i = tid; i < kC * QV; i += kThreads) cp_async16(&dst[0][0] + 8 * (i + i / QV), src + 8 * i, true);
+    for (int i = tid; i < kC * QV; i += NTH) cp_async16(&dst[0][0] + 8 * (i + i / QV), src + 8 * i, true);
   };
   auto issue_wq = [&](int ci) {
     if (ci < nchunks) {
@@ -821,17 +826,17 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? 2 : 1) delta_state_kernel
       issue_rows(s.kg, p.ws.kg + chunk_id(ci) * kC * K);
       const bf16* src = p.ws.a + chunk_id(ci) * 2 * kC * kC;
 #pragma unroll 1
-      for (int i = tid; i < 2 * kC * 8; i += kThreads) cp_async16(&s.a[0][0][0] + 8 * (i + i / 8), src + 8 * i, true);
+      for (int i = tid; i < 2 * kC * 8; i += NTH) cp_async16(&s.a[0][0][0] + 8 * (i + i / 8), src + 8 * i, true);
     }
     cp_async_commit();
   };
-  // u (this warp's 16 x 32 v_new tile) and the decay of its state rows ride in registers
-  float ur[4][4], elr[RB][2];
+  // u (this warp's 16 x 8NT v_new tile) and the decay of its state rows ride in registers
+  float ur[NT][4], elr[RB][2];
   auto load_u = [&](int ci) {
     if (ci >= nchunks) return;
     const float* ug = p.ws.u + chunk_id(ci) * kC * V + vcol0 + c0 + 2 * t;
 #pragma unroll
-    for (int nt = 0; nt < 4; ++nt)
+    for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
       for (int hf = 0; hf < 2; ++hf) {
         const float2 x = *reinterpret_cast<const float2*>(ug + (r0 + g + 8 * hf) * V + nt * 8);
@@ -846,23 +851,6 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? 2 : 1) delta_state_kernel
     }
   };
 
-  // L2 prefetch pf_dist chunks ahead: the workspace is far larger than L2, so every cp.async above
-  // would otherwise wait a full DRAM latency with only a third to two thirds of a chunk to hide it.
-  // One bulk prefetch per contiguous block (w, q e^b, k e^(bL-b), Aqk, e^bL) and per 256-byte row
-  // of this CTA's u tile, spread over warps.
-  auto prefetch_chunk = [&](int ci) {
-    if (ci >= nchunks) return;
-    const long cid = chunk_id(ci);
-    constexpr uint32_t kBlk = kC * K * sizeof(bf16);
-    if (tid == 0) prefetch_l2_bulk(p.ws.w + cid * kC * K, kBlk);
-    else if (tid == 32) prefetch_l2_bulk(p.ws.qg + cid * kC * K, kBlk);
-    else if (tid == 64) prefetch_l2_bulk(p.ws.kg + cid * kC * K, kBlk);
-    else if (tid == 96) prefetch_l2_bulk(p.ws.a + cid * 2 * kC * kC, 2 * kC * kC * sizeof(bf16));
-    else if (tid == 224) prefetch_l2_bulk(p.ws.el + cid * K, K * sizeof(float));
-    else if (tid >= 128 && tid < 128 + kC)
-      prefetch_l2_bulk(p.ws.u + cid * kC * V + static_cast<long>(tid - 128) * V + vcol0, kVT * sizeof(float));
-  };
-  for (int d = 1; d < p.pf_dist; ++d) prefetch_chunk(d);
   issue_wq(0);
   load_u(0);
 
@@ -872,20 +860,17 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? 2 : 1) delta_state_kernel
   // (phase A), KA = k e^(bL-b), Aqk (phase B); every wait is for the one group in flight.
 #pragma unroll 1
   for (int ci = 0; ci < nchunks; ++ci) {
-    const long t0 = sd.row_begin + static_cast<long>(ci) * kC;
-    const int Cn = min(kC, sd.length - ci * kC);
     cp_async_wait_all();  // WQ(ci) landed
     __syncthreads();      // ... for every thread; H_n visible; phase B(ci-1)'s reads of kg, Aqk, v_new done
     issue_ka(ci);
-    if (p.pf_dist > 0) prefetch_chunk(ci + p.pf_dist);
 
     // ---- phase A: warp tile rows r0.., columns c0..c0+32; v_new as hi + lo to shared
-    float oacc[4][4];
+    float oacc[NT][4];
     {
-      float acc[4][4];
-      rows2_times_state<K>(acc, oacc, &s.w[0][0], &s.qg[0][0], &s.H[0][0], r0, c0, lane);
+      float acc[NT][4];
+      rows2_times_state<K, NT>(acc, oacc, &s.w[0][0], &s.qg[0][0], &s.H[0][0], r0, c0, lane);
 #pragma unroll
-      for (int nt = 0; nt < 4; ++nt)
+      for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
         for (int hf = 0; hf < 2; ++hf) {
           const int r = r0 + g + 8 * hf, c = c0 + nt * 8 + 2 * t;
@@ -915,7 +900,7 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? 2 : 1) delta_state_kernel
         hacc[rb][nt][3] *= el[rb][1];
       }
 #pragma unroll
-    for (int nt = 0; nt < 4; ++nt)
+    for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) oacc[nt][e] *= p.scale;
 #pragma unroll
@@ -934,34 +919,36 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? 2 : 1) delta_state_kernel
         }
       }
       if (ks <= (r0 >> 4)) {
-        uint32_t ah[4], al[4], bh[2][4], bl[2][4];
+        uint32_t ah[4], al[4], bh[NT / 2][4], bl[NT / 2][4];
         ldsm_x4(ah, a_src<72>(&s.a[0][0][0], r0, ks * 16, lane));
         ldsm_x4(al, a_src<72>(&s.a[1][0][0], r0, ks * 16, lane));
 #pragma unroll
-        for (int np = 0; np < 2; ++np) {
+        for (int np = 0; np < NT / 2; ++np) {
           ldsm_x4_trans(bh[np], bt_src<72>(&s.vn[0][0][0], ks * 16, c0 + np * 16, lane));
           ldsm_x4_trans(bl[np], bt_src<72>(&s.vn[1][0][0], ks * 16, c0 + np * 16, lane));
         }
         // per accumulator the same order as before (hi hi, lo hi, hi lo), four chains interleaved
 #pragma unroll
-        for (int np = 0; np < 2; ++np) {
+        for (int np = 0; np < NT / 2; ++np) {
           mma_bf16_16816(oacc[2 * np], ah, bh[np][0], bh[np][1]);
           mma_bf16_16816(oacc[2 * np + 1], ah, bh[np][2], bh[np][3]);
         }
 #pragma unroll
-        for (int np = 0; np < 2; ++np) {
+        for (int np = 0; np < NT / 2; ++np) {
           mma_bf16_16816(oacc[2 * np], al, bh[np][0], bh[np][1]);
           mma_bf16_16816(oacc[2 * np + 1], al, bh[np][2], bh[np][3]);
         }
 #pragma unroll
-        for (int np = 0; np < 2; ++np) {
+        for (int np = 0; np < NT / 2; ++np) {
           mma_bf16_16816(oacc[2 * np], ah, bl[np][0], bl[np][1]);
           mma_bf16_16816(oacc[2 * np + 1], ah, bl[np][2], bl[np][3]);
         }
       }
     }
+    const long t0 = sd.row_begin + static_cast<long>(ci) * kC;
+    const int Cn = min(kC, sd.length - ci * kC);
 #pragma unroll
-    for (int nt = 0; nt < 4; ++nt)
+    for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
       for (int hf = 0; hf < 2; ++hf) {
         const int r = r0 + g + 8 * hf, c = c0 + nt * 8 + 2 * t;
@@ -1002,18 +989,14 @@ void run(Params prm, const Problem& p, cudaStream_t st) {
   static int prep_per_sm = 0;  // attributes and occupancy once per instantiation
   if (prep_per_sm == 0) {
     set_smem(delta_prep_kernel<KDA, K>, sizeof(PrepSmem<KDA, K>));
-    set_smem(delta_state_kernel<K>, sizeof(StateSmem<K>));
+    set_smem(delta_state_kernel<K, 8>, sizeof(StateSmem<K>));
+    set_smem(delta_state_kernel<K, 16>, sizeof(StateSmem<K>));
     int n = 0;
     const cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, delta_prep_kernel<KDA, K>, kThreads,
                                                                         sizeof(PrepSmem<KDA, K>));
     if (e != cudaSuccess) cuda_fail("cudaOccupancyMaxActiveBlocksPerMultiprocessor", e);
     prep_per_sm = n > 0 ? n : 1;
   }
-  static const int pf_dist = [] {  // LINA_DELTA_FWD_PF=n: state-kernel L2 prefetch distance in chunks (0: off)
-    const char* e = std::getenv("LINA_DELTA_FWD_PF");
-    return e ? std::max(0, std::atoi(e)) : 2;
-  }();
-  prm.pf_dist = pf_dist;
   int dev = 0, sms = 0;
   check(cudaGetDevice(&dev), "cudaGetDevice");
   check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "cudaDeviceGetAttribute(SM count)");
@@ -1040,7 +1023,15 @@ void run(Params prm, const Problem& p, cudaStream_t st) {
   }
   const long grid = p.N * p.HV * prm.nvt;
   if (grid > 0) {  // also with no chunks at all: ht = h0
-    delta_state_kernel<K><<<static_cast<unsigned>(grid), kThreads, sizeof(StateSmem<K>), st>>>(prm);
+    // 16 warps per CTA where the 8-warp kernel would not fill the SMs' warp slots: one CTA per SM
+    // anyway (K = 256) or no more CTAs than SMs; LINA_DELTA_FWD_WARPS=8|16 forces one (measuring).
+    static const int force_nw = [] {
+      const char* e = std::getenv("LINA_DELTA_FWD_WARPS");
+      return e ? std::atoi(e) : 0;
+    }();
+    const bool wide = force_nw ? force_nw == 16 : (K == 256 || grid <= sms);
+    if (wide) delta_state_kernel<K, 16><<<static_cast<unsigned>(grid), 512, sizeof(StateSmem<K>), st>>>(prm);
+    else delta_state_kernel<K, 8><<<static_cast<unsigned>(grid), 256, sizeof(StateSmem<K>), st>>>(prm);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) cuda_fail("state kernel launch", e);
   }
