@@ -182,6 +182,17 @@ __device__ __forceinline__ const bf16* bt_src(const bf16* base, int k0, int n0, 
   return base + (k0 + (lane & 7) + (((lane >> 3) & 1) << 3)) * P + n0 + ((lane >> 4) << 3);
 }
 
+// cp.async of a contiguous block of N 16-byte pieces into a tile whose rows of R pieces are padded by
+// one piece (piece i lands at piece i + i / R); NTH threads, every offset a compile-time constant.
+template <int N, int R, int NTH>
+__device__ __forceinline__ void copy_padded(bf16* dst, const bf16* src, int tid) {
+  static_assert(N % NTH == 0 && NTH % R == 0, "copy_padded: whole rows per pass");
+  bf16* d = dst + 8 * (tid + tid / R);
+  const bf16* g = src + 8 * tid;
+#pragma unroll
+  for (int j = 0; j < N / NTH; ++j) cp_async16(d + 8 * j * (NTH + NTH / R), g + 8 * j * NTH, true);
+}
+
 // acc0 / acc1 (16 x 8NT warp tiles, NT n8 fragments each) = X0 / X1 [r0 .. r0+16, 0 .. K] @ H[0 .. K,
 // c0 .. c0+8NT]: the state kernel's two products with the chunk's entering state (w H_n and
 // (q e^b) H_n) in one pass, so each H fragment is loaded once and 8 independent mma chains interleave.
@@ -808,11 +819,10 @@ __global__ void __launch_bounds__(NW * 32, (K <= 128 && NW == 8) ? 2 : 1) delta_
 
   auto chunk_id = [&](int ci) { return (static_cast<long>(sd.chunk_off) + ci) * p.HV + hv; };
   // A [C][K] block is contiguous in the workspace: piece i (16 bytes) goes to row i / (K/8) of the
-  // padded tile, i.e. to byte 16 * (i + i / (K/8)).
+  // padded tile, i.e. to byte 16 * (i + i / (K/8)). Unrolled with compile-time strides: the pieces of
+  // one thread are NTH apart, i.e. NTH + NTH / (K/8) apart in the padded tile.
   auto issue_rows = [&](bf16 (*dst)[K + 8], const bf16* src) {
-    constexpr int QV = K / 8;
-#pragma unroll 1
-    for (int i = tid; i < kC * QV; i += NTH) cp_async16(&dst[0][0] + 8 * (i + i / QV), src + 8 * i, true);
+    copy_padded<kC * K / 8, K / 8, NTH>(&dst[0][0], src, tid);
   };
   auto issue_wq = [&](int ci) {
     if (ci < nchunks) {
@@ -824,9 +834,7 @@ __global__ void __launch_bounds__(NW * 32, (K <= 128 && NW == 8) ? 2 : 1) delta_
   auto issue_ka = [&](int ci) {
     if (ci < nchunks) {
       issue_rows(s.kg, p.ws.kg + chunk_id(ci) * kC * K);
-      const bf16* src = p.ws.a + chunk_id(ci) * 2 * kC * kC;
-#pragma unroll 1
-      for (int i = tid; i < 2 * kC * 8; i += NTH) cp_async16(&s.a[0][0][0] + 8 * (i + i / 8), src + 8 * i, true);
+      copy_padded<2 * kC * 8, 8, NTH>(&s.a[0][0][0], p.ws.a + chunk_id(ci) * 2 * kC * kC, tid);
     }
     cp_async_commit();
   };
