@@ -21,7 +21,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <string>
 
 #include "lina/chunk_delta.h"
@@ -767,8 +766,8 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
   cp_async_wait_all();
 }
 
-// NW warps (8 or 16): 16 when the grid leaves SMs idle or holds one CTA per SM anyway (K = 256), so
-// each SM has twice the warps to hide the latency of the per-chunk chains at the same work per CTA.
+// NW warps (8 or 16 tile the same work; 16 measured slower at every benchmark shape, so the host
+// launches 8 only).
 template <int K, int NW>
 __global__ void __launch_bounds__(NW * 32, (K <= 128 && NW == 8) ? 2 : 1) delta_state_kernel(const Params p) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -998,7 +997,6 @@ void run(Params prm, const Problem& p, cudaStream_t st) {
   if (prep_per_sm == 0) {
     set_smem(delta_prep_kernel<KDA, K>, sizeof(PrepSmem<KDA, K>));
     set_smem(delta_state_kernel<K, 8>, sizeof(StateSmem<K>));
-    set_smem(delta_state_kernel<K, 16>, sizeof(StateSmem<K>));
     int n = 0;
     const cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, delta_prep_kernel<KDA, K>, kThreads,
                                                                         sizeof(PrepSmem<KDA, K>));
@@ -1031,15 +1029,9 @@ void run(Params prm, const Problem& p, cudaStream_t st) {
   }
   const long grid = p.N * p.HV * prm.nvt;
   if (grid > 0) {  // also with no chunks at all: ht = h0
-    // 16 warps per CTA where the 8-warp kernel would not fill the SMs' warp slots: one CTA per SM
-    // anyway (K = 256) or no more CTAs than SMs; LINA_DELTA_FWD_WARPS=8|16 forces one (measuring).
-    static const int force_nw = [] {
-      const char* e = std::getenv("LINA_DELTA_FWD_WARPS");
-      return e ? std::atoi(e) : 0;
-    }();
-    const bool wide = force_nw ? force_nw == 16 : (K == 256 || grid <= sms);
-    if (wide) delta_state_kernel<K, 16><<<static_cast<unsigned>(grid), 512, sizeof(StateSmem<K>), st>>>(prm);
-    else delta_state_kernel<K, 8><<<static_cast<unsigned>(grid), 256, sizeof(StateSmem<K>), st>>>(prm);
+    // 8 warps: 16-warp CTAs (same work per CTA, NW = 16) measured slower at every shape, also where
+    // the grid leaves SMs idle (docs/kernels/chunk_delta_fwd.md), so only NW = 8 is instantiated.
+    delta_state_kernel<K, 8><<<static_cast<unsigned>(grid), 256, sizeof(StateSmem<K>), st>>>(prm);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) cuda_fail("state kernel launch", e);
   }
