@@ -8,8 +8,8 @@
 // 2. delta_state_kernel, one CTA per (sequence, value head, 64-column V tile), walks the chunks in
 //    order with the fp32 state tile H[K, 64] in registers and only does the state-dependent
 //    products: v_new = u - w H, o = scale (q e^b) H + Aqk v_new, H = e^bL H + (k e^(bL-b))^T v_new.
-//    Each operand buffer is refilled (cp.async) right after its last use in a chunk, so every load
-//    has a whole chunk to land.
+//    Two phases per chunk: the products with H_n (v_new and o's q e^b part), then the ones with
+//    v_new (H update and o's Aqk part); each phase's operands are loaded (cp.async) during the other.
 // Tensor-core products use mma.sync m16n8k16 bf16 -> fp32; the (I+L)^-1 block merges use mma.sync
 // m16n8k8 tf32 (FLA's precision). Gates are kept as log2 cumsums and only non-positive differences
 // are exponentiated, except KDA's safe_gate diagonal sub-blocks, whose middle reference row bounds
