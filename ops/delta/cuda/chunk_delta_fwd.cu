@@ -8,8 +8,8 @@
 // 2. delta_state_kernel, one CTA per (sequence, value head, 64-column V tile), walks the chunks in
 //    order with the fp32 state tile H[K, 64] in registers and only does the state-dependent
 //    products: v_new = u - w H, o = scale (q e^b) H + Aqk v_new, H = e^bL H + (k e^(bL-b))^T v_new.
-//    Each operand buffer is refilled (cp.async) right after its last use in a chunk, so every load
-//    has a whole chunk to land.
+//    Two phases per chunk: the products with H_n (v_new and o's q e^b part), then the ones with
+//    v_new (H update and o's Aqk part); each phase's operands are loaded (cp.async) during the other.
 // Tensor-core products use mma.sync m16n8k16 bf16 -> fp32; the (I+L)^-1 block merges use mma.sync
 // m16n8k8 tf32 (FLA's precision). Gates are kept as log2 cumsums and only non-positive differences
 // are exponentiated, except KDA's safe_gate diagonal sub-blocks, whose middle reference row bounds
@@ -177,24 +177,40 @@ __device__ __forceinline__ const bf16* bt_src(const bf16* base, int k0, int n0, 
   return base + (k0 + (lane & 7) + (((lane >> 3) & 1) << 3)) * P + n0 + ((lane >> 4) << 3);
 }
 
-// acc (a 16 x 32 warp tile, 4 n8 fragments) = X[r0 .. r0+16, 0 .. K] @ H[0 .. K, c0 .. c0+32]: the
-// state kernel's two products with the chunk's entering state (w H_n and (q e^b) H_n).
-template <int K>
-__device__ __forceinline__ void rows_times_state(float (&acc)[4][4], const bf16* x, const bf16* h, int r0, int c0, int lane) {
+// cp.async of a contiguous block of N 16-byte pieces into a tile whose rows of R pieces are padded by
+// one piece (piece i lands at piece i + i / R); NTH threads, every offset a compile-time constant.
+template <int N, int R, int NTH>
+__device__ __forceinline__ void copy_padded(bf16* dst, const bf16* src, int tid) {
+  static_assert(N % NTH == 0 && NTH % R == 0, "copy_padded: whole rows per pass");
+  bf16* d = dst + 8 * (tid + tid / R);
+  const bf16* g = src + 8 * tid;
 #pragma unroll
-  for (int nt = 0; nt < 4; ++nt)
+  for (int j = 0; j < N / NTH; ++j) cp_async16(d + 8 * j * (NTH + NTH / R), g + 8 * j * NTH, true);
+}
+
+// acc0 / acc1 (16 x 8NT warp tiles, NT n8 fragments each) = X0 / X1 [r0 .. r0+16, 0 .. K] @ H[0 .. K,
+// c0 .. c0+8NT]: the state kernel's two products with the chunk's entering state (w H_n and
+// (q e^b) H_n) in one pass, so each H fragment is loaded once and 8 independent mma chains interleave.
+template <int K, int NT>
+__device__ __forceinline__ void rows2_times_state(float (&acc0)[NT][4], float (&acc1)[NT][4], const bf16* x0, const bf16* x1,
+                                                  const bf16* h, int r0, int c0, int lane) {
 #pragma unroll
-    for (int e = 0; e < 4; ++e) acc[nt][e] = 0.f;
-#pragma unroll 4
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc0[nt][e] = acc1[nt][e] = 0.f;
+#pragma unroll 2
   for (int ks = 0; ks < K / 16; ++ks) {
-    uint32_t a[4];
-    ldsm_x4(a, a_src<K + 8>(x, r0, ks * 16, lane));
+    uint32_t a0[4], a1[4];
+    ldsm_x4(a0, a_src<K + 8>(x0, r0, ks * 16, lane));
+    ldsm_x4(a1, a_src<K + 8>(x1, r0, ks * 16, lane));
 #pragma unroll
-    for (int np = 0; np < 2; ++np) {
+    for (int np = 0; np < NT / 2; ++np) {
       uint32_t b[4];
       ldsm_x4_trans(b, bt_src<72>(h, ks * 16, c0 + np * 16, lane));
-      mma_bf16_16816(acc[2 * np], a, b[0], b[1]);
-      mma_bf16_16816(acc[2 * np + 1], a, b[2], b[3]);
+      mma_bf16_16816(acc0[2 * np], a0, b[0], b[1]);
+      mma_bf16_16816(acc0[2 * np + 1], a0, b[2], b[3]);
+      mma_bf16_16816(acc1[2 * np], a1, b[0], b[1]);
+      mma_bf16_16816(acc1[2 * np + 1], a1, b[2], b[3]);
     }
   }
 }
@@ -746,17 +762,23 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
   cp_async_wait_all();
 }
 
-template <int K>
-__global__ void __launch_bounds__(kThreads, K <= 128 ? 2 : 1) delta_state_kernel(const Params p) {
+// NW warps (8 or 16 tile the same work; 16 measured slower at every benchmark shape, so the host
+// launches 8 only).
+template <int K, int NW>
+__global__ void __launch_bounds__(NW * 32, (K <= 128 && NW == 8) ? 2 : 1) delta_state_kernel(const Params p) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   auto& s = *reinterpret_cast<StateSmem<K>*>(smem_raw);
-  constexpr int WR = K / 16 < 8 ? K / 16 : 8;  // warps along the state's K rows
-  constexpr int WC = 8 / WR;                    // warps along its 64 columns (1 or 2)
-  constexpr int RB = K / 16 / WR;               // 16-row blocks per warp (1 or 2)
-  constexpr int NTS = 8 / WC;                   // n8 state tiles per row block
+  constexpr int NTH = NW * 32;
+  constexpr int WR = K / 16 < NW ? K / 16 : NW;  // warps along the state's K rows
+  constexpr int WC = NW / WR;                     // warps along its 64 columns (1, 2 or 4)
+  constexpr int RB = K / 16 / WR;                 // 16-row blocks per warp (1 or 2)
+  constexpr int NTS = 8 / WC;                     // n8 state tiles per row block
+  constexpr int NT = 8 / (NW / 4);                // n8 tiles of the warp's v_new / o tile (4 or 2)
+  static_assert(NTS % 2 == 0 && NT % 2 == 0 && WR * WC == NW, "state kernel warp tiling");
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const int sm0 = 16 * RB * (warp % WR), sc0 = (64 / WC) * (warp / WR);  // this warp's state tile
-  const int r0 = 16 * (warp >> 1), c0 = 32 * (warp & 1);                 // its v_new / o tile
+  constexpr int LQ = NW == 16 ? 2 : 1;                                      // log2 of warps per 16-row block
+  const int r0 = 16 * (warp >> LQ), c0 = 8 * NT * (warp & ((1 << LQ) - 1));  // its v_new / o tile (16 x 8NT)
 
   int bid = blockIdx.x;
   const int vt = bid % p.nvt;
@@ -792,36 +814,32 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? 2 : 1) delta_state_kernel
 
   auto chunk_id = [&](int ci) { return (static_cast<long>(sd.chunk_off) + ci) * p.HV + hv; };
   // A [C][K] block is contiguous in the workspace: piece i (16 bytes) goes to row i / (K/8) of the
-  // padded tile, i.e. to byte 16 * (i + i / (K/8)).
+  // padded tile, i.e. to byte 16 * (i + i / (K/8)). Unrolled with compile-time strides: the pieces of
+  // one thread are NTH apart, i.e. NTH + NTH / (K/8) apart in the padded tile.
   auto issue_rows = [&](bf16 (*dst)[K + 8], const bf16* src) {
-    constexpr int QV = K / 8;
-#pragma unroll 1
-    for (int i = tid; i < kC * QV; i += kThreads) cp_async16(&dst[0][0] + 8 * (i + i / QV), src + 8 * i, true);
+    copy_padded<kC * K / 8, K / 8, NTH>(&dst[0][0], src, tid);
   };
-  auto issue_w = [&](int ci) {
-    if (ci < nchunks) issue_rows(s.w, p.ws.w + chunk_id(ci) * kC * K);
-    cp_async_commit();
-  };
-  auto issue_qa = [&](int ci) {
+  auto issue_wq = [&](int ci) {
     if (ci < nchunks) {
+      issue_rows(s.w, p.ws.w + chunk_id(ci) * kC * K);
       issue_rows(s.qg, p.ws.qg + chunk_id(ci) * kC * K);
-      const bf16* src = p.ws.a + chunk_id(ci) * 2 * kC * kC;
-#pragma unroll 1
-      for (int i = tid; i < 2 * kC * 8; i += kThreads) cp_async16(&s.a[0][0][0] + 8 * (i + i / 8), src + 8 * i, true);
     }
     cp_async_commit();
   };
-  auto issue_kg = [&](int ci) {
-    if (ci < nchunks) issue_rows(s.kg, p.ws.kg + chunk_id(ci) * kC * K);
+  auto issue_ka = [&](int ci) {
+    if (ci < nchunks) {
+      issue_rows(s.kg, p.ws.kg + chunk_id(ci) * kC * K);
+      copy_padded<2 * kC * 8, 8, NTH>(&s.a[0][0][0], p.ws.a + chunk_id(ci) * 2 * kC * kC, tid);
+    }
     cp_async_commit();
   };
-  // u (this warp's 16 x 32 v_new tile) and the decay of its state rows ride in registers
-  float ur[4][4], elr[RB][2];
+  // u (this warp's 16 x 8NT v_new tile) and the decay of its state rows ride in registers
+  float ur[NT][4], elr[RB][2];
   auto load_u = [&](int ci) {
     if (ci >= nchunks) return;
     const float* ug = p.ws.u + chunk_id(ci) * kC * V + vcol0 + c0 + 2 * t;
 #pragma unroll
-    for (int nt = 0; nt < 4; ++nt)
+    for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
       for (int hf = 0; hf < 2; ++hf) {
         const float2 x = *reinterpret_cast<const float2*>(ug + (r0 + g + 8 * hf) * V + nt * 8);
@@ -836,24 +854,26 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? 2 : 1) delta_state_kernel
     }
   };
 
-  issue_w(0);
-  issue_qa(0);
+  issue_wq(0);
   load_u(0);
 
+  // Two phases per chunk. A: v_new = u - w H_n and the (q e^b) H_n part of o (both only need H_n).
+  // B: H = e^bL H + (k e^(bL-b))^T v_new and o += Aqk v_new (both only need v_new). Each phase's
+  // operands are one cp.async group, issued right after the other phase's barrier: WQ = w, q e^b
+  // (phase A), KA = k e^(bL-b), Aqk (phase B); every wait is for the one group in flight.
 #pragma unroll 1
   for (int ci = 0; ci < nchunks; ++ci) {
-    const long t0 = sd.row_begin + static_cast<long>(ci) * kC;
-    const int Cn = min(kC, sd.length - ci * kC);
-    cp_async_wait<1>();  // w(ci) landed (qa(ci) may still fly)
-    __syncthreads();     // ... for every thread; H_n and the previous chunk's reads of kg / vn done
-    issue_kg(ci);
+    cp_async_wait_all();  // WQ(ci) landed
+    __syncthreads();      // ... for every thread; H_n visible; phase B(ci-1)'s reads of kg, Aqk, v_new done
+    issue_ka(ci);
 
-    // ---- v_new = u - w H_n: warp tile rows r0.., columns c0..c0+32; hi + lo to shared
+    // ---- phase A: warp tile rows r0.., columns c0..c0+32; v_new as hi + lo to shared
+    float oacc[NT][4];
     {
-      float acc[4][4];
-      rows_times_state<K>(acc, &s.w[0][0], &s.H[0][0], r0, c0, lane);
+      float acc[NT][4];
+      rows2_times_state<K, NT>(acc, oacc, &s.w[0][0], &s.qg[0][0], &s.H[0][0], r0, c0, lane);
 #pragma unroll
-      for (int nt = 0; nt < 4; ++nt)
+      for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
         for (int hf = 0; hf < 2; ++hf) {
           const int r = r0 + g + 8 * hf, c = c0 + nt * 8 + 2 * t;
@@ -866,52 +886,15 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? 2 : 1) delta_state_kernel
     float el[RB][2];
 #pragma unroll
     for (int rb = 0; rb < RB; ++rb) el[rb][0] = elr[rb][0], el[rb][1] = elr[rb][1];
+    cp_async_wait_all();  // KA(ci) landed
+    __syncthreads();      // v_new visible; every read of w, q e^b and H_n done
+    issue_wq(ci + 1);
     load_u(ci + 1);
-    cp_async_wait<1>();  // qa(ci) landed
-    __syncthreads();     // v_new visible; w reads done
-    issue_w(ci + 1);
 
-    // ---- o = scale (q e^b) H_n + Aqk v_new (Aqk and v_new as hi + lo; lo x lo dropped)
-    {
-      float acc[4][4];
-      rows_times_state<K>(acc, &s.qg[0][0], &s.H[0][0], r0, c0, lane);
+    // ---- phase B: H update on this warp's state tile, o += Aqk v_new (Aqk and v_new as hi + lo,
+    // lo x lo dropped; Aqk is lower triangular), interleaved per 16-token step
 #pragma unroll
-      for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc[nt][e] *= p.scale;
-#pragma unroll 1
-      for (int ks = 0; ks <= (r0 >> 4); ++ks) {  // Aqk is lower triangular
-        uint32_t ah[4], al[4];
-        ldsm_x4(ah, a_src<72>(&s.a[0][0][0], r0, ks * 16, lane));
-        ldsm_x4(al, a_src<72>(&s.a[1][0][0], r0, ks * 16, lane));
-#pragma unroll
-        for (int np = 0; np < 2; ++np) {
-          uint32_t bh[4], bl[4];
-          ldsm_x4_trans(bh, bt_src<72>(&s.vn[0][0][0], ks * 16, c0 + np * 16, lane));
-          ldsm_x4_trans(bl, bt_src<72>(&s.vn[1][0][0], ks * 16, c0 + np * 16, lane));
-          mma_bf16_16816(acc[2 * np], ah, bh[0], bh[1]);
-          mma_bf16_16816(acc[2 * np + 1], ah, bh[2], bh[3]);
-          mma_bf16_16816(acc[2 * np], al, bh[0], bh[1]);
-          mma_bf16_16816(acc[2 * np + 1], al, bh[2], bh[3]);
-          mma_bf16_16816(acc[2 * np], ah, bl[0], bl[1]);
-          mma_bf16_16816(acc[2 * np + 1], ah, bl[2], bl[3]);
-        }
-      }
-#pragma unroll
-      for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-        for (int hf = 0; hf < 2; ++hf) {
-          const int r = r0 + g + 8 * hf, c = c0 + nt * 8 + 2 * t;
-          if (r < Cn) st_u32(p.o + ((t0 + r) * p.HV + hv) * V + vcol0 + c, pack_bf16(acc[nt][2 * hf], acc[nt][2 * hf + 1]));
-        }
-    }
-    cp_async_wait<1>();  // kg(ci) landed
-    __syncthreads();     // every read of H_n is done
-    issue_qa(ci + 1);
-
-    // ---- H = diag(e^bL) H + (k e^(bL-b))^T v_new on this warp's state tile, then its bf16 copy
-#pragma unroll
-    for (int rb = 0; rb < RB; ++rb) {
+    for (int rb = 0; rb < RB; ++rb)
 #pragma unroll
       for (int nt = 0; nt < NTS; ++nt) {
         hacc[rb][nt][0] *= el[rb][0];
@@ -920,7 +903,13 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? 2 : 1) delta_state_kernel
         hacc[rb][nt][3] *= el[rb][1];
       }
 #pragma unroll
-      for (int ks = 0; ks < kC / 16; ++ks) {
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) oacc[nt][e] *= p.scale;
+#pragma unroll
+    for (int ks = 0; ks < kC / 16; ++ks) {
+#pragma unroll
+      for (int rb = 0; rb < RB; ++rb) {
         uint32_t a[4];
         // A = kg^T: element (m = channel, kk = token) lives at kg[token][channel]
         ldsm_x4_trans(a, &s.kg[ks * 16 + (lane & 7) + ((lane >> 4) << 3)][sm0 + 16 * rb + (((lane >> 3) & 1) << 3)]);
@@ -932,8 +921,43 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? 2 : 1) delta_state_kernel
           mma_bf16_16816(hacc[rb][2 * np + 1], a, b[2], b[3]);
         }
       }
+      if (ks <= (r0 >> 4)) {
+        uint32_t ah[4], al[4], bh[NT / 2][4], bl[NT / 2][4];
+        ldsm_x4(ah, a_src<72>(&s.a[0][0][0], r0, ks * 16, lane));
+        ldsm_x4(al, a_src<72>(&s.a[1][0][0], r0, ks * 16, lane));
+#pragma unroll
+        for (int np = 0; np < NT / 2; ++np) {
+          ldsm_x4_trans(bh[np], bt_src<72>(&s.vn[0][0][0], ks * 16, c0 + np * 16, lane));
+          ldsm_x4_trans(bl[np], bt_src<72>(&s.vn[1][0][0], ks * 16, c0 + np * 16, lane));
+        }
+        // per accumulator the same order as before (hi hi, lo hi, hi lo), four chains interleaved
+#pragma unroll
+        for (int np = 0; np < NT / 2; ++np) {
+          mma_bf16_16816(oacc[2 * np], ah, bh[np][0], bh[np][1]);
+          mma_bf16_16816(oacc[2 * np + 1], ah, bh[np][2], bh[np][3]);
+        }
+#pragma unroll
+        for (int np = 0; np < NT / 2; ++np) {
+          mma_bf16_16816(oacc[2 * np], al, bh[np][0], bh[np][1]);
+          mma_bf16_16816(oacc[2 * np + 1], al, bh[np][2], bh[np][3]);
+        }
+#pragma unroll
+        for (int np = 0; np < NT / 2; ++np) {
+          mma_bf16_16816(oacc[2 * np], ah, bl[np][0], bl[np][1]);
+          mma_bf16_16816(oacc[2 * np + 1], ah, bl[np][2], bl[np][3]);
+        }
+      }
     }
-    store_state_smem();  // nobody reads H_n after the last barrier
+    const long t0 = sd.row_begin + static_cast<long>(ci) * kC;
+    const int Cn = min(kC, sd.length - ci * kC);
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        const int r = r0 + g + 8 * hf, c = c0 + nt * 8 + 2 * t;
+        if (r < Cn) st_u32(p.o + ((t0 + r) * p.HV + hv) * V + vcol0 + c, pack_bf16(oacc[nt][2 * hf], oacc[nt][2 * hf + 1]));
+      }
+    store_state_smem();  // H_n's last reads were in phase A (before the barrier above)
   }
   cp_async_wait_all();
 
@@ -961,7 +985,7 @@ template <bool KDA, int K>
 void run(Params prm, const Problem& p, cudaStream_t st) {
   // Attributes and occupancy once per device (launch_setup), not per call.
   set_max_dynamic_smem(delta_prep_kernel<KDA, K>, static_cast<int>(sizeof(PrepSmem<KDA, K>)), "delta_prep_kernel");
-  set_max_dynamic_smem(delta_state_kernel<K>, static_cast<int>(sizeof(StateSmem<K>)), "delta_state_kernel");
+  set_max_dynamic_smem(delta_state_kernel<K, 8>, static_cast<int>(sizeof(StateSmem<K>)), "delta_state_kernel");
   const int prep_per_sm = std::max(1, max_active_blocks(delta_prep_kernel<KDA, K>, kThreads, sizeof(PrepSmem<KDA, K>), "delta_prep_kernel"));
   const int sms = sm_count();
   const DeviceSeqs seqs = upload_sequences(p, st);
@@ -987,7 +1011,9 @@ void run(Params prm, const Problem& p, cudaStream_t st) {
   }
   const long grid = p.N * p.HV * prm.nvt;
   if (grid > 0) {  // also with no chunks at all: ht = h0
-    delta_state_kernel<K><<<static_cast<unsigned>(grid), kThreads, sizeof(StateSmem<K>), st>>>(prm);
+    // 8 warps: 16-warp CTAs (same work per CTA, NW = 16) measured slower at every shape, also where
+    // the grid leaves SMs idle (docs/kernels/chunk_delta_fwd.md), so only NW = 8 is instantiated.
+    delta_state_kernel<K, 8><<<static_cast<unsigned>(grid), 256, sizeof(StateSmem<K>), st>>>(prm);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) cuda_fail("state kernel launch", e);
   }
