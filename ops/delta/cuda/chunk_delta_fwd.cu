@@ -65,7 +65,8 @@ struct Params {
   const float* h0;       // may be null
   float* ht;             // may be null
   bf16* o;
-  SeqTable seqs;
+  const SeqDesc* seqs;  // always a table: the state kernel sits at the 128-register cap at K = 128, and
+                        // deriving dense sequences (SeqTable) there spilled
   int N;
   int g_f32, beta_f32;
   int H, HV, G, V, nvt;
@@ -110,9 +111,14 @@ struct PrepItem {
 __device__ __forceinline__ PrepItem prep_item(const Params& p, int item) {
   const int hv = item % p.HV;
   const int cg = item / p.HV;  // global chunk index
-  const int2 sc = p.seqs.chunk(cg, p.N);
-  const SeqDesc sd = p.seqs.at(sc.x);
-  const int ci = sc.y;
+  int lo = 0, hi = p.N - 1;    // the last sequence whose first chunk is <= cg
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) >> 1;
+    if (p.seqs[mid].chunk_off <= cg) lo = mid;
+    else hi = mid - 1;
+  }
+  const SeqDesc sd = p.seqs[lo];
+  const int ci = cg - sd.chunk_off;
   return PrepItem{sd.row_begin + static_cast<long>(ci) * kC, min(kC, sd.length - ci * kC), hv / p.G, hv};
 }
 
@@ -785,7 +791,7 @@ __global__ void __launch_bounds__(NW * 32, (K <= 128 && NW == 8) ? 2 : 1) delta_
   bid /= p.nvt;
   const int hv = bid % p.HV;
   const int n = bid / p.HV;
-  const SeqDesc sd = p.seqs.at(n);
+  const SeqDesc sd = p.seqs[n];
   const int V = p.V, vcol0 = vt * kVT;
   const int nchunks = (sd.length + kC - 1) / kC;
 
@@ -988,8 +994,8 @@ void run(Params prm, const Problem& p, cudaStream_t st) {
   set_max_dynamic_smem(delta_state_kernel<K, 8>, static_cast<int>(sizeof(StateSmem<K>)), "delta_state_kernel");
   const int prep_per_sm = std::max(1, max_active_blocks(delta_prep_kernel<KDA, K>, kThreads, sizeof(PrepSmem<KDA, K>), "delta_prep_kernel"));
   const int sms = sm_count();
-  const DeviceSeqs seqs = upload_sequences(p, st);
-  prm.seqs = seqs.view;
+  const DeviceSeqs seqs = upload_sequences(p, st, /*always_table=*/true);
+  prm.seqs = seqs.ptr;
   prm.N = static_cast<int>(p.N);
   const size_t nch = static_cast<size_t>(seqs.total_chunks) * p.HV;
   const size_t b_ck = align256(nch * kC * K * sizeof(bf16)), b_a = align256(nch * 2 * kC * kC * sizeof(bf16));
