@@ -168,13 +168,37 @@ __global__ void prep_qk_kernel(const Params p) {
   }
 }
 
-// Loads rows [0, 64) of a [R, heads, width] fp32 tensor (rows past Cn are zero) into smem[64][pitch].
-__device__ __forceinline__ void load_rows(float* dst, int pitch, const float* src, i64 t0, int Cn, int heads, int head,
-                                          int width, int col0, int ncols) {
-  for (int i = threadIdx.x; i < kC * ncols; i += blockDim.x) {
-    const int r = i / ncols, c = i % ncols;
-    dst[r * pitch + c] = r < Cn ? src[((t0 + r) * heads + head) * width + col0 + c] : 0.f;
+// Fills a ROWS x COLS fp32 shared tile (row pitch `pitch`) with f(r, c). Each thread issues up to 8
+// global loads before its first store: with 8 warps per SM, one load in flight at a time would leave
+// every kernel waiting on memory latency.
+template <int ROWS, int COLS, class F>
+__device__ __forceinline__ void fill_tile(float* dst, int pitch, F f) {
+  static_assert((ROWS * COLS) % kNT == 0, "tile must split evenly over the block");
+  constexpr int PER = ROWS * COLS / kNT;
+  constexpr int BATCH = PER < 8 ? PER : 8;
+#pragma unroll 1
+  for (int u0 = 0; u0 < PER; u0 += BATCH) {
+    float tmp[BATCH];
+#pragma unroll
+    for (int u = 0; u < BATCH; ++u) {
+      const int i = threadIdx.x + (u0 + u) * kNT;
+      tmp[u] = f(i / COLS, i % COLS);
+    }
+#pragma unroll
+    for (int u = 0; u < BATCH; ++u) {
+      const int i = threadIdx.x + (u0 + u) * kNT;
+      dst[(i / COLS) * pitch + i % COLS] = tmp[u];
+    }
   }
+}
+
+// Rows [0, 64) of a [R, heads, width] fp32 tensor, columns [col0, col0 + NCOLS); rows past Cn are zero.
+template <int NCOLS>
+__device__ __forceinline__ void load_rows(float* dst, int pitch, const float* src, i64 t0, int Cn, int heads, int head,
+                                          int width, int col0) {
+  fill_tile<kC, NCOLS>(dst, pitch, [&](int r, int c) {
+    return r < Cn ? src[((t0 + r) * heads + head) * width + col0 + c] : 0.f;
+  });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -195,8 +219,8 @@ __global__ void __launch_bounds__(kNT, 1) chunk_prep_kernel(const Params p) {
   const i64 t0 = ci.t0;
   const int Cn = ci.Cn;
 
-  load_rows(q_s, KP, p.qn, t0, Cn, p.H, h, K, 0, K);
-  load_rows(k_s, KP, p.kn, t0, Cn, p.H, h, K, 0, K);
+  load_rows<K>(q_s, KP, p.qn, t0, Cn, p.H, h, K, 0);
+  load_rows<K>(k_s, KP, p.kn, t0, Cn, p.H, h, K, 0);
   if (tid < kC) {
     float bt = 0.f;
     if (tid < Cn) {
@@ -224,6 +248,7 @@ __global__ void __launch_bounds__(kNT, 1) chunk_prep_kernel(const Params p) {
   __syncthreads();
 
   // Aqk (j <= r, scale included) and L (j < r, times beta_r): thread per (r, j) pair
+#pragma unroll 1
   for (int pi = tid; pi < kC * kC; pi += kNT) {
     const int r = pi >> 6, j = pi & 63;
     float a = 0.f, l = 0.f;
@@ -330,10 +355,9 @@ __global__ void __launch_bounds__(kNT, 1) chunk_prep_kernel(const Params p) {
   // u = X @ (v beta), per 64-column tile
   for (int vt = 0; vt < p.nvt; ++vt) {
     __syncthreads();
-    for (int i = tid; i < kC * kVT; i += kNT) {
-      const int r = i >> 6, c = i & 63;
-      v_s[r * kP64 + c] = r < Cn ? load_as_float(p.v, p.v_t, ((t0 + r) * p.HV + hv) * p.V + vt * kVT + c) * beta_s[r] : 0.f;
-    }
+    fill_tile<kC, kVT>(v_s, kP64, [&](int r, int c) {
+      return r < Cn ? load_as_float(p.v, p.v_t, ((t0 + r) * p.HV + hv) * p.V + vt * kVT + c) * beta_s[r] : 0.f;
+    });
     __syncthreads();
     float acc[4][4] = {};
     for (int m = 0; m < kC; ++m) {
@@ -362,11 +386,9 @@ __global__ void __launch_bounds__(kNT, 1) chunk_prep_kernel(const Params p) {
 template <int K>
 __device__ __forceinline__ void load_gate_rows(const Params& p, float* b_s, float* bL_s, i64 t0, int Cn, int hv) {
   constexpr int KP = K + 1;
-  for (int i = threadIdx.x; i < kC * K; i += blockDim.x) {
-    const int r = i / K, c = i % K;
-    const int rr = min(r, Cn - 1);
-    b_s[r * KP + c] = p.b[((t0 + rr) * p.HV + hv) * p.Kg + (p.kda ? c : 0)];
-  }
+  fill_tile<kC, K>(b_s, KP, [&](int r, int c) {
+    return p.b[((t0 + min(r, Cn - 1)) * p.HV + hv) * p.Kg + (p.kda ? c : 0)];
+  });
   for (int c = threadIdx.x; c < K; c += blockDim.x) bL_s[c] = p.b[((t0 + Cn - 1) * p.HV + hv) * p.Kg + (p.kda ? c : 0)];
 }
 
@@ -412,10 +434,10 @@ __global__ void __launch_bounds__(kNT, 1) state_fwd_kernel(const Params p) {
         H_s[r * kP64 + c] = hreg[i][j];
         Hout[static_cast<i64>(r) * V + c0 + c] = hreg[i][j];
       }
-    load_rows(w_s, KP, p.w, t0, Cn, p.HV, hv, K, 0, K);
-    load_rows(kg_s, KP, p.kn, t0, Cn, p.H, h, K, 0, K);
+    load_rows<K>(w_s, KP, p.w, t0, Cn, p.HV, hv, K, 0);
+    load_rows<K>(kg_s, KP, p.kn, t0, Cn, p.H, h, K, 0);
     load_gate_rows<K>(p, b_s, bL_s, t0, Cn, hv);
-    load_rows(vn_s, kP64, p.vn, t0, Cn, p.HV, hv, V, c0, kVT);  // u
+    load_rows<kVT>(vn_s, kP64, p.vn, t0, Cn, p.HV, hv, V, c0);  // u
     __syncthreads();
     // v_new = u - w @ H (rows ty+16i, cols tx+16j of 64 x 64)
     {
@@ -519,14 +541,13 @@ __global__ void __launch_bounds__(kNT, 1) state_bwd_kernel(const Params p) {
         D_s[r * kP64 + c] = dreg[i][j];
         Dout[static_cast<i64>(r) * V + c0 + c] = dreg[i][j];
       }
-    load_rows(x_s, KP, p.kn, t0, Cn, p.H, h, K, 0, K);
-    load_rows(w_s, KP, p.w, t0, Cn, p.HV, hv, K, 0, K);
+    load_rows<K>(x_s, KP, p.kn, t0, Cn, p.H, h, K, 0);
+    load_rows<K>(w_s, KP, p.w, t0, Cn, p.HV, hv, K, 0);
     load_gate_rows<K>(p, b_s, bL_s, t0, Cn, hv);
-    load_rows(A_s, kP64, p.Aqk, t0, Cn, p.HV, hv, kC, 0, kC);
-    for (int i = tid; i < kC * kVT; i += kNT) {
-      const int r = i >> 6, c = i & 63;
-      dO_s[r * kP64 + c] = r < Cn ? load_as_float(p.d_o, p.do_t, ((t0 + r) * p.HV + hv) * V + c0 + c) : 0.f;
-    }
+    load_rows<kC>(A_s, kP64, p.Aqk, t0, Cn, p.HV, hv, kC, 0);
+    fill_tile<kC, kVT>(dO_s, kP64, [&](int r, int c) {
+      return r < Cn ? load_as_float(p.d_o, p.do_t, ((t0 + r) * p.HV + hv) * V + c0 + c) : 0.f;
+    });
     __syncthreads();
     for (int i = tid; i < kC * K; i += kNT) {
       const int r = i / K, c = i % K;
@@ -629,7 +650,7 @@ __global__ void __launch_bounds__(kNT, 1) grad_v_kernel(const Params p) {
   const int Cn = ci.Cn, V = p.V;
   const float* Hg = p.Hs + (static_cast<i64>(ci.gidx) * p.HV + hv) * K * V;
   const float* Dg = p.dHs + (static_cast<i64>(ci.gidx) * p.HV + hv) * K * V;
-  load_rows(T_s, kP64, p.Tinv, t0, Cn, p.HV, hv, kC, 0, kC);
+  load_rows<kC>(T_s, kP64, p.Tinv, t0, Cn, p.HV, hv, kC, 0);
   if (tid < kC) {
     beta_s[tid] = tid < Cn ? p.bt[(t0 + tid) * p.HV + hv] : 0.f;
     dbp_s[tid] = 0.f;
@@ -640,20 +661,13 @@ __global__ void __launch_bounds__(kNT, 1) grad_v_kernel(const Params p) {
   for (int vt = 0; vt < p.nvt; ++vt) {
     const int c0 = vt * kVT;
     __syncthreads();
-    for (int i = tid; i < K * kVT; i += kNT) {
-      const int r = i >> 6, c = i & 63;
-      H_s[r * kP64 + c] = Hg[static_cast<i64>(r) * V + c0 + c];
-      D_s[r * kP64 + c] = Dg[static_cast<i64>(r) * V + c0 + c];
-    }
-    for (int i = tid; i < kC * kVT; i += kNT) {
-      const int r = i >> 6, c = i & 63;
-      const bool ok = r < Cn;
-      const i64 off = ((t0 + r) * p.HV + hv) * V + c0 + c;
-      dO_s[r * kP64 + c] = ok ? load_as_float(p.d_o, p.do_t, off) : 0.f;
-      vn_s[r * kP64 + c] = ok ? p.vn[off] : 0.f;
-      dvn_s[r * kP64 + c] = ok ? p.dvn[off] : 0.f;
-      v_s[r * kP64 + c] = ok ? load_as_float(p.v, p.v_t, off) : 0.f;
-    }
+    fill_tile<K, kVT>(H_s, kP64, [&](int r, int c) { return Hg[static_cast<i64>(r) * V + c0 + c]; });
+    fill_tile<K, kVT>(D_s, kP64, [&](int r, int c) { return Dg[static_cast<i64>(r) * V + c0 + c]; });
+    const auto off = [&](int r, int c) { return ((t0 + r) * p.HV + hv) * V + c0 + c; };
+    fill_tile<kC, kVT>(dO_s, kP64, [&](int r, int c) { return r < Cn ? load_as_float(p.d_o, p.do_t, off(r, c)) : 0.f; });
+    fill_tile<kC, kVT>(vn_s, kP64, [&](int r, int c) { return r < Cn ? p.vn[off(r, c)] : 0.f; });
+    fill_tile<kC, kVT>(dvn_s, kP64, [&](int r, int c) { return r < Cn ? p.dvn[off(r, c)] : 0.f; });
+    fill_tile<kC, kVT>(v_s, kP64, [&](int r, int c) { return r < Cn ? load_as_float(p.v, p.v_t, off(r, c)) : 0.f; });
     __syncthreads();
     if (tid < K) {
       float s = 0.f;
@@ -724,14 +738,8 @@ __global__ void __launch_bounds__(kNT, 1) grad_v_kernel(const Params p) {
     const int c0 = vt * kVT;
     if (p.nvt > 1) {
       __syncthreads();
-      for (int i = tid; i < K * kVT; i += kNT) {
-        const int r = i >> 6, c = i & 63;
-        D_s[r * kP64 + c] = Dg[static_cast<i64>(r) * V + c0 + c];
-      }
-      for (int i = tid; i < kC * kVT; i += kNT) {
-        const int r = i >> 6, c = i & 63;
-        vn_s[r * kP64 + c] = r < Cn ? p.vn[((t0 + r) * p.HV + hv) * V + c0 + c] : 0.f;
-      }
+      fill_tile<K, kVT>(D_s, kP64, [&](int r, int c) { return Dg[static_cast<i64>(r) * V + c0 + c]; });
+      fill_tile<kC, kVT>(vn_s, kP64, [&](int r, int c) { return r < Cn ? p.vn[((t0 + r) * p.HV + hv) * V + c0 + c] : 0.f; });
       __syncthreads();
     }
     for (int m = 0; m < kVT; ++m) {
@@ -797,13 +805,13 @@ __global__ void __launch_bounds__(kNT, 1) grad_k_kernel(const Params p) {
   const ChunkInfo ci = chunk_info(p, blockIdx.x);
   const i64 t0 = ci.t0;
   const int Cn = ci.Cn;
-  load_rows(q_s, KP, p.qn, t0, Cn, p.H, h, K, 0, K);
-  load_rows(k_s, KP, p.kn, t0, Cn, p.H, h, K, 0, K);
+  load_rows<K>(q_s, KP, p.qn, t0, Cn, p.H, h, K, 0);
+  load_rows<K>(k_s, KP, p.kn, t0, Cn, p.H, h, K, 0);
   load_gate_rows<K>(p, b_s, bL_s, t0, Cn, hv);
-  load_rows(dw_s, KP, p.dw, t0, Cn, p.HV, hv, K, 0, K);
-  load_rows(T_s, kP64, p.Tinv, t0, Cn, p.HV, hv, kC, 0, kC);
-  load_rows(dA_s, kP64, p.dAqk, t0, Cn, p.HV, hv, kC, 0, kC);
-  load_rows(dT_s, kP64, p.dTv, t0, Cn, p.HV, hv, kC, 0, kC);
+  load_rows<K>(dw_s, KP, p.dw, t0, Cn, p.HV, hv, K, 0);
+  load_rows<kC>(T_s, kP64, p.Tinv, t0, Cn, p.HV, hv, kC, 0);
+  load_rows<kC>(dA_s, kP64, p.dAqk, t0, Cn, p.HV, hv, kC, 0);
+  load_rows<kC>(dT_s, kP64, p.dTv, t0, Cn, p.HV, hv, kC, 0);
   if (tid < kC) {
     beta_s[tid] = tid < Cn ? p.bt[(t0 + tid) * p.HV + hv] : 0.f;
     dbt_s[tid] = tid < Cn ? p.dbp[(t0 + tid) * p.HV + hv] : 0.f;
@@ -811,6 +819,7 @@ __global__ void __launch_bounds__(kNT, 1) grad_k_kernel(const Params p) {
   if (tid < K) cs_s[tid] = 0.f;
   __syncthreads();
   // dT = tril_strict((dw kgb^T + dTv) * beta_j), kgb = k e^b
+#pragma unroll 1
   for (int pi = tid; pi < kC * kC; pi += kNT) {
     const int r = pi >> 6, j = pi & 63;
     if (j < r && r < Cn) {
@@ -886,33 +895,42 @@ __global__ void __launch_bounds__(kNT, 1) grad_k_kernel(const Params p) {
       for (int j = 0; j < TN; ++j) dkgb[i][j] += a[i] * bb[j];
   }
   __syncthreads();  // dw_s is free: it becomes db
+  {
+    float rsum[4] = {}, csum[TN] = {};
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const int r = ty + 16 * i;
-    float s = 0.f;
+    for (int i = 0; i < 4; ++i) {
+      const int r = ty + 16 * i;
 #pragma unroll
-    for (int j = 0; j < TN; ++j) {
-      const int c = tx + 16 * j;
-      float db = 0.f;
-      if (r < Cn) {
-        const i64 x = ((t0 + r) * p.HV + hv) * K + c;
-        const float eb = __expf(b_s[r * KP + c]);
-        const float kgb = k_s[r * KP + c] * eb;
-        const float dke = p.dke[x];  // still the pure inter part dk_e
-        s += dkgb[i][j] * kgb;
-        atomicAdd(&cs_s[c], k_s[r * KP + c] * dke);
-        db = q_s[r * KP + c] * p.dqe[x] - k_s[r * KP + c] * dke + kgb * dkgb[i][j] * beta_s[r];
-        p.dke[x] = dke + dkgb[i][j] * eb * beta_s[r];  // dk partial (per value head)
+      for (int j = 0; j < TN; ++j) {
+        const int c = tx + 16 * j;
+        float db = 0.f;
+        if (r < Cn) {
+          const i64 x = ((t0 + r) * p.HV + hv) * K + c;
+          const float eb = __expf(b_s[r * KP + c]);
+          const float kgb = k_s[r * KP + c] * eb;
+          const float dke = p.dke[x];  // still the pure inter part dk_e
+          rsum[i] += dkgb[i][j] * kgb;
+          csum[j] += k_s[r * KP + c] * dke;
+          db = q_s[r * KP + c] * p.dqe[x] - k_s[r * KP + c] * dke + kgb * dkgb[i][j] * beta_s[r];
+          p.dke[x] = dke + dkgb[i][j] * eb * beta_s[r];  // dk partial (per value head)
+        }
+        dw_s[r * KP + c] = db;
       }
-      dw_s[r * KP + c] = db;
     }
-    if (r < Cn) atomicAdd(&dbt_s[r], s);
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      if (ty + 16 * i < Cn) atomicAdd(&dbt_s[ty + 16 * i], rsum[i]);
+#pragma unroll
+    for (int j = 0; j < TN; ++j) atomicAdd(&cs_s[tx + 16 * j], csum[j]);
   }
   __syncthreads();
-  // Intra: thread per (row x, channel c)
+  // Intra: thread per (row x, channel c); a warp covers 32 channels of one row (K % 32 == 0)
+#pragma unroll 1
   for (int it = tid; it < kC * K; it += kNT) {
     const int x = it / K, c = it % K;
-    if (x >= Cn) continue;
+    if (x >= Cn) continue;  // warp-uniform
+    const i64 gx = ((t0 + x) * p.HV + hv) * K + c;
+    const float dq0 = p.dqe[gx], dk0 = p.dke[gx];  // issued early, used at the end
     const float bx = b_s[x * KP + c];
     float dqi = 0.f, kr = 0.f, dkt = 0.f;
     for (int j = 0; j <= x; ++j) {  // x as the query / later row
@@ -924,13 +942,13 @@ __global__ void __launch_bounds__(kNT, 1) grad_k_kernel(const Params p) {
       const float e = __expf(b_s[r * KP + c] - bx);
       dkt += (dA_s[r * kP64 + x] * q_s[r * KP + c] + dT_s[r * kP64 + x] * beta_s[r] * k_s[r * KP + c]) * e;
     }
-    const i64 gx = ((t0 + x) * p.HV + hv) * K + c;
     const float qx = q_s[x * KP + c], kx = k_s[x * KP + c];
     const float dkrow = beta_s[x] * kr;
-    p.dqe[gx] += dqi;
-    p.dke[gx] += dkrow + dkt;
+    p.dqe[gx] = dq0 + dqi;
+    p.dke[gx] = dk0 + dkrow + dkt;
     dw_s[x * KP + c] += qx * dqi + (dkrow - dkt) * kx;
-    atomicAdd(&dbt_s[x], kr * kx);
+    const float bsum = warp_sum(kr * kx);
+    if ((tid & 31) == 0) atomicAdd(&dbt_s[x], bsum);
   }
   __syncthreads();
   // last row: the terms through bL, e^bL rowsum(H dh) + colsum(k dk_e); reverse cumsum -> dg
