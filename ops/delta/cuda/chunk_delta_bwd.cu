@@ -29,6 +29,7 @@
 #include "lina/error.h"
 #include "ops/common/backends.h"
 #include "ops/common/cuda/cuda_common.cuh"
+#include "ops/common/cuda/mma_primitives.cuh"
 #include "ops/common/cuda/workspace.h"
 
 namespace lina::detail::cuda {
@@ -37,6 +38,7 @@ namespace {
 using cuda_util::load_as_float;
 using cuda_util::warp_sum;
 using i64 = std::int64_t;
+using bf16 = __nv_bfloat16;
 
 constexpr int kC = 64;     // chunk length
 constexpr int kVT = 64;    // value columns per tile
@@ -393,242 +395,335 @@ __device__ __forceinline__ void load_gate_rows(const Params& p, float* b_s, floa
 }
 
 // ---------------------------------------------------------------------------------------------
-// B: forward state pass per (sequence, value head, V tile). H (fp32) lives in registers; thread
-// owns rows ty + 16i, columns tx + 16j of the K x 64 tile. smem: H [K][65], w, kg [64][K+1], vn [64][65]
+// Tensor-core building blocks of the state passes (B, C). Every operand enters as bf16 hi + lo
+// planes (x = hi + lo, ~16 significant bits) and each product is hi*hi + lo*hi + hi*lo with fp32
+// accumulation: close to the fp32 SIMT products they replace, at a few MMAs per chunk step, which
+// is not what bounds these passes (their loads are).
+
+// Fills a ROWS x COLS tile as bf16 hi and lo planes (row pitch P elements) from f(r, c), which
+// returns columns c .. c+3 as a float4. Up to BATCH float4 loads in flight per thread.
+template <int ROWS, int COLS, int P, int BATCH = 8, class F>
+__device__ __forceinline__ void fill_split(bf16* hi, bf16* lo, F f) {
+  constexpr int Q = COLS / 4, PER = ROWS * Q / kNT, B = PER < BATCH ? PER : BATCH;
+  static_assert((ROWS * Q) % kNT == 0 && PER % B == 0, "tile must split evenly over the block");
+#pragma unroll 1
+  for (int u0 = 0; u0 < PER; u0 += B) {
+    float4 tmp[B];
+#pragma unroll
+    for (int u = 0; u < B; ++u) {
+      const int i = threadIdx.x + (u0 + u) * kNT;
+      tmp[u] = f(i / Q, 4 * (i % Q));
+    }
+#pragma unroll
+    for (int u = 0; u < B; ++u) {
+      const int i = threadIdx.x + (u0 + u) * kNT, o = (i / Q) * P + 4 * (i % Q);
+      std::uint32_t h0, l0, h1, l1;
+      cuda_util::pack_bf16_split(tmp[u].x, tmp[u].y, h0, l0);
+      cuda_util::pack_bf16_split(tmp[u].z, tmp[u].w, h1, l1);
+      *reinterpret_cast<uint2*>(hi + o) = make_uint2(h0, h1);
+      *reinterpret_cast<uint2*>(lo + o) = make_uint2(l0, l1);
+    }
+  }
+}
+
+__device__ __forceinline__ float4 ld4(const float* p) { return *reinterpret_cast<const float4*>(p); }
+__device__ __forceinline__ float2 ld2(const float* p) { return *reinterpret_cast<const float2*>(p); }
+__device__ __forceinline__ void st2(float* p, float a, float b) { *reinterpret_cast<float2*>(p) = make_float2(a, b); }
+__device__ __forceinline__ void st_u32(bf16* p, std::uint32_t v) { *reinterpret_cast<std::uint32_t*>(p) = v; }
+constexpr float4 kZero4 = {0.f, 0.f, 0.f, 0.f};
+
+// Gate cumsum of token-head row `row` ((t0 + r) * HV + hv), channels c .. c+3 (GDN: broadcast).
+__device__ __forceinline__ float4 gate4(const Params& p, i64 row, int c) {
+  if (p.kda) return ld4(p.b + row * p.Kg + c);
+  const float x = p.b[row];
+  return make_float4(x, x, x, x);
+}
+
+// Dtype-generic row of 4 (dO, v).
+__device__ __forceinline__ float4 load4_as_float(const void* src, int dtype, i64 i) {
+  return make_float4(load_as_float(src, dtype, i), load_as_float(src, dtype, i + 1), load_as_float(src, dtype, i + 2),
+                     load_as_float(src, dtype, i + 3));
+}
+
+// Writes a 16-row fp32 warp tile (NT n8 fragments at rows m0.., columns n0..) as hi + lo planes.
+template <int NT, int P>
+__device__ __forceinline__ void store_split(bf16* hi, bf16* lo, const float (&acc)[NT][4], int m0, int n0, int lane) {
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      const int o = (m0 + g + 8 * hf) * P + n0 + nt * 8 + 2 * t;
+      std::uint32_t h, l;
+      cuda_util::pack_bf16_split(acc[nt][2 * hf], acc[nt][2 * hf + 1], h, l);
+      st_u32(hi + o, h);
+      st_u32(lo + o, l);
+    }
+}
+
+// acc (16 rows at m0, NT n8 tiles at n0) += X Y over the k16 steps [ks0, ks1); X from a row-major
+// [m][k] tile, or (TA) X^T from a row-major [k][m] tile; Y from a row-major [k][n] tile; both as
+// hi + lo planes (pitches lda, ldb); the lo x lo term is dropped.
+template <int NT, bool TA>
+__device__ __forceinline__ void warp_mma_split(float (&acc)[NT][4], const bf16* xh, const bf16* xl, int lda, int m0,
+                                               const bf16* yh, const bf16* yl, int ldb, int n0, int ks0, int ks1, int lane) {
+  static_assert(NT % 2 == 0, "n8 tiles come in pairs");
+#pragma unroll 1
+  for (int ks = ks0; ks < ks1; ++ks) {
+    std::uint32_t ah[4], al[4];
+    if constexpr (TA) {
+      cuda_util::ldsm_frag_a_trans(ah, xh, lda, m0, ks * 16, lane);
+      cuda_util::ldsm_frag_a_trans(al, xl, lda, m0, ks * 16, lane);
+    } else {
+      cuda_util::ldsm_frag_a(ah, xh, lda, m0, ks * 16, lane);
+      cuda_util::ldsm_frag_a(al, xl, lda, m0, ks * 16, lane);
+    }
+#pragma unroll
+    for (int np = 0; np < NT / 2; ++np) {
+      std::uint32_t bh[4], bl[4];
+      cuda_util::ldsm_frag_b_kn(bh, yh, ldb, ks * 16, n0 + 16 * np, lane);
+      cuda_util::ldsm_frag_b_kn(bl, yl, ldb, ks * 16, n0 + 16 * np, lane);
+      cuda_util::mma_bf16_16816_split(acc[2 * np], ah, al, bh[0], bh[1], bl[0], bl[1]);
+      cuda_util::mma_bf16_16816_split(acc[2 * np + 1], ah, al, bh[2], bh[3], bl[2], bl[3]);
+    }
+  }
+}
+
+// Warp tiles of the state passes (8 warps): the state [K][64] as WR x WC warps of 16 rows x NTS n8
+// tiles; the per-chunk [64][64] products (v_new, dvn) as 4 x 2 warps of 16 rows x 4 n8 tiles.
+template <int K>
+struct StateTiles {
+  static constexpr int WR = K / 16, WC = 8 / WR, NTS = 8 / WC;
+  static_assert(WR * WC == 8, "K in {64, 128}");
+  int sm0, sc0, r0, c0;
+  __device__ StateTiles(int warp)
+      : sm0(16 * (warp % WR)), sc0((64 / WC) * (warp / WR)), r0(16 * (warp >> 1)), c0(32 * (warp & 1)) {}
+};
+
+// ---------------------------------------------------------------------------------------------
+// B: forward state pass per (sequence, value head, 64-column V tile). H (fp32) lives in MMA
+// accumulators; per chunk: H_n -> global (fp32) and shared (hi + lo); v_new = u - w H_n;
+// H = diag(e^bL) H + kg^T v_new, kg = k e^(bL-b).
+template <int K>
+struct StateFwdSmem {
+  alignas(16) bf16 H[2][K][72];
+  alignas(16) bf16 w[2][kC][K + 8];
+  alignas(16) bf16 kg[2][kC][K + 8];
+  alignas(16) bf16 vn[2][kC][72];
+};
+
 template <int K>
 __global__ void __launch_bounds__(kNT, 1) state_fwd_kernel(const Params p) {
-  extern __shared__ float sm[];
-  constexpr int KP = K + 1, TM = K / 16;
-  float* H_s = sm;
-  float* w_s = H_s + K * kP64;
-  float* kg_s = w_s + kC * KP;
-  float* vn_s = kg_s + kC * KP;
-  float* b_s = vn_s + kC * kP64;
-  float* bL_s = b_s + kC * KP;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  auto& s = *reinterpret_cast<StateFwdSmem<K>*>(smem_raw);
+  using TL = StateTiles<K>;
+  constexpr int NTS = TL::NTS;
+  const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const TL tl(tid >> 5);
   int bid = blockIdx.x;
   const int vt = bid % p.nvt;
   bid /= p.nvt;
   const int hv = bid % p.HV, n = bid / p.HV, h = hv / p.G;
   const cuda_util::SeqDesc sd = p.seqs[n];
-  const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
-  const int V = p.V, c0 = vt * kVT;
-  float hreg[TM][4];
+  const int V = p.V, vc0 = vt * kVT;
+  float hacc[NTS][4];
   const i64 sbase = (static_cast<i64>(n) * p.HV + hv) * K * V;
 #pragma unroll
-  for (int i = 0; i < TM; ++i)
+  for (int nt = 0; nt < NTS; ++nt)
 #pragma unroll
-    for (int j = 0; j < 4; ++j)
-      hreg[i][j] = p.h0 ? p.h0[sbase + static_cast<i64>(ty + 16 * i) * V + c0 + tx + 16 * j] : 0.f;
+    for (int e = 0; e < 4; ++e) {
+      const int r = tl.sm0 + g + 8 * (e >> 1), c = tl.sc0 + nt * 8 + 2 * t + (e & 1);
+      hacc[nt][e] = p.h0 ? p.h0[sbase + static_cast<i64>(r) * V + vc0 + c] : 0.f;
+    }
   const int nch = (sd.length + kC - 1) / kC;
+#pragma unroll 1
   for (int lc = 0; lc < nch; ++lc) {
     const i64 t0 = sd.row_begin + static_cast<i64>(lc) * kC;
     const int Cn = min(kC, sd.length - lc * kC);
     const int gidx = sd.chunk_off + lc;
-    float* Hout = p.Hs + (static_cast<i64>(gidx) * p.HV + hv) * K * V;
+    const i64 bLrow = (t0 + Cn - 1) * p.HV + hv;
+    float* Hout = p.Hs + (static_cast<i64>(gidx) * p.HV + hv) * K * V + vc0;
     __syncthreads();  // previous chunk's readers are done
 #pragma unroll
-    for (int i = 0; i < TM; ++i)
+    for (int nt = 0; nt < NTS; ++nt)
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int r = ty + 16 * i, c = tx + 16 * j;
-        H_s[r * kP64 + c] = hreg[i][j];
-        Hout[static_cast<i64>(r) * V + c0 + c] = hreg[i][j];
+      for (int hf = 0; hf < 2; ++hf) {
+        const int r = tl.sm0 + g + 8 * hf, c = tl.sc0 + nt * 8 + 2 * t;
+        st2(Hout + static_cast<i64>(r) * V + c, hacc[nt][2 * hf], hacc[nt][2 * hf + 1]);
       }
-    load_rows<K>(w_s, KP, p.w, t0, Cn, p.HV, hv, K, 0);
-    load_rows<K>(kg_s, KP, p.kn, t0, Cn, p.H, h, K, 0);
-    load_gate_rows<K>(p, b_s, bL_s, t0, Cn, hv);
-    load_rows<kVT>(vn_s, kP64, p.vn, t0, Cn, p.HV, hv, V, c0);  // u
+    store_split<NTS, 72>(&s.H[0][0][0], &s.H[1][0][0], hacc, tl.sm0, tl.sc0, lane);
+    fill_split<kC, K, K + 8>(&s.w[0][0][0], &s.w[1][0][0], [&](int r, int c) {
+      return r < Cn ? ld4(p.w + ((t0 + r) * p.HV + hv) * K + c) : kZero4;
+    });
+    fill_split<kC, K, K + 8, 4>(&s.kg[0][0][0], &s.kg[1][0][0], [&](int r, int c) {
+      if (r >= Cn) return kZero4;
+      const float4 k = ld4(p.kn + ((t0 + r) * p.H + h) * K + c);
+      const float4 b = gate4(p, (t0 + r) * p.HV + hv, c), bl = gate4(p, bLrow, c);
+      return make_float4(k.x * __expf(fminf(bl.x - b.x, 0.f)), k.y * __expf(fminf(bl.y - b.y, 0.f)),
+                         k.z * __expf(fminf(bl.z - b.z, 0.f)), k.w * __expf(fminf(bl.w - b.w, 0.f)));
+    });
+    // -u into this warp's v_new accumulators: v_new = -(-u + w H)
+    float acc[4][4];
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        const int r = tl.r0 + g + 8 * hf, c = vc0 + tl.c0 + nt * 8 + 2 * t;
+        const float2 u = r < Cn ? ld2(p.vn + ((t0 + r) * p.HV + hv) * V + c) : make_float2(0.f, 0.f);
+        acc[nt][2 * hf] = -u.x;
+        acc[nt][2 * hf + 1] = -u.y;
+      }
+    const float d0 = __expf(p.b[bLrow * p.Kg + (p.kda ? tl.sm0 + g : 0)]);
+    const float d1 = __expf(p.b[bLrow * p.Kg + (p.kda ? tl.sm0 + g + 8 : 0)]);
     __syncthreads();
-    // v_new = u - w @ H (rows ty+16i, cols tx+16j of 64 x 64)
-    {
-      float acc[4][4];
+    warp_mma_split<4, false>(acc, &s.w[0][0][0], &s.w[1][0][0], K + 8, tl.r0, &s.H[0][0][0], &s.H[1][0][0], 72, tl.c0, 0,
+                             K / 16, lane);
 #pragma unroll
-      for (int i = 0; i < 4; ++i)
+    for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
-        for (int j = 0; j < 4; ++j) acc[i][j] = vn_s[(ty + 16 * i) * kP64 + tx + 16 * j];
-      for (int m = 0; m < K; ++m) {
-        float a[4], bb[4];
-#pragma unroll
-        for (int i = 0; i < 4; ++i) a[i] = w_s[(ty + 16 * i) * KP + m];
-#pragma unroll
-        for (int j = 0; j < 4; ++j) bb[j] = H_s[m * kP64 + tx + 16 * j];
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-#pragma unroll
-          for (int j = 0; j < 4; ++j) acc[i][j] -= a[i] * bb[j];
+      for (int hf = 0; hf < 2; ++hf) {
+        const int r = tl.r0 + g + 8 * hf, c = vc0 + tl.c0 + nt * 8 + 2 * t;
+        const bool ok = r < Cn;
+        acc[nt][2 * hf] = ok ? -acc[nt][2 * hf] : 0.f;
+        acc[nt][2 * hf + 1] = ok ? -acc[nt][2 * hf + 1] : 0.f;
+        if (ok) st2(p.vn + ((t0 + r) * p.HV + hv) * V + c, acc[nt][2 * hf], acc[nt][2 * hf + 1]);
       }
-      // kg = k e^(bL - b) in place (each thread touches its own elements after the barrier below)
-      __syncthreads();
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int r = ty + 16 * i;
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const float x = r < Cn ? acc[i][j] : 0.f;
-          vn_s[r * kP64 + tx + 16 * j] = x;
-          if (r < Cn) p.vn[((t0 + r) * p.HV + hv) * V + c0 + tx + 16 * j] = x;
-        }
-      }
-      for (int i = tid; i < kC * K; i += kNT) {
-        const int r = i / K, c = i % K;
-        kg_s[r * KP + c] *= __expf(fminf(bL_s[c] - b_s[r * KP + c], 0.f));
-      }
-    }
+    store_split<4, 72>(&s.vn[0][0][0], &s.vn[1][0][0], acc, tl.r0, tl.c0, lane);
     __syncthreads();
-    // H = diag(e^bL) H + kg^T v_new
 #pragma unroll
-    for (int i = 0; i < TM; ++i) {
-      const float d = __expf(bL_s[ty + 16 * i]);
-#pragma unroll
-      for (int j = 0; j < 4; ++j) hreg[i][j] *= d;
+    for (int nt = 0; nt < NTS; ++nt) {
+      hacc[nt][0] *= d0;
+      hacc[nt][1] *= d0;
+      hacc[nt][2] *= d1;
+      hacc[nt][3] *= d1;
     }
-    for (int m = 0; m < kC; ++m) {
-      float a[TM], bb[4];
-#pragma unroll
-      for (int i = 0; i < TM; ++i) a[i] = kg_s[m * KP + ty + 16 * i];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) bb[j] = vn_s[m * kP64 + tx + 16 * j];
-#pragma unroll
-      for (int i = 0; i < TM; ++i)
-#pragma unroll
-        for (int j = 0; j < 4; ++j) hreg[i][j] += a[i] * bb[j];
-    }
+    warp_mma_split<NTS, true>(hacc, &s.kg[0][0][0], &s.kg[1][0][0], K + 8, tl.sm0, &s.vn[0][0][0], &s.vn[1][0][0], 72,
+                              tl.sc0, 0, kC / 16, lane);
   }
 }
 
 // ---------------------------------------------------------------------------------------------
-// C: reverse state pass. D (fp32 registers, same ownership as B) starts at dht. Per chunk, last to
-// first: dh[n] = D; dvn = Aqk^T dO + kg D; D = diag(e^bL) D + scale qg^T dO - w^T dvn.
-// smem: D [K][65], kg/qg (shared buffer, reloaded), w [64][K+1], b [64][K+1], Aqk, dO, dvn [64][65]
+// C: reverse state pass, same grid and tiles. D (fp32 MMA accumulators) starts at dht. Per chunk,
+// last to first: dh[n] = D; dvn = Aqk^T dO + kg D; D = diag(e^bL) D + (scale q e^b)^T dO - w^T dvn.
+template <int K>
+struct StateBwdSmem {
+  alignas(16) bf16 D[2][K][72];
+  alignas(16) bf16 kg[2][kC][K + 8];
+  alignas(16) bf16 qg[2][kC][K + 8];  // scale q e^b
+  alignas(16) bf16 w[2][kC][K + 8];   // -w
+  alignas(16) bf16 A[2][kC][72];      // Aqk [r][j] (zero for j > r)
+  alignas(16) bf16 dO[2][kC][72];
+  alignas(16) bf16 dvn[2][kC][72];
+};
+
 template <int K>
 __global__ void __launch_bounds__(kNT, 1) state_bwd_kernel(const Params p) {
-  extern __shared__ float sm[];
-  constexpr int KP = K + 1, TM = K / 16;
-  float* D_s = sm;
-  float* x_s = D_s + K * kP64;   // kg, later qg
-  float* w_s = x_s + kC * KP;
-  float* b_s = w_s + kC * KP;
-  float* A_s = b_s + kC * KP;
-  float* dO_s = A_s + kC * kP64;
-  float* dvn_s = dO_s + kC * kP64;
-  float* bL_s = dvn_s + kC * kP64;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  auto& s = *reinterpret_cast<StateBwdSmem<K>*>(smem_raw);
+  using TL = StateTiles<K>;
+  constexpr int NTS = TL::NTS;
+  const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const TL tl(tid >> 5);
   int bid = blockIdx.x;
   const int vt = bid % p.nvt;
   bid /= p.nvt;
   const int hv = bid % p.HV, n = bid / p.HV, h = hv / p.G;
   const cuda_util::SeqDesc sd = p.seqs[n];
-  const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
-  const int V = p.V, c0 = vt * kVT;
-  float dreg[TM][4];
-  const i64 sbase = (static_cast<i64>(n) * p.HV + hv) * K * V;
+  const int V = p.V, vc0 = vt * kVT;
+  float dacc[NTS][4];
+  const i64 sbase = (static_cast<i64>(n) * p.HV + hv) * K * V + vc0;
 #pragma unroll
-  for (int i = 0; i < TM; ++i)
+  for (int nt = 0; nt < NTS; ++nt)
 #pragma unroll
-    for (int j = 0; j < 4; ++j)
-      dreg[i][j] = p.dht ? load_as_float(p.dht, p.dht_t, sbase + static_cast<i64>(ty + 16 * i) * V + c0 + tx + 16 * j) : 0.f;
+    for (int e = 0; e < 4; ++e) {
+      const int r = tl.sm0 + g + 8 * (e >> 1), c = tl.sc0 + nt * 8 + 2 * t + (e & 1);
+      dacc[nt][e] = p.dht ? load_as_float(p.dht, p.dht_t, sbase + static_cast<i64>(r) * V + c) : 0.f;
+    }
   const int nch = (sd.length + kC - 1) / kC;
+#pragma unroll 1
   for (int lc = nch - 1; lc >= 0; --lc) {
     const i64 t0 = sd.row_begin + static_cast<i64>(lc) * kC;
     const int Cn = min(kC, sd.length - lc * kC);
     const int gidx = sd.chunk_off + lc;
-    float* Dout = p.dHs + (static_cast<i64>(gidx) * p.HV + hv) * K * V;
-    __syncthreads();
+    const i64 bLrow = (t0 + Cn - 1) * p.HV + hv;
+    float* Dout = p.dHs + (static_cast<i64>(gidx) * p.HV + hv) * K * V + vc0;
+    __syncthreads();  // previous chunk's readers are done
 #pragma unroll
-    for (int i = 0; i < TM; ++i)
+    for (int nt = 0; nt < NTS; ++nt)
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int r = ty + 16 * i, c = tx + 16 * j;
-        D_s[r * kP64 + c] = dreg[i][j];
-        Dout[static_cast<i64>(r) * V + c0 + c] = dreg[i][j];
+      for (int hf = 0; hf < 2; ++hf) {
+        const int r = tl.sm0 + g + 8 * hf, c = tl.sc0 + nt * 8 + 2 * t;
+        st2(Dout + static_cast<i64>(r) * V + c, dacc[nt][2 * hf], dacc[nt][2 * hf + 1]);
       }
-    load_rows<K>(x_s, KP, p.kn, t0, Cn, p.H, h, K, 0);
-    load_rows<K>(w_s, KP, p.w, t0, Cn, p.HV, hv, K, 0);
-    load_gate_rows<K>(p, b_s, bL_s, t0, Cn, hv);
-    load_rows<kC>(A_s, kP64, p.Aqk, t0, Cn, p.HV, hv, kC, 0);
-    fill_tile<kC, kVT>(dO_s, kP64, [&](int r, int c) {
-      return r < Cn ? load_as_float(p.d_o, p.do_t, ((t0 + r) * p.HV + hv) * V + c0 + c) : 0.f;
+    store_split<NTS, 72>(&s.D[0][0][0], &s.D[1][0][0], dacc, tl.sm0, tl.sc0, lane);
+    fill_split<kC, K, K + 8>(&s.w[0][0][0], &s.w[1][0][0], [&](int r, int c) {
+      if (r >= Cn) return kZero4;
+      const float4 x = ld4(p.w + ((t0 + r) * p.HV + hv) * K + c);
+      return make_float4(-x.x, -x.y, -x.z, -x.w);
     });
+    fill_split<kC, K, K + 8, 4>(&s.kg[0][0][0], &s.kg[1][0][0], [&](int r, int c) {
+      if (r >= Cn) return kZero4;
+      const float4 k = ld4(p.kn + ((t0 + r) * p.H + h) * K + c);
+      const float4 b = gate4(p, (t0 + r) * p.HV + hv, c), bl = gate4(p, bLrow, c);
+      return make_float4(k.x * __expf(fminf(bl.x - b.x, 0.f)), k.y * __expf(fminf(bl.y - b.y, 0.f)),
+                         k.z * __expf(fminf(bl.z - b.z, 0.f)), k.w * __expf(fminf(bl.w - b.w, 0.f)));
+    });
+    fill_split<kC, K, K + 8, 4>(&s.qg[0][0][0], &s.qg[1][0][0], [&](int r, int c) {
+      if (r >= Cn) return kZero4;
+      const float4 q = ld4(p.qn + ((t0 + r) * p.H + h) * K + c);
+      const float4 b = gate4(p, (t0 + r) * p.HV + hv, c);
+      const float sc = p.scale;
+      return make_float4(sc * q.x * __expf(b.x), sc * q.y * __expf(b.y), sc * q.z * __expf(b.z), sc * q.w * __expf(b.w));
+    });
+    fill_split<kC, kC, 72>(&s.A[0][0][0], &s.A[1][0][0], [&](int r, int c) {
+      return r < Cn ? ld4(p.Aqk + ((t0 + r) * p.HV + hv) * kC + c) : kZero4;
+    });
+    fill_split<kC, kVT, 72>(&s.dO[0][0][0], &s.dO[1][0][0], [&](int r, int c) {
+      return r < Cn ? load4_as_float(p.d_o, p.do_t, ((t0 + r) * p.HV + hv) * V + vc0 + c) : kZero4;
+    });
+    const float d0 = __expf(p.b[bLrow * p.Kg + (p.kda ? tl.sm0 + g : 0)]);
+    const float d1 = __expf(p.b[bLrow * p.Kg + (p.kda ? tl.sm0 + g + 8 : 0)]);
     __syncthreads();
-    for (int i = tid; i < kC * K; i += kNT) {
-      const int r = i / K, c = i % K;
-      x_s[r * KP + c] *= __expf(fminf(bL_s[c] - b_s[r * KP + c], 0.f));  // kg
-    }
-    __syncthreads();
-    {  // dvn = Aqk^T dO + kg D (64 x 64: rows ty+16i, cols tx+16j)
+    {  // dvn = Aqk^T dO + kg D; Aqk^T's rows j only meet tokens r >= j, so k16 steps below r0 are zero
       float acc[4][4] = {};
-      for (int m = 0; m < kC; ++m) {
-        float a[4], bb[4];
+      warp_mma_split<4, true>(acc, &s.A[0][0][0], &s.A[1][0][0], 72, tl.r0, &s.dO[0][0][0], &s.dO[1][0][0], 72, tl.c0,
+                              tl.r0 >> 4, kC / 16, lane);
+      warp_mma_split<4, false>(acc, &s.kg[0][0][0], &s.kg[1][0][0], K + 8, tl.r0, &s.D[0][0][0], &s.D[1][0][0], 72, tl.c0,
+                               0, K / 16, lane);
 #pragma unroll
-        for (int i = 0; i < 4; ++i) a[i] = A_s[m * kP64 + ty + 16 * i];
+      for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
-        for (int j = 0; j < 4; ++j) bb[j] = dO_s[m * kP64 + tx + 16 * j];
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-#pragma unroll
-          for (int j = 0; j < 4; ++j) acc[i][j] += a[i] * bb[j];
-      }
-      for (int m = 0; m < K; ++m) {
-        float a[4], bb[4];
-#pragma unroll
-        for (int i = 0; i < 4; ++i) a[i] = x_s[(ty + 16 * i) * KP + m];
-#pragma unroll
-        for (int j = 0; j < 4; ++j) bb[j] = D_s[m * kP64 + tx + 16 * j];
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-#pragma unroll
-          for (int j = 0; j < 4; ++j) acc[i][j] += a[i] * bb[j];
-      }
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int r = ty + 16 * i;
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const float x = r < Cn ? acc[i][j] : 0.f;
-          dvn_s[r * kP64 + tx + 16 * j] = x;
-          if (r < Cn) p.dvn[((t0 + r) * p.HV + hv) * V + c0 + tx + 16 * j] = x;
+        for (int hf = 0; hf < 2; ++hf) {
+          const int r = tl.r0 + g + 8 * hf, c = vc0 + tl.c0 + nt * 8 + 2 * t;
+          const bool ok = r < Cn;
+          if (!ok) acc[nt][2 * hf] = acc[nt][2 * hf + 1] = 0.f;
+          if (ok) st2(p.dvn + ((t0 + r) * p.HV + hv) * V + c, acc[nt][2 * hf], acc[nt][2 * hf + 1]);
         }
-      }
-    }
-    __syncthreads();
-    // qg = q e^b (x_s is free again)
-    for (int i = tid; i < kC * K; i += kNT) {
-      const int r = i / K, c = i % K;
-      x_s[r * KP + c] = r < Cn ? p.qn[((t0 + r) * p.H + h) * K + c] * __expf(b_s[r * KP + c]) : 0.f;
+      store_split<4, 72>(&s.dvn[0][0][0], &s.dvn[1][0][0], acc, tl.r0, tl.c0, lane);
     }
     __syncthreads();
 #pragma unroll
-    for (int i = 0; i < TM; ++i) {
-      const float d = __expf(bL_s[ty + 16 * i]);
-#pragma unroll
-      for (int j = 0; j < 4; ++j) dreg[i][j] *= d;
+    for (int nt = 0; nt < NTS; ++nt) {
+      dacc[nt][0] *= d0;
+      dacc[nt][1] *= d0;
+      dacc[nt][2] *= d1;
+      dacc[nt][3] *= d1;
     }
-    for (int m = 0; m < kC; ++m) {
-      float a[TM], aw[TM], bo[4], bv[4];
-#pragma unroll
-      for (int i = 0; i < TM; ++i) {
-        a[i] = p.scale * x_s[m * KP + ty + 16 * i];
-        aw[i] = w_s[m * KP + ty + 16 * i];
-      }
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        bo[j] = dO_s[m * kP64 + tx + 16 * j];
-        bv[j] = dvn_s[m * kP64 + tx + 16 * j];
-      }
-#pragma unroll
-      for (int i = 0; i < TM; ++i)
-#pragma unroll
-        for (int j = 0; j < 4; ++j) dreg[i][j] += a[i] * bo[j] - aw[i] * bv[j];
-    }
+    warp_mma_split<NTS, true>(dacc, &s.qg[0][0][0], &s.qg[1][0][0], K + 8, tl.sm0, &s.dO[0][0][0], &s.dO[1][0][0], 72,
+                              tl.sc0, 0, kC / 16, lane);
+    warp_mma_split<NTS, true>(dacc, &s.w[0][0][0], &s.w[1][0][0], K + 8, tl.sm0, &s.dvn[0][0][0], &s.dvn[1][0][0], 72,
+                              tl.sc0, 0, kC / 16, lane);
   }
   if (p.dh0) {
 #pragma unroll
-    for (int i = 0; i < TM; ++i)
+    for (int nt = 0; nt < NTS; ++nt)
 #pragma unroll
-      for (int j = 0; j < 4; ++j)
-        p.dh0[sbase + static_cast<i64>(ty + 16 * i) * V + c0 + tx + 16 * j] = dreg[i][j];
+      for (int hf = 0; hf < 2; ++hf) {
+        const int r = tl.sm0 + g + 8 * hf, c = tl.sc0 + nt * 8 + 2 * t;
+        st2(p.dh0 + sbase + static_cast<i64>(r) * V + c, dacc[nt][2 * hf], dacc[nt][2 * hf + 1]);
+      }
   }
 }
-
 // ---------------------------------------------------------------------------------------------
 // D1: per (chunk, value head), products over V. smem: H, D tiles [K][65]; dO, vn, dvn, v, Tinv [64][65]
 template <int K>
@@ -1096,8 +1191,8 @@ template <int K>
 struct SmemSize {
   static constexpr int KP = K + 1;
   static constexpr size_t A = sizeof(float) * (3 * kC * KP + 3 * kC * kP64 + kC);
-  static constexpr size_t B = sizeof(float) * (K * kP64 + 3 * kC * KP + kC * kP64 + K);
-  static constexpr size_t C = sizeof(float) * (K * kP64 + 3 * kC * KP + 3 * kC * kP64 + K);
+  static constexpr size_t B = sizeof(StateFwdSmem<K>);
+  static constexpr size_t C = sizeof(StateBwdSmem<K>);
   static constexpr size_t D1 = sizeof(float) * (2 * K * kP64 + 5 * kC * kP64 + 2 * kC);
   static constexpr size_t D2 = sizeof(float) * (4 * kC * KP + 4 * kC * kP64 + 2 * kC + 2 * K);
 };
