@@ -462,9 +462,9 @@ __device__ __forceinline__ void store_split(bf16* hi, bf16* lo, const float (&ac
 }
 
 // acc (16 rows at m0, NT n8 tiles at n0) += X Y over the k16 steps [ks0, ks1); X from a row-major
-// [m][k] tile, or (TA) X^T from a row-major [k][m] tile; Y from a row-major [k][n] tile; both as
-// hi + lo planes (pitches lda, ldb); the lo x lo term is dropped.
-template <int NT, bool TA>
+// [m][k] tile, or (TA) X^T from a row-major [k][m] tile; Y from a row-major [k][n] tile, or (TB) Y^T
+// from a row-major [n][k] tile; both as hi + lo planes (pitches lda, ldb); the lo x lo term is dropped.
+template <int NT, bool TA, bool TB = false>
 __device__ __forceinline__ void warp_mma_split(float (&acc)[NT][4], const bf16* xh, const bf16* xl, int lda, int m0,
                                                const bf16* yh, const bf16* yl, int ldb, int n0, int ks0, int ks1, int lane) {
   static_assert(NT % 2 == 0, "n8 tiles come in pairs");
@@ -481,8 +481,13 @@ __device__ __forceinline__ void warp_mma_split(float (&acc)[NT][4], const bf16* 
 #pragma unroll
     for (int np = 0; np < NT / 2; ++np) {
       std::uint32_t bh[4], bl[4];
-      cuda_util::ldsm_frag_b_kn(bh, yh, ldb, ks * 16, n0 + 16 * np, lane);
-      cuda_util::ldsm_frag_b_kn(bl, yl, ldb, ks * 16, n0 + 16 * np, lane);
+      if constexpr (TB) {
+        cuda_util::ldsm_frag_b_nk(bh, yh, ldb, n0 + 16 * np, ks * 16, lane);
+        cuda_util::ldsm_frag_b_nk(bl, yl, ldb, n0 + 16 * np, ks * 16, lane);
+      } else {
+        cuda_util::ldsm_frag_b_kn(bh, yh, ldb, ks * 16, n0 + 16 * np, lane);
+        cuda_util::ldsm_frag_b_kn(bl, yl, ldb, ks * 16, n0 + 16 * np, lane);
+      }
       cuda_util::mma_bf16_16816_split(acc[2 * np], ah, al, bh[0], bh[1], bl[0], bl[1]);
       cuda_util::mma_bf16_16816_split(acc[2 * np + 1], ah, al, bh[2], bh[3], bl[2], bl[3]);
     }
@@ -724,157 +729,161 @@ __global__ void __launch_bounds__(kNT, 1) state_bwd_kernel(const Params p) {
       }
   }
 }
+
 // ---------------------------------------------------------------------------------------------
-// D1: per (chunk, value head), products over V. smem: H, D tiles [K][65]; dO, vn, dvn, v, Tinv [64][65]
+// D1: per (chunk, value head), products over V on tensor cores (operands as bf16 hi + lo, fp32
+// accumulators). Warp tiles: rows m0 = 16 (warp % 4) of the chunk; columns nk0 (K/2 of K) for the
+// [64][K] products, n64 (32 of 64) for the [64][64] ones.
+//   pass 1 over V tiles: dq_e += dO H^T, dw += dvn H^T, dAqk += dO vn^T, dTv += dvn v^T,
+//                        dv = beta Tinv^T dvn (final), dbeta += rowsum((Tinv^T dvn) v), hd += rowsum(H dh)
+//   pass 2 over V tiles (last tile first: it is still in shared memory): dk_e += v_new dh^T
+template <int K>
+struct GradVSmem {
+  alignas(16) bf16 H[2][K][72];  // [channel][value]
+  alignas(16) bf16 D[2][K][72];
+  alignas(16) bf16 dO[2][kC][72];
+  alignas(16) bf16 vn[2][kC][72];
+  alignas(16) bf16 dvn[2][kC][72];
+  alignas(16) bf16 v[2][kC][72];
+  alignas(16) bf16 T[2][kC][72];  // Tinv [r][j]
+  float beta[kC];
+  float dbp[kC];
+};
+
 template <int K>
 __global__ void __launch_bounds__(kNT, 1) grad_v_kernel(const Params p) {
-  extern __shared__ float sm[];
-  constexpr int TN = K / 16;
-  float* H_s = sm;
-  float* D_s = H_s + K * kP64;
-  float* dO_s = D_s + K * kP64;
-  float* vn_s = dO_s + kC * kP64;
-  float* dvn_s = vn_s + kC * kP64;
-  float* v_s = dvn_s + kC * kP64;
-  float* T_s = v_s + kC * kP64;
-  float* beta_s = T_s + kC * kP64;
-  float* dbp_s = beta_s + kC;
-  const int hv = blockIdx.y, tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  auto& s = *reinterpret_cast<GradVSmem<K>*>(smem_raw);
+  constexpr int NK = K / 16;  // n8 tiles of a warp's K/2 columns
+  const int hv = blockIdx.y, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const int m0 = 16 * (warp & 3), nk0 = (K / 2) * (warp >> 2), n64 = 32 * (warp >> 2);
   const ChunkInfo ci = chunk_info(p, blockIdx.x);
   const i64 t0 = ci.t0;
   const int Cn = ci.Cn, V = p.V;
   const float* Hg = p.Hs + (static_cast<i64>(ci.gidx) * p.HV + hv) * K * V;
   const float* Dg = p.dHs + (static_cast<i64>(ci.gidx) * p.HV + hv) * K * V;
-  load_rows<kC>(T_s, kP64, p.Tinv, t0, Cn, p.HV, hv, kC, 0);
+  const auto off = [&](int r, int c0, int c) { return ((t0 + r) * p.HV + hv) * V + c0 + c; };
+  fill_split<kC, kC, 72>(&s.T[0][0][0], &s.T[1][0][0], [&](int r, int c) {
+    return r < Cn ? ld4(p.Tinv + ((t0 + r) * p.HV + hv) * kC + c) : kZero4;
+  });
   if (tid < kC) {
-    beta_s[tid] = tid < Cn ? p.bt[(t0 + tid) * p.HV + hv] : 0.f;
-    dbp_s[tid] = 0.f;
+    s.beta[tid] = tid < Cn ? p.bt[(t0 + tid) * p.HV + hv] : 0.f;
+    s.dbp[tid] = 0.f;
   }
-  float aq[4][TN] = {}, aw[4][TN] = {}, aA[4][4] = {}, aT[4][4] = {};
+  float aq[NK][4] = {}, aw[NK][4] = {}, aA[4][4] = {}, aT[4][4] = {};
   float hdsum = 0.f;
-  // pass 1: dq_e, dw (with H), dAqk, dTv, dv, dbeta's v part
+#pragma unroll 1
   for (int vt = 0; vt < p.nvt; ++vt) {
     const int c0 = vt * kVT;
     __syncthreads();
-    fill_tile<K, kVT>(H_s, kP64, [&](int r, int c) { return Hg[static_cast<i64>(r) * V + c0 + c]; });
-    fill_tile<K, kVT>(D_s, kP64, [&](int r, int c) { return Dg[static_cast<i64>(r) * V + c0 + c]; });
-    const auto off = [&](int r, int c) { return ((t0 + r) * p.HV + hv) * V + c0 + c; };
-    fill_tile<kC, kVT>(dO_s, kP64, [&](int r, int c) { return r < Cn ? load_as_float(p.d_o, p.do_t, off(r, c)) : 0.f; });
-    fill_tile<kC, kVT>(vn_s, kP64, [&](int r, int c) { return r < Cn ? p.vn[off(r, c)] : 0.f; });
-    fill_tile<kC, kVT>(dvn_s, kP64, [&](int r, int c) { return r < Cn ? p.dvn[off(r, c)] : 0.f; });
-    fill_tile<kC, kVT>(v_s, kP64, [&](int r, int c) { return r < Cn ? load_as_float(p.v, p.v_t, off(r, c)) : 0.f; });
+    fill_split<K, kVT, 72>(&s.H[0][0][0], &s.H[1][0][0], [&](int r, int c) { return ld4(Hg + static_cast<i64>(r) * V + c0 + c); });
+    fill_split<K, kVT, 72>(&s.D[0][0][0], &s.D[1][0][0], [&](int r, int c) { return ld4(Dg + static_cast<i64>(r) * V + c0 + c); });
+    fill_split<kC, kVT, 72>(&s.dO[0][0][0], &s.dO[1][0][0], [&](int r, int c) {
+      return r < Cn ? load4_as_float(p.d_o, p.do_t, off(r, c0, c)) : kZero4;
+    });
+    fill_split<kC, kVT, 72>(&s.vn[0][0][0], &s.vn[1][0][0], [&](int r, int c) { return r < Cn ? ld4(p.vn + off(r, c0, c)) : kZero4; });
+    fill_split<kC, kVT, 72>(&s.dvn[0][0][0], &s.dvn[1][0][0], [&](int r, int c) { return r < Cn ? ld4(p.dvn + off(r, c0, c)) : kZero4; });
+    fill_split<kC, kVT, 72>(&s.v[0][0][0], &s.v[1][0][0], [&](int r, int c) {
+      return r < Cn ? load4_as_float(p.v, p.v_t, off(r, c0, c)) : kZero4;
+    });
     __syncthreads();
-    if (tid < K) {
-      float s = 0.f;
-      for (int c = 0; c < kVT; ++c) s += H_s[tid * kP64 + c] * D_s[tid * kP64 + c];
-      hdsum += s;
-    }
-    for (int m = 0; m < kVT; ++m) {
-      float ao[4], ad[4], bh[TN];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        ao[i] = dO_s[(ty + 16 * i) * kP64 + m];
-        ad[i] = dvn_s[(ty + 16 * i) * kP64 + m];
+    if (tid < K) {  // rowsum(H dh) from the hi + lo copies (~16 significant bits each)
+      float sum = 0.f;
+#pragma unroll 4
+      for (int c = 0; c < kVT; c += 2) {
+        const float2 hh = cuda_util::unpack_bf16(*reinterpret_cast<const std::uint32_t*>(&s.H[0][tid][c]));
+        const float2 hl = cuda_util::unpack_bf16(*reinterpret_cast<const std::uint32_t*>(&s.H[1][tid][c]));
+        const float2 dh = cuda_util::unpack_bf16(*reinterpret_cast<const std::uint32_t*>(&s.D[0][tid][c]));
+        const float2 dl = cuda_util::unpack_bf16(*reinterpret_cast<const std::uint32_t*>(&s.D[1][tid][c]));
+        sum += (hh.x + hl.x) * (dh.x + dl.x) + (hh.y + hl.y) * (dh.y + dl.y);
       }
-#pragma unroll
-      for (int j = 0; j < TN; ++j) bh[j] = H_s[(tx + 16 * j) * kP64 + m];
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-#pragma unroll
-        for (int j = 0; j < TN; ++j) {
-          aq[i][j] += ao[i] * bh[j];
-          aw[i][j] += ad[i] * bh[j];
-        }
-      float bvn[4], bv[4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        bvn[j] = vn_s[(tx + 16 * j) * kP64 + m];
-        bv[j] = v_s[(tx + 16 * j) * kP64 + m];
-      }
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          aA[i][j] += ao[i] * bvn[j];
-          aT[i][j] += ad[i] * bv[j];
-        }
+      hdsum += sum;
     }
-    {  // dvb = Tinv^T dvn; dv = dvb beta; dbeta += rowsum(dvb v)
+    warp_mma_split<NK, false, true>(aq, &s.dO[0][0][0], &s.dO[1][0][0], 72, m0, &s.H[0][0][0], &s.H[1][0][0], 72, nk0, 0,
+                                    kVT / 16, lane);
+    warp_mma_split<NK, false, true>(aw, &s.dvn[0][0][0], &s.dvn[1][0][0], 72, m0, &s.H[0][0][0], &s.H[1][0][0], 72, nk0, 0,
+                                    kVT / 16, lane);
+    warp_mma_split<4, false, true>(aA, &s.dO[0][0][0], &s.dO[1][0][0], 72, m0, &s.vn[0][0][0], &s.vn[1][0][0], 72, n64, 0,
+                                   kVT / 16, lane);
+    warp_mma_split<4, false, true>(aT, &s.dvn[0][0][0], &s.dvn[1][0][0], 72, m0, &s.v[0][0][0], &s.v[1][0][0], 72, n64, 0,
+                                   kVT / 16, lane);
+    {  // dvb = Tinv^T dvn (Tinv lower triangular: rows r only meet m >= r); dv = dvb beta; dbeta += rowsum(dvb v)
       float acc[4][4] = {};
-      for (int m = 0; m < kC; ++m) {
-        float a[4], bb[4];
+      warp_mma_split<4, true>(acc, &s.T[0][0][0], &s.T[1][0][0], 72, m0, &s.dvn[0][0][0], &s.dvn[1][0][0], 72, n64, m0 >> 4,
+                              kC / 16, lane);
 #pragma unroll
-        for (int i = 0; i < 4; ++i) a[i] = T_s[m * kP64 + ty + 16 * i];
+      for (int hf = 0; hf < 2; ++hf) {
+        const int r = m0 + g + 8 * hf;
+        float sum = 0.f;
 #pragma unroll
-        for (int j = 0; j < 4; ++j) bb[j] = dvn_s[m * kP64 + tx + 16 * j];
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-#pragma unroll
-          for (int j = 0; j < 4; ++j) acc[i][j] += a[i] * bb[j];
-      }
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int r = ty + 16 * i;
-        if (r >= Cn) continue;
-        float s = 0.f;
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const int c = tx + 16 * j;
-          s += acc[i][j] * v_s[r * kP64 + c];
-          store_as(p.dv, p.dv_t, ((t0 + r) * p.HV + hv) * V + c0 + c, acc[i][j] * beta_s[r]);
+        for (int nt = 0; nt < 4; ++nt) {
+          const int c = n64 + nt * 8 + 2 * t;
+          const float2 vh = cuda_util::unpack_bf16(*reinterpret_cast<const std::uint32_t*>(&s.v[0][r][c]));
+          const float2 vl = cuda_util::unpack_bf16(*reinterpret_cast<const std::uint32_t*>(&s.v[1][r][c]));
+          const float x0 = acc[nt][2 * hf], x1 = acc[nt][2 * hf + 1];
+          sum += x0 * (vh.x + vl.x) + x1 * (vh.y + vl.y);
+          if (r < Cn) {
+            store_as(p.dv, p.dv_t, off(r, c0, c), x0 * s.beta[r]);
+            store_as(p.dv, p.dv_t, off(r, c0, c + 1), x1 * s.beta[r]);
+          }
         }
-        atomicAdd(&dbp_s[r], s);
+        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+        if (t == 0 && r < Cn) atomicAdd(&s.dbp[r], sum);
       }
     }
   }
-  // pass 2: dk_e = vn @ D^T
-  float ak[4][TN] = {};
-  for (int vt = 0; vt < p.nvt; ++vt) {
-    const int c0 = vt * kVT;
-    if (p.nvt > 1) {
-      __syncthreads();
-      fill_tile<K, kVT>(D_s, kP64, [&](int r, int c) { return Dg[static_cast<i64>(r) * V + c0 + c]; });
-      fill_tile<kC, kVT>(vn_s, kP64, [&](int r, int c) { return r < Cn ? p.vn[((t0 + r) * p.HV + hv) * V + c0 + c] : 0.f; });
-      __syncthreads();
-    }
-    for (int m = 0; m < kVT; ++m) {
-      float a[4], bb[TN];
+  // pass-1 results: gate factors, scratch
 #pragma unroll
-      for (int i = 0; i < 4; ++i) a[i] = vn_s[(ty + 16 * i) * kP64 + m];
-#pragma unroll
-      for (int j = 0; j < TN; ++j) bb[j] = D_s[(tx + 16 * j) * kP64 + m];
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-#pragma unroll
-        for (int j = 0; j < TN; ++j) ak[i][j] += a[i] * bb[j];
-    }
-  }
-  // epilogue: gate factors; write scratch
-  const i64 bLrow = ((t0 + Cn - 1) * p.HV + hv) * p.Kg;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const int r = ty + 16 * i;
+  for (int hf = 0; hf < 2; ++hf) {
+    const int r = m0 + g + 8 * hf;
     if (r >= Cn) continue;
     const i64 row = (t0 + r) * p.HV + hv;
 #pragma unroll
-    for (int j = 0; j < TN; ++j) {
-      const int c = tx + 16 * j;
-      const float br = p.b[row * p.Kg + (p.kda ? c : 0)];
-      const float bL = p.b[bLrow + (p.kda ? c : 0)];
-      p.dqe[row * K + c] = p.scale * __expf(br) * aq[i][j];
-      p.dke[row * K + c] = __expf(fminf(bL - br, 0.f)) * ak[i][j];
-      p.dw[row * K + c] = -aw[i][j];
+    for (int nt = 0; nt < NK; ++nt) {
+      const int c = nk0 + nt * 8 + 2 * t;
+      const float2 br = p.kda ? ld2(p.b + row * p.Kg + c) : make_float2(p.b[row], p.b[row]);
+      st2(p.dqe + row * K + c, p.scale * __expf(br.x) * aq[nt][2 * hf], p.scale * __expf(br.y) * aq[nt][2 * hf + 1]);
+      st2(p.dw + row * K + c, -aw[nt][2 * hf], -aw[nt][2 * hf + 1]);
     }
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int c = tx + 16 * j;
-      p.dAqk[row * kC + c] = (c <= r) ? p.scale * aA[i][j] : 0.f;
-      p.dTv[row * kC + c] = (c < r) ? aT[i][j] : 0.f;
+    for (int nt = 0; nt < 4; ++nt) {
+      const int c = n64 + nt * 8 + 2 * t;
+      st2(p.dAqk + row * kC + c, c <= r ? p.scale * aA[nt][2 * hf] : 0.f, c + 1 <= r ? p.scale * aA[nt][2 * hf + 1] : 0.f);
+      st2(p.dTv + row * kC + c, c < r ? aT[nt][2 * hf] : 0.f, c + 1 < r ? aT[nt][2 * hf + 1] : 0.f);
+    }
+  }
+  // pass 2: dk_e = v_new dh^T
+  float ak[NK][4] = {};
+#pragma unroll 1
+  for (int vt = p.nvt - 1; vt >= 0; --vt) {
+    const int c0 = vt * kVT;
+    if (vt != p.nvt - 1) {
+      __syncthreads();
+      fill_split<K, kVT, 72>(&s.D[0][0][0], &s.D[1][0][0], [&](int r, int c) { return ld4(Dg + static_cast<i64>(r) * V + c0 + c); });
+      fill_split<kC, kVT, 72>(&s.vn[0][0][0], &s.vn[1][0][0], [&](int r, int c) { return r < Cn ? ld4(p.vn + off(r, c0, c)) : kZero4; });
+      __syncthreads();
+    }
+    warp_mma_split<NK, false, true>(ak, &s.vn[0][0][0], &s.vn[1][0][0], 72, m0, &s.D[0][0][0], &s.D[1][0][0], 72, nk0, 0,
+                                    kVT / 16, lane);
+  }
+  const i64 bLrow = ((t0 + Cn - 1) * p.HV + hv) * p.Kg;
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    const int r = m0 + g + 8 * hf;
+    if (r >= Cn) continue;
+    const i64 row = (t0 + r) * p.HV + hv;
+#pragma unroll
+    for (int nt = 0; nt < NK; ++nt) {
+      const int c = nk0 + nt * 8 + 2 * t;
+      const float2 br = p.kda ? ld2(p.b + row * p.Kg + c) : make_float2(p.b[row], p.b[row]);
+      const float2 bL = p.kda ? ld2(p.b + bLrow + c) : make_float2(p.b[bLrow], p.b[bLrow]);
+      st2(p.dke + row * K + c, __expf(fminf(bL.x - br.x, 0.f)) * ak[nt][2 * hf], __expf(fminf(bL.y - br.y, 0.f)) * ak[nt][2 * hf + 1]);
     }
   }
   if (tid < K) p.hd[(static_cast<i64>(ci.gidx) * p.HV + hv) * K + tid] = hdsum;
   __syncthreads();
-  if (tid < Cn) p.dbp[(t0 + tid) * p.HV + hv] = dbp_s[tid];
+  if (tid < Cn) p.dbp[(t0 + tid) * p.HV + hv] = s.dbp[tid];
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1193,7 +1202,7 @@ struct SmemSize {
   static constexpr size_t A = sizeof(float) * (3 * kC * KP + 3 * kC * kP64 + kC);
   static constexpr size_t B = sizeof(StateFwdSmem<K>);
   static constexpr size_t C = sizeof(StateBwdSmem<K>);
-  static constexpr size_t D1 = sizeof(float) * (2 * K * kP64 + 5 * kC * kP64 + 2 * kC);
+  static constexpr size_t D1 = sizeof(GradVSmem<K>);
   static constexpr size_t D2 = sizeof(float) * (4 * kC * KP + 4 * kC * kP64 + 2 * kC + 2 * K);
 };
 static_assert(SmemSize<128>::D2 <= 227 * 1024, "grad_k_kernel<128> shared memory over the sm_90 limit");
