@@ -922,26 +922,25 @@ __global__ void __launch_bounds__(kNT, 1) grad_k_kernel(const Params p) {
   }
   if (tid < K) cs_s[tid] = 0.f;
   __syncthreads();
-  // dT = tril_strict((dw kgb^T + dTv) * beta_j), kgb = k e^b
-#pragma unroll 1
-  for (int pi = tid; pi < kC * kC; pi += kNT) {
-    const int r = pi >> 6, j = pi & 63;
-    if (j < r && r < Cn) {
-      const float* dwr = dw_s + r * KP;
-      const float* kj = k_s + j * KP;
-      const float* bj = b_s + j * KP;
-      float s = 0.f;
-      if (p.kda) {
-#pragma unroll 8
-        for (int c = 0; c < K; ++c) s += dwr[c] * kj[c] * __expf(bj[c]);
-      } else {
-#pragma unroll 8
-        for (int c = 0; c < K; ++c) s += dwr[c] * kj[c];
-        s *= __expf(bj[0]);
-      }
-      dT_s[r * kP64 + j] = (s + dT_s[r * kP64 + j]) * beta_s[j];
-    } else {
-      dT_s[r * kP64 + j] = 0.f;
+  // dT = tril_strict((dw kgb^T + dTv) * beta_j), kgb = k e^b. Thread per key row j (tid % 64) and
+  // the 16 rows tid / 64 + 4i: each e^b(j, c) is taken once, dw rows are warp-wide broadcasts.
+  {
+    const int j = tid & 63, rb = tid >> 6;
+    const float* kj = k_s + j * KP;
+    const float* bj = b_s + j * KP;
+    float acc[kC / 4] = {};
+#pragma unroll 2
+    for (int c = 0; c < K; ++c) {
+      const float kb = p.kda ? kj[c] * __expf(bj[c]) : kj[c];
+#pragma unroll
+      for (int i = 0; i < kC / 4; ++i) acc[i] += dw_s[(rb + 4 * i) * KP + c] * kb;
+    }
+    const float ej = p.kda ? 1.f : __expf(bj[0]);
+#pragma unroll
+    for (int i = 0; i < kC / 4; ++i) {
+      const int r = rb + 4 * i;
+      float* d = dT_s + r * kP64 + j;
+      *d = (j < r && r < Cn) ? (acc[i] * ej + *d) * beta_s[j] : 0.f;
     }
   }
   __syncthreads();
