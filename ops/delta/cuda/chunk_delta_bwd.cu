@@ -1027,31 +1027,85 @@ __global__ void __launch_bounds__(kNT, 1) grad_k_kernel(const Params p) {
     for (int j = 0; j < TN; ++j) atomicAdd(&cs_s[tx + 16 * j], csum[j]);
   }
   __syncthreads();
-  // Intra: thread per (row x, channel c); a warp covers 32 channels of one row (K % 32 == 0)
+  // Intra-chunk terms, thread per (channel c, 16-row sub-chunk X of rows x0 + i); a warp covers 32
+  // channels of one X (K % 32 == 0). Pairs across sub-chunks factor through a reference row between
+  // them (spec section 5): row x0 for the rows of X as queries of earlier keys, row x0 + 15 for them
+  // as keys of later rows, so both factors are e^(non-positive) and one exp serves 16 rows. Pairs
+  // inside X take the exact e^(b_i - b_j), shared by the query and the key direction.
+  //   dqi[x] = sum_{j<=x} dA[x][j] k_j e^(b_x-b_j),  kr[x] = sum_{j<x} dAkk[x][j] k_j e^(b_x-b_j),
+  //   dkt[x] = sum_{r>=x} (dA[r][x] q_r + dAkk[r][x] beta_r k_r) e^(b_r-b_x)
 #pragma unroll 1
-  for (int it = tid; it < kC * K; it += kNT) {
-    const int x = it / K, c = it % K;
-    if (x >= Cn) continue;  // warp-uniform
-    const i64 gx = ((t0 + x) * p.HV + hv) * K + c;
-    const float dq0 = p.dqe[gx], dk0 = p.dke[gx];  // issued early, used at the end
-    const float bx = b_s[x * KP + c];
-    float dqi = 0.f, kr = 0.f, dkt = 0.f;
-    for (int j = 0; j <= x; ++j) {  // x as the query / later row
-      const float e = __expf(bx - b_s[j * KP + c]) * k_s[j * KP + c];
-      dqi += dA_s[x * kP64 + j] * e;
-      kr += dT_s[x * kP64 + j] * e;  // dAkk is 0 on the diagonal
+  for (int item = tid; item < 4 * K; item += kNT) {
+    const int c = item % K, x0 = 16 * (item / K);
+    if (x0 >= Cn) continue;  // warp-uniform
+    float bq[16], kq[16], qq[16], dq0[16], dk0[16];
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      const int x = x0 + i;
+      bq[i] = b_s[x * KP + c];
+      kq[i] = k_s[x * KP + c];
+      qq[i] = q_s[x * KP + c];
+      const i64 gx = ((t0 + x) * p.HV + hv) * K + c;
+      dq0[i] = x < Cn ? p.dqe[gx] : 0.f;  // issued early, used at the end
+      dk0[i] = x < Cn ? p.dke[gx] : 0.f;
     }
-    for (int r = x; r < Cn; ++r) {  // x as the key / earlier row
-      const float e = __expf(b_s[r * KP + c] - bx);
-      dkt += (dA_s[r * kP64 + x] * q_s[r * KP + c] + dT_s[r * kP64 + x] * beta_s[r] * k_s[r * KP + c]) * e;
+    float dqi[16] = {}, kr[16] = {}, dkt[16] = {};
+    {  // earlier keys j < x0, reference row x0
+      const float bref = bq[0];
+#pragma unroll 2
+      for (int j = 0; j < x0; ++j) {
+        const float kt = k_s[j * KP + c] * __expf(bref - b_s[j * KP + c]);
+#pragma unroll
+        for (int i = 0; i < 16; ++i) {
+          dqi[i] += dA_s[(x0 + i) * kP64 + j] * kt;
+          kr[i] += dT_s[(x0 + i) * kP64 + j] * kt;
+        }
+      }
+#pragma unroll
+      for (int i = 1; i < 16; ++i) {
+        const float e = __expf(bq[i] - bref);
+        dqi[i] *= e;
+        kr[i] *= e;
+      }
     }
-    const float qx = q_s[x * KP + c], kx = k_s[x * KP + c];
-    const float dkrow = beta_s[x] * kr;
-    p.dqe[gx] = dq0 + dqi;
-    p.dke[gx] = dk0 + dkrow + dkt;
-    dw_s[x * KP + c] += qx * dqi + (dkrow - dkt) * kx;
-    const float bsum = warp_sum(kr * kx);
-    if ((tid & 31) == 0) atomicAdd(&dbt_s[x], bsum);
+    {  // later rows r > x0 + 15, reference row x0 + 15 (padded rows carry the last valid gate)
+      const float bref = bq[15];
+#pragma unroll 2
+      for (int r = x0 + 16; r < Cn; ++r) {
+        const float e = __expf(b_s[r * KP + c] - bref);
+        const float qt = q_s[r * KP + c] * e, kt = beta_s[r] * k_s[r * KP + c] * e;
+#pragma unroll
+        for (int i = 0; i < 16; ++i) dkt[i] += dA_s[r * kP64 + x0 + i] * qt + dT_s[r * kP64 + x0 + i] * kt;
+      }
+#pragma unroll
+      for (int i = 0; i < 15; ++i) dkt[i] *= __expf(bref - bq[i]);
+    }
+    // pairs inside X (i >= j)
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      const float a_row = qq[i], l_row = beta_s[x0 + i] * kq[i];
+#pragma unroll
+      for (int j = 0; j <= i; ++j) {
+        const float e = __expf(bq[i] - bq[j]);
+        const float a = dA_s[(x0 + i) * kP64 + x0 + j], l = dT_s[(x0 + i) * kP64 + x0 + j];  // dAkk[i][i] = 0
+        dqi[i] += a * kq[j] * e;
+        kr[i] += l * kq[j] * e;
+        dkt[j] += (a * a_row + l * l_row) * e;
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      const int x = x0 + i;
+      if (x < Cn) {  // warp-uniform
+        const i64 gx = ((t0 + x) * p.HV + hv) * K + c;
+        const float dkrow = beta_s[x] * kr[i];
+        p.dqe[gx] = dq0[i] + dqi[i];
+        p.dke[gx] = dk0[i] + dkrow + dkt[i];
+        dw_s[x * KP + c] += qq[i] * dqi[i] + (dkrow - dkt[i]) * kq[i];
+        const float bsum = warp_sum(kr[i] * kq[i]);
+        if ((tid & 31) == 0) atomicAdd(&dbt_s[x], bsum);
+      }
+    }
   }
   __syncthreads();
   // last row: the terms through bL, e^bL rowsum(H dh) + colsum(k dk_e); reverse cumsum -> dg
