@@ -204,7 +204,7 @@ __device__ __forceinline__ void load_rows(float* dst, int pitch, const float* sr
 }
 
 // ---------------------------------------------------------------------------------------------
-// A: per (chunk, value head) forward quantities. smem: q, k, b, kr [64][K+1]; L, X [64][65]; v tile [64][65]
+// A: per (chunk, value head) forward quantities. smem: q, k, b [64][K+1]; L, X [64][65]; v tile [64][65]
 template <int K>
 __global__ void __launch_bounds__(kNT, 1) chunk_prep_kernel(const Params p) {
   extern __shared__ float sm[];
@@ -216,7 +216,6 @@ __global__ void __launch_bounds__(kNT, 1) chunk_prep_kernel(const Params p) {
   float* X_s = L_s + kC * kP64;
   float* v_s = X_s + kC * kP64;
   float* beta_s = v_s + kC * kP64;
-  float* kr_s = beta_s + kC;  // KDA: k e^(b_r - b_x0) for the cross-sub-chunk pairs of L
   const int hv = blockIdx.y, h = hv / p.G, tid = threadIdx.x;
   const ChunkInfo ci = chunk_info(p, blockIdx.x);
   const i64 t0 = ci.t0;
@@ -250,97 +249,39 @@ __global__ void __launch_bounds__(kNT, 1) chunk_prep_kernel(const Params p) {
   }
   __syncthreads();
 
-  // Aqk (j <= r, scale included) and L (j < r, times beta_r). One (r, j) pair per thread-iteration;
-  // rows Cn.. and pairs j > r are zero.
-  const auto put = [&](int r, int j, float a, float l) {
-    L_s[r * kP64 + j] = l;
-    if (r < Cn) p.Aqk[((t0 + r) * p.HV + hv) * kC + j] = a;
-  };
-  if (!p.kda) {  // scalar gate: plain dot products times one e^(b_r - b_j)
+  // Aqk (j <= r, scale included) and L (j < r, times beta_r): thread per (r, j) pair
 #pragma unroll 1
-    for (int pi = tid; pi < kC * kC; pi += kNT) {
-      const int r = pi >> 6, j = pi & 63;
-      float a = 0.f, l = 0.f;
-      if (j <= r && r < Cn) {
-        const float* qr = q_s + r * KP;
-        const float* kr = k_s + r * KP;
-        const float* kj = k_s + j * KP;
-#pragma unroll 8
-        for (int c = 0; c < K; ++c) {
-          a += qr[c] * kj[c];
-          l += kr[c] * kj[c];
-        }
-        const float e = __expf(b_s[r * KP] - b_s[j * KP]);
-        a *= e * p.scale;
-        l = (j < r) ? l * e * beta_s[r] : 0.f;
-      }
-      put(r, j, a, l);
-    }
-  } else {
-    // KDA, per-channel gates (spec section 5). (a) Pairs inside a 16-row sub-chunk: exact
-    // e^(b_r - b_j) per channel; slot = (sub-chunk, r, j), pairs above the diagonal blocks are zero.
-#pragma unroll 1
-    for (int sl = tid; sl < 4 * 256; sl += kNT) {
-      const int x0 = 16 * (sl >> 8), r = x0 + ((sl >> 4) & 15), j = x0 + (sl & 15);
-      float a = 0.f, l = 0.f;
-      if (j <= r && r < Cn) {
-        const float* qr = q_s + r * KP;
-        const float* kr = k_s + r * KP;
-        const float* kj = k_s + j * KP;
-        const float* br = b_s + r * KP;
-        const float* bj = b_s + j * KP;
+  for (int pi = tid; pi < kC * kC; pi += kNT) {
+    const int r = pi >> 6, j = pi & 63;
+    float a = 0.f, l = 0.f;
+    if (j <= r && r < Cn) {
+      const float* qr = q_s + r * KP;
+      const float* kr = k_s + r * KP;
+      const float* kj = k_s + j * KP;
+      const float* br = b_s + r * KP;
+      const float* bj = b_s + j * KP;
+      if (p.kda) {
 #pragma unroll 8
         for (int c = 0; c < K; ++c) {
           const float e = __expf(br[c] - bj[c]) * kj[c];
           a += qr[c] * e;
           l += kr[c] * e;
         }
-        a *= p.scale;
-        l = (j < r) ? l * beta_s[r] : 0.f;
-      }
-      put(r, j, a, l);
-    }
-    for (int pi = tid; pi < kC * kC; pi += kNT) {
-      const int r = pi >> 6, j = pi & 63;
-      if ((j >> 4) > (r >> 4)) put(r, j, 0.f, 0.f);
-    }
-    __syncthreads();
-    // (b) Pairs across sub-chunks through the first row x0 of r's sub-chunk: (q e^(b_r - b_x0)) .
-    // (k_j e^(b_x0 - b_j)), both exponents <= 0. q is dead after (a): its scaled copy goes in place.
-    for (int i = tid; i < kC * K; i += kNT) {
-      const int r = i / K, c = i % K, x0 = r & ~15;
-      const float e = __expf(b_s[r * KP + c] - b_s[x0 * KP + c]);
-      q_s[r * KP + c] *= e;
-      kr_s[r * KP + c] = k_s[r * KP + c] * e;
-    }
-    float* kt_s = X_s;  // [48][K+1] over X_s and v_s, both free until the inverse
-#pragma unroll 1
-    for (int x0 = 16; x0 < kC; x0 += 16) {
-      for (int i = tid; i < x0 * K; i += kNT) {
-        const int j = i / K, c = i % K;
-        kt_s[j * KP + c] = k_s[j * KP + c] * __expf(b_s[x0 * KP + c] - b_s[j * KP + c]);
-      }
-      __syncthreads();
-#pragma unroll 1
-      for (int pi = tid; pi < 16 * x0; pi += kNT) {
-        const int j = pi % x0, r = x0 + pi / x0;
-        float a = 0.f, l = 0.f;
-        if (r < Cn) {
-          const float* qr = q_s + r * KP;
-          const float* kr = kr_s + r * KP;
-          const float* kj = kt_s + j * KP;
+      } else {
 #pragma unroll 8
-          for (int c = 0; c < K; ++c) {
-            a += qr[c] * kj[c];
-            l += kr[c] * kj[c];
-          }
-          a *= p.scale;
-          l *= beta_s[r];
+        for (int c = 0; c < K; ++c) {
+          a += qr[c] * kj[c];
+          l += kr[c] * kj[c];
         }
-        put(r, j, a, l);
+        const float e = __expf(br[0] - bj[0]);
+        a *= e;
+        l *= e;
       }
-      __syncthreads();  // kt_s is refilled for the next sub-chunk
+      a *= p.scale;
+      l = (j < r) ? l * beta_s[r] : 0.f;
     }
+    L_s[r * kP64 + j] = l;
+    if (r < Cn) p.Aqk[((t0 + r) * p.HV + hv) * kC + j] = a;
   }
   __syncthreads();
 
@@ -1336,7 +1277,7 @@ __global__ void param_reduce_kernel(const Params p) {
 template <int K>
 struct SmemSize {
   static constexpr int KP = K + 1;
-  static constexpr size_t A = sizeof(float) * (4 * kC * KP + 3 * kC * kP64 + kC);
+  static constexpr size_t A = sizeof(float) * (3 * kC * KP + 3 * kC * kP64 + kC);
   static constexpr size_t B = sizeof(StateFwdSmem<K>);
   static constexpr size_t C = sizeof(StateBwdSmem<K>);
   static constexpr size_t D1 = sizeof(GradVSmem<K>);
@@ -1344,8 +1285,6 @@ struct SmemSize {
 };
 static_assert(SmemSize<128>::D2 <= 227 * 1024, "grad_k_kernel<128> shared memory over the sm_90 limit");
 static_assert(SmemSize<128>::C <= 227 * 1024, "state_bwd_kernel<128> shared memory over the sm_90 limit");
-static_assert(SmemSize<128>::A <= 227 * 1024, "chunk_prep_kernel<128> shared memory over the sm_90 limit");
-static_assert(SmemSize<128>::D1 <= 227 * 1024, "grad_v_kernel<128> shared memory over the sm_90 limit");
 
 template <class Kern>
 void launch(Kern kern, dim3 grid, int threads, size_t smem, cudaStream_t st, const Params& prm, const char* name) {
