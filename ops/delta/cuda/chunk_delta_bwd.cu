@@ -893,16 +893,15 @@ template <int K>
 __global__ void __launch_bounds__(kNT, 1) grad_k_kernel(const Params p) {
   extern __shared__ float sm[];
   constexpr int KP = K + 1, TN = K / 16;
-  constexpr int kPA = 68;  // [64][64] tiles: 16-byte rows for the float4 reads of the intra loop
   float* q_s = sm;
   float* k_s = q_s + kC * KP;
   float* b_s = k_s + kC * KP;
   float* dw_s = b_s + kC * KP;
   float* T_s = dw_s + kC * KP;
-  float* dA_s = T_s + kC * kPA;
-  float* dT_s = dA_s + kC * kPA;
-  float* X_s = dT_s + kC * kPA;
-  float* beta_s = X_s + kC * kPA;
+  float* dA_s = T_s + kC * kP64;
+  float* dT_s = dA_s + kC * kP64;
+  float* X_s = dT_s + kC * kP64;
+  float* beta_s = X_s + kC * kP64;
   float* dbt_s = beta_s + kC;
   float* bL_s = dbt_s + kC;
   float* cs_s = bL_s + K;  // colsum(k dk_e)
@@ -914,9 +913,9 @@ __global__ void __launch_bounds__(kNT, 1) grad_k_kernel(const Params p) {
   load_rows<K>(k_s, KP, p.kn, t0, Cn, p.H, h, K, 0);
   load_gate_rows<K>(p, b_s, bL_s, t0, Cn, hv);
   load_rows<K>(dw_s, KP, p.dw, t0, Cn, p.HV, hv, K, 0);
-  load_rows<kC>(T_s, kPA, p.Tinv, t0, Cn, p.HV, hv, kC, 0);
-  load_rows<kC>(dA_s, kPA, p.dAqk, t0, Cn, p.HV, hv, kC, 0);
-  load_rows<kC>(dT_s, kPA, p.dTv, t0, Cn, p.HV, hv, kC, 0);
+  load_rows<kC>(T_s, kP64, p.Tinv, t0, Cn, p.HV, hv, kC, 0);
+  load_rows<kC>(dA_s, kP64, p.dAqk, t0, Cn, p.HV, hv, kC, 0);
+  load_rows<kC>(dT_s, kP64, p.dTv, t0, Cn, p.HV, hv, kC, 0);
   if (tid < kC) {
     beta_s[tid] = tid < Cn ? p.bt[(t0 + tid) * p.HV + hv] : 0.f;
     dbt_s[tid] = tid < Cn ? p.dbp[(t0 + tid) * p.HV + hv] : 0.f;
@@ -940,7 +939,7 @@ __global__ void __launch_bounds__(kNT, 1) grad_k_kernel(const Params p) {
 #pragma unroll
     for (int i = 0; i < kC / 4; ++i) {
       const int r = rb + 4 * i;
-      float* d = dT_s + r * kPA + j;
+      float* d = dT_s + r * kP64 + j;
       *d = (j < r && r < Cn) ? (acc[i] * ej + *d) * beta_s[j] : 0.f;
     }
   }
@@ -950,9 +949,9 @@ __global__ void __launch_bounds__(kNT, 1) grad_k_kernel(const Params p) {
     for (int m = 0; m < kC; ++m) {
       float a[4], bb[4];
 #pragma unroll
-      for (int i = 0; i < 4; ++i) a[i] = T_s[m * kPA + ty + 16 * i];
+      for (int i = 0; i < 4; ++i) a[i] = T_s[m * kP64 + ty + 16 * i];
 #pragma unroll
-      for (int j = 0; j < 4; ++j) bb[j] = dT_s[m * kPA + tx + 16 * j];
+      for (int j = 0; j < 4; ++j) bb[j] = dT_s[m * kP64 + tx + 16 * j];
 #pragma unroll
       for (int i = 0; i < 4; ++i)
 #pragma unroll
@@ -961,7 +960,7 @@ __global__ void __launch_bounds__(kNT, 1) grad_k_kernel(const Params p) {
 #pragma unroll
     for (int i = 0; i < 4; ++i)
 #pragma unroll
-      for (int j = 0; j < 4; ++j) X_s[(ty + 16 * i) * kPA + tx + 16 * j] = acc[i][j];
+      for (int j = 0; j < 4; ++j) X_s[(ty + 16 * i) * kP64 + tx + 16 * j] = acc[i][j];
   }
   __syncthreads();
   {  // dAkk = tril_strict(-(X Tinv^T)) into dT_s
@@ -969,9 +968,9 @@ __global__ void __launch_bounds__(kNT, 1) grad_k_kernel(const Params p) {
     for (int m = 0; m < kC; ++m) {
       float a[4], bb[4];
 #pragma unroll
-      for (int i = 0; i < 4; ++i) a[i] = X_s[(ty + 16 * i) * kPA + m];
+      for (int i = 0; i < 4; ++i) a[i] = X_s[(ty + 16 * i) * kP64 + m];
 #pragma unroll
-      for (int j = 0; j < 4; ++j) bb[j] = T_s[(tx + 16 * j) * kPA + m];
+      for (int j = 0; j < 4; ++j) bb[j] = T_s[(tx + 16 * j) * kP64 + m];
 #pragma unroll
       for (int i = 0; i < 4; ++i)
 #pragma unroll
@@ -982,7 +981,7 @@ __global__ void __launch_bounds__(kNT, 1) grad_k_kernel(const Params p) {
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const int r = ty + 16 * i, c = tx + 16 * j;
-        dT_s[r * kPA + c] = (c < r) ? -acc[i][j] : 0.f;
+        dT_s[r * kP64 + c] = (c < r) ? -acc[i][j] : 0.f;
       }
   }
   // dkgb = Tinv^T dw (64 x K); then db, dk partials
@@ -990,7 +989,7 @@ __global__ void __launch_bounds__(kNT, 1) grad_k_kernel(const Params p) {
   for (int m = 0; m < kC; ++m) {
     float a[4], bb[TN];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) a[i] = T_s[m * kPA + ty + 16 * i];
+    for (int i = 0; i < 4; ++i) a[i] = T_s[m * kP64 + ty + 16 * i];
 #pragma unroll
     for (int j = 0; j < TN; ++j) bb[j] = dw_s[m * KP + tx + 16 * j];
 #pragma unroll
@@ -1027,13 +1026,6 @@ __global__ void __launch_bounds__(kNT, 1) grad_k_kernel(const Params p) {
 #pragma unroll
     for (int j = 0; j < TN; ++j) atomicAdd(&cs_s[tx + 16 * j], csum[j]);
   }
-  // dA^T, dAkk^T into T_s, X_s (free since dkgb): the earlier-keys loop below reads a row's 16
-  // consecutive query rows as float4s
-  for (int i = tid; i < kC * kC; i += kNT) {
-    const int x = i & 63, j = i >> 6;
-    T_s[j * kPA + x] = dA_s[x * kPA + j];
-    X_s[j * kPA + x] = dT_s[x * kPA + j];
-  }
   __syncthreads();
   // Intra-chunk terms, thread per (channel c, 16-row sub-chunk X of rows x0 + i); a warp covers 32
   // channels of one X (K % 32 == 0). Pairs across sub-chunks factor through a reference row between
@@ -1063,19 +1055,10 @@ __global__ void __launch_bounds__(kNT, 1) grad_k_kernel(const Params p) {
 #pragma unroll 2
       for (int j = 0; j < x0; ++j) {
         const float kt = k_s[j * KP + c] * __expf(bref - b_s[j * KP + c]);
-        const float4* a4 = reinterpret_cast<const float4*>(T_s + j * kPA + x0);
-        const float4* l4 = reinterpret_cast<const float4*>(X_s + j * kPA + x0);
 #pragma unroll
-        for (int v = 0; v < 4; ++v) {
-          const float4 a = a4[v], l = l4[v];
-          dqi[4 * v] += a.x * kt;
-          dqi[4 * v + 1] += a.y * kt;
-          dqi[4 * v + 2] += a.z * kt;
-          dqi[4 * v + 3] += a.w * kt;
-          kr[4 * v] += l.x * kt;
-          kr[4 * v + 1] += l.y * kt;
-          kr[4 * v + 2] += l.z * kt;
-          kr[4 * v + 3] += l.w * kt;
+        for (int i = 0; i < 16; ++i) {
+          dqi[i] += dA_s[(x0 + i) * kP64 + j] * kt;
+          kr[i] += dT_s[(x0 + i) * kP64 + j] * kt;
         }
       }
 #pragma unroll
@@ -1091,16 +1074,8 @@ __global__ void __launch_bounds__(kNT, 1) grad_k_kernel(const Params p) {
       for (int r = x0 + 16; r < Cn; ++r) {
         const float e = __expf(b_s[r * KP + c] - bref);
         const float qt = q_s[r * KP + c] * e, kt = beta_s[r] * k_s[r * KP + c] * e;
-        const float4* a4 = reinterpret_cast<const float4*>(dA_s + r * kPA + x0);
-        const float4* l4 = reinterpret_cast<const float4*>(dT_s + r * kPA + x0);
 #pragma unroll
-        for (int v = 0; v < 4; ++v) {
-          const float4 a = a4[v], l = l4[v];
-          dkt[4 * v] += a.x * qt + l.x * kt;
-          dkt[4 * v + 1] += a.y * qt + l.y * kt;
-          dkt[4 * v + 2] += a.z * qt + l.z * kt;
-          dkt[4 * v + 3] += a.w * qt + l.w * kt;
-        }
+        for (int i = 0; i < 16; ++i) dkt[i] += dA_s[r * kP64 + x0 + i] * qt + dT_s[r * kP64 + x0 + i] * kt;
       }
 #pragma unroll
       for (int i = 0; i < 15; ++i) dkt[i] *= __expf(bref - bq[i]);
@@ -1112,7 +1087,7 @@ __global__ void __launch_bounds__(kNT, 1) grad_k_kernel(const Params p) {
 #pragma unroll
       for (int j = 0; j <= i; ++j) {
         const float e = __expf(bq[i] - bq[j]);
-        const float a = dA_s[(x0 + i) * kPA + x0 + j], l = dT_s[(x0 + i) * kPA + x0 + j];  // dAkk[i][i] = 0
+        const float a = dA_s[(x0 + i) * kP64 + x0 + j], l = dT_s[(x0 + i) * kP64 + x0 + j];  // dAkk[i][i] = 0
         dqi[i] += a * kq[j] * e;
         kr[i] += l * kq[j] * e;
         dkt[j] += (a * a_row + l * l_row) * e;
@@ -1281,7 +1256,7 @@ struct SmemSize {
   static constexpr size_t B = sizeof(StateFwdSmem<K>);
   static constexpr size_t C = sizeof(StateBwdSmem<K>);
   static constexpr size_t D1 = sizeof(GradVSmem<K>);
-  static constexpr size_t D2 = sizeof(float) * (4 * kC * KP + 4 * kC * 68 + 2 * kC + 2 * K);
+  static constexpr size_t D2 = sizeof(float) * (4 * kC * KP + 4 * kC * kP64 + 2 * kC + 2 * K);
 };
 static_assert(SmemSize<128>::D2 <= 227 * 1024, "grad_k_kernel<128> shared memory over the sm_90 limit");
 static_assert(SmemSize<128>::C <= 227 * 1024, "state_bwd_kernel<128> shared memory over the sm_90 limit");
