@@ -73,6 +73,16 @@ __device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const std::uint32_
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// d += (a_hi + a_lo)(b_hi + b_lo) without the lo x lo term: two-term bf16 operands (pack_bf16_split),
+// ~16 significant bits each, where a single bf16 rounding of either side costs too much accuracy.
+__device__ __forceinline__ void mma_bf16_16816_split(float (&d)[4], const std::uint32_t (&ah)[4], const std::uint32_t (&al)[4],
+                                                     std::uint32_t bh0, std::uint32_t bh1, std::uint32_t bl0,
+                                                     std::uint32_t bl1) {
+  mma_bf16_16816(d, al, bh0, bh1);
+  mma_bf16_16816(d, ah, bl0, bl1);
+  mma_bf16_16816(d, ah, bh0, bh1);
+}
+
 // ldmatrix.x4 addressing for mma.sync m16n8k16 fragments (lane = threadIdx.x % 32, tiles bf16, ld in
 // elements). a: A fragment (rows m0.., k0..) of a row-major [m][k] tile. a_trans: A fragment of X^T from a
 // row-major [k][m] tile X. b_nk: B fragments of the n8 tiles n0 and n0+8 from a [n][k] tile (r0,r1 tile n0;

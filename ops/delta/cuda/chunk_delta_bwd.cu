@@ -29,6 +29,7 @@
 #include "lina/error.h"
 #include "ops/common/backends.h"
 #include "ops/common/cuda/cuda_common.cuh"
+#include "ops/common/cuda/mma_primitives.cuh"
 #include "ops/common/cuda/workspace.h"
 
 namespace lina::detail::cuda {
@@ -37,6 +38,7 @@ namespace {
 using cuda_util::load_as_float;
 using cuda_util::warp_sum;
 using i64 = std::int64_t;
+using bf16 = __nv_bfloat16;
 
 constexpr int kC = 64;     // chunk length
 constexpr int kVT = 64;    // value columns per tile
@@ -168,13 +170,37 @@ __global__ void prep_qk_kernel(const Params p) {
   }
 }
 
-// Loads rows [0, 64) of a [R, heads, width] fp32 tensor (rows past Cn are zero) into smem[64][pitch].
-__device__ __forceinline__ void load_rows(float* dst, int pitch, const float* src, i64 t0, int Cn, int heads, int head,
-                                          int width, int col0, int ncols) {
-  for (int i = threadIdx.x; i < kC * ncols; i += blockDim.x) {
-    const int r = i / ncols, c = i % ncols;
-    dst[r * pitch + c] = r < Cn ? src[((t0 + r) * heads + head) * width + col0 + c] : 0.f;
+// Fills a ROWS x COLS fp32 shared tile (row pitch `pitch`) with f(r, c). Each thread issues up to 8
+// global loads before its first store: with 8 warps per SM, one load in flight at a time would leave
+// every kernel waiting on memory latency.
+template <int ROWS, int COLS, class F>
+__device__ __forceinline__ void fill_tile(float* dst, int pitch, F f) {
+  static_assert((ROWS * COLS) % kNT == 0, "tile must split evenly over the block");
+  constexpr int PER = ROWS * COLS / kNT;
+  constexpr int BATCH = PER < 8 ? PER : 8;
+#pragma unroll 1
+  for (int u0 = 0; u0 < PER; u0 += BATCH) {
+    float tmp[BATCH];
+#pragma unroll
+    for (int u = 0; u < BATCH; ++u) {
+      const int i = threadIdx.x + (u0 + u) * kNT;
+      tmp[u] = f(i / COLS, i % COLS);
+    }
+#pragma unroll
+    for (int u = 0; u < BATCH; ++u) {
+      const int i = threadIdx.x + (u0 + u) * kNT;
+      dst[(i / COLS) * pitch + i % COLS] = tmp[u];
+    }
   }
+}
+
+// Rows [0, 64) of a [R, heads, width] fp32 tensor, columns [col0, col0 + NCOLS); rows past Cn are zero.
+template <int NCOLS>
+__device__ __forceinline__ void load_rows(float* dst, int pitch, const float* src, i64 t0, int Cn, int heads, int head,
+                                          int width, int col0) {
+  fill_tile<kC, NCOLS>(dst, pitch, [&](int r, int c) {
+    return r < Cn ? src[((t0 + r) * heads + head) * width + col0 + c] : 0.f;
+  });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -195,8 +221,8 @@ __global__ void __launch_bounds__(kNT, 1) chunk_prep_kernel(const Params p) {
   const i64 t0 = ci.t0;
   const int Cn = ci.Cn;
 
-  load_rows(q_s, KP, p.qn, t0, Cn, p.H, h, K, 0, K);
-  load_rows(k_s, KP, p.kn, t0, Cn, p.H, h, K, 0, K);
+  load_rows<K>(q_s, KP, p.qn, t0, Cn, p.H, h, K, 0);
+  load_rows<K>(k_s, KP, p.kn, t0, Cn, p.H, h, K, 0);
   if (tid < kC) {
     float bt = 0.f;
     if (tid < Cn) {
@@ -224,6 +250,7 @@ __global__ void __launch_bounds__(kNT, 1) chunk_prep_kernel(const Params p) {
   __syncthreads();
 
   // Aqk (j <= r, scale included) and L (j < r, times beta_r): thread per (r, j) pair
+#pragma unroll 1
   for (int pi = tid; pi < kC * kC; pi += kNT) {
     const int r = pi >> 6, j = pi & 63;
     float a = 0.f, l = 0.f;
@@ -330,10 +357,9 @@ __global__ void __launch_bounds__(kNT, 1) chunk_prep_kernel(const Params p) {
   // u = X @ (v beta), per 64-column tile
   for (int vt = 0; vt < p.nvt; ++vt) {
     __syncthreads();
-    for (int i = tid; i < kC * kVT; i += kNT) {
-      const int r = i >> 6, c = i & 63;
-      v_s[r * kP64 + c] = r < Cn ? load_as_float(p.v, p.v_t, ((t0 + r) * p.HV + hv) * p.V + vt * kVT + c) * beta_s[r] : 0.f;
-    }
+    fill_tile<kC, kVT>(v_s, kP64, [&](int r, int c) {
+      return r < Cn ? load_as_float(p.v, p.v_t, ((t0 + r) * p.HV + hv) * p.V + vt * kVT + c) * beta_s[r] : 0.f;
+    });
     __syncthreads();
     float acc[4][4] = {};
     for (int m = 0; m < kC; ++m) {
@@ -362,416 +388,502 @@ __global__ void __launch_bounds__(kNT, 1) chunk_prep_kernel(const Params p) {
 template <int K>
 __device__ __forceinline__ void load_gate_rows(const Params& p, float* b_s, float* bL_s, i64 t0, int Cn, int hv) {
   constexpr int KP = K + 1;
-  for (int i = threadIdx.x; i < kC * K; i += blockDim.x) {
-    const int r = i / K, c = i % K;
-    const int rr = min(r, Cn - 1);
-    b_s[r * KP + c] = p.b[((t0 + rr) * p.HV + hv) * p.Kg + (p.kda ? c : 0)];
-  }
+  fill_tile<kC, K>(b_s, KP, [&](int r, int c) {
+    return p.b[((t0 + min(r, Cn - 1)) * p.HV + hv) * p.Kg + (p.kda ? c : 0)];
+  });
   for (int c = threadIdx.x; c < K; c += blockDim.x) bL_s[c] = p.b[((t0 + Cn - 1) * p.HV + hv) * p.Kg + (p.kda ? c : 0)];
 }
 
 // ---------------------------------------------------------------------------------------------
-// B: forward state pass per (sequence, value head, V tile). H (fp32) lives in registers; thread
-// owns rows ty + 16i, columns tx + 16j of the K x 64 tile. smem: H [K][65], w, kg [64][K+1], vn [64][65]
+// Tensor-core building blocks of the state passes (B, C). Every operand enters as bf16 hi + lo
+// planes (x = hi + lo, ~16 significant bits) and each product is hi*hi + lo*hi + hi*lo with fp32
+// accumulation: close to the fp32 SIMT products they replace, at a few MMAs per chunk step, which
+// is not what bounds these passes (their loads are).
+
+// Fills a ROWS x COLS tile as bf16 hi and lo planes (row pitch P elements) from f(r, c), which
+// returns columns c .. c+3 as a float4. Up to BATCH float4 loads in flight per thread.
+template <int ROWS, int COLS, int P, int BATCH = 8, class F>
+__device__ __forceinline__ void fill_split(bf16* hi, bf16* lo, F f) {
+  constexpr int Q = COLS / 4, PER = ROWS * Q / kNT, B = PER < BATCH ? PER : BATCH;
+  static_assert((ROWS * Q) % kNT == 0 && PER % B == 0, "tile must split evenly over the block");
+#pragma unroll 1
+  for (int u0 = 0; u0 < PER; u0 += B) {
+    float4 tmp[B];
+#pragma unroll
+    for (int u = 0; u < B; ++u) {
+      const int i = threadIdx.x + (u0 + u) * kNT;
+      tmp[u] = f(i / Q, 4 * (i % Q));
+    }
+#pragma unroll
+    for (int u = 0; u < B; ++u) {
+      const int i = threadIdx.x + (u0 + u) * kNT, o = (i / Q) * P + 4 * (i % Q);
+      std::uint32_t h0, l0, h1, l1;
+      cuda_util::pack_bf16_split(tmp[u].x, tmp[u].y, h0, l0);
+      cuda_util::pack_bf16_split(tmp[u].z, tmp[u].w, h1, l1);
+      *reinterpret_cast<uint2*>(hi + o) = make_uint2(h0, h1);
+      *reinterpret_cast<uint2*>(lo + o) = make_uint2(l0, l1);
+    }
+  }
+}
+
+__device__ __forceinline__ float4 ld4(const float* p) { return *reinterpret_cast<const float4*>(p); }
+__device__ __forceinline__ float2 ld2(const float* p) { return *reinterpret_cast<const float2*>(p); }
+__device__ __forceinline__ void st2(float* p, float a, float b) { *reinterpret_cast<float2*>(p) = make_float2(a, b); }
+__device__ __forceinline__ void st_u32(bf16* p, std::uint32_t v) { *reinterpret_cast<std::uint32_t*>(p) = v; }
+constexpr float4 kZero4 = {0.f, 0.f, 0.f, 0.f};
+
+// Gate cumsum of token-head row `row` ((t0 + r) * HV + hv), channels c .. c+3 (GDN: broadcast).
+__device__ __forceinline__ float4 gate4(const Params& p, i64 row, int c) {
+  if (p.kda) return ld4(p.b + row * p.Kg + c);
+  const float x = p.b[row];
+  return make_float4(x, x, x, x);
+}
+
+// Dtype-generic row of 4 (dO, v).
+__device__ __forceinline__ float4 load4_as_float(const void* src, int dtype, i64 i) {
+  return make_float4(load_as_float(src, dtype, i), load_as_float(src, dtype, i + 1), load_as_float(src, dtype, i + 2),
+                     load_as_float(src, dtype, i + 3));
+}
+
+// Writes a 16-row fp32 warp tile (NT n8 fragments at rows m0.., columns n0..) as hi + lo planes.
+template <int NT, int P>
+__device__ __forceinline__ void store_split(bf16* hi, bf16* lo, const float (&acc)[NT][4], int m0, int n0, int lane) {
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      const int o = (m0 + g + 8 * hf) * P + n0 + nt * 8 + 2 * t;
+      std::uint32_t h, l;
+      cuda_util::pack_bf16_split(acc[nt][2 * hf], acc[nt][2 * hf + 1], h, l);
+      st_u32(hi + o, h);
+      st_u32(lo + o, l);
+    }
+}
+
+// acc (16 rows at m0, NT n8 tiles at n0) += X Y over the k16 steps [ks0, ks1); X from a row-major
+// [m][k] tile, or (TA) X^T from a row-major [k][m] tile; Y from a row-major [k][n] tile, or (TB) Y^T
+// from a row-major [n][k] tile; both as hi + lo planes (pitches lda, ldb); the lo x lo term is dropped.
+template <int NT, bool TA, bool TB = false>
+__device__ __forceinline__ void warp_mma_split(float (&acc)[NT][4], const bf16* xh, const bf16* xl, int lda, int m0,
+                                               const bf16* yh, const bf16* yl, int ldb, int n0, int ks0, int ks1, int lane) {
+  static_assert(NT % 2 == 0, "n8 tiles come in pairs");
+#pragma unroll 1
+  for (int ks = ks0; ks < ks1; ++ks) {
+    std::uint32_t ah[4], al[4];
+    if constexpr (TA) {
+      cuda_util::ldsm_frag_a_trans(ah, xh, lda, m0, ks * 16, lane);
+      cuda_util::ldsm_frag_a_trans(al, xl, lda, m0, ks * 16, lane);
+    } else {
+      cuda_util::ldsm_frag_a(ah, xh, lda, m0, ks * 16, lane);
+      cuda_util::ldsm_frag_a(al, xl, lda, m0, ks * 16, lane);
+    }
+#pragma unroll
+    for (int np = 0; np < NT / 2; ++np) {
+      std::uint32_t bh[4], bl[4];
+      if constexpr (TB) {
+        cuda_util::ldsm_frag_b_nk(bh, yh, ldb, n0 + 16 * np, ks * 16, lane);
+        cuda_util::ldsm_frag_b_nk(bl, yl, ldb, n0 + 16 * np, ks * 16, lane);
+      } else {
+        cuda_util::ldsm_frag_b_kn(bh, yh, ldb, ks * 16, n0 + 16 * np, lane);
+        cuda_util::ldsm_frag_b_kn(bl, yl, ldb, ks * 16, n0 + 16 * np, lane);
+      }
+      cuda_util::mma_bf16_16816_split(acc[2 * np], ah, al, bh[0], bh[1], bl[0], bl[1]);
+      cuda_util::mma_bf16_16816_split(acc[2 * np + 1], ah, al, bh[2], bh[3], bl[2], bl[3]);
+    }
+  }
+}
+
+// Warp tiles of the state passes (8 warps): the state [K][64] as WR x WC warps of 16 rows x NTS n8
+// tiles; the per-chunk [64][64] products (v_new, dvn) as 4 x 2 warps of 16 rows x 4 n8 tiles.
+template <int K>
+struct StateTiles {
+  static constexpr int WR = K / 16, WC = 8 / WR, NTS = 8 / WC;
+  static_assert(WR * WC == 8, "K in {64, 128}");
+  int sm0, sc0, r0, c0;
+  __device__ StateTiles(int warp)
+      : sm0(16 * (warp % WR)), sc0((64 / WC) * (warp / WR)), r0(16 * (warp >> 1)), c0(32 * (warp & 1)) {}
+};
+
+// ---------------------------------------------------------------------------------------------
+// B: forward state pass per (sequence, value head, 64-column V tile). H (fp32) lives in MMA
+// accumulators; per chunk: H_n -> global (fp32) and shared (hi + lo); v_new = u - w H_n;
+// H = diag(e^bL) H + kg^T v_new, kg = k e^(bL-b).
+template <int K>
+struct StateFwdSmem {
+  alignas(16) bf16 H[2][K][72];
+  alignas(16) bf16 w[2][kC][K + 8];
+  alignas(16) bf16 kg[2][kC][K + 8];
+  alignas(16) bf16 vn[2][kC][72];
+};
+
 template <int K>
 __global__ void __launch_bounds__(kNT, 1) state_fwd_kernel(const Params p) {
-  extern __shared__ float sm[];
-  constexpr int KP = K + 1, TM = K / 16;
-  float* H_s = sm;
-  float* w_s = H_s + K * kP64;
-  float* kg_s = w_s + kC * KP;
-  float* vn_s = kg_s + kC * KP;
-  float* b_s = vn_s + kC * kP64;
-  float* bL_s = b_s + kC * KP;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  auto& s = *reinterpret_cast<StateFwdSmem<K>*>(smem_raw);
+  using TL = StateTiles<K>;
+  constexpr int NTS = TL::NTS;
+  const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const TL tl(tid >> 5);
   int bid = blockIdx.x;
   const int vt = bid % p.nvt;
   bid /= p.nvt;
   const int hv = bid % p.HV, n = bid / p.HV, h = hv / p.G;
   const cuda_util::SeqDesc sd = p.seqs[n];
-  const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
-  const int V = p.V, c0 = vt * kVT;
-  float hreg[TM][4];
+  const int V = p.V, vc0 = vt * kVT;
+  float hacc[NTS][4];
   const i64 sbase = (static_cast<i64>(n) * p.HV + hv) * K * V;
 #pragma unroll
-  for (int i = 0; i < TM; ++i)
+  for (int nt = 0; nt < NTS; ++nt)
 #pragma unroll
-    for (int j = 0; j < 4; ++j)
-      hreg[i][j] = p.h0 ? p.h0[sbase + static_cast<i64>(ty + 16 * i) * V + c0 + tx + 16 * j] : 0.f;
+    for (int e = 0; e < 4; ++e) {
+      const int r = tl.sm0 + g + 8 * (e >> 1), c = tl.sc0 + nt * 8 + 2 * t + (e & 1);
+      hacc[nt][e] = p.h0 ? p.h0[sbase + static_cast<i64>(r) * V + vc0 + c] : 0.f;
+    }
   const int nch = (sd.length + kC - 1) / kC;
+#pragma unroll 1
   for (int lc = 0; lc < nch; ++lc) {
     const i64 t0 = sd.row_begin + static_cast<i64>(lc) * kC;
     const int Cn = min(kC, sd.length - lc * kC);
     const int gidx = sd.chunk_off + lc;
-    float* Hout = p.Hs + (static_cast<i64>(gidx) * p.HV + hv) * K * V;
+    const i64 bLrow = (t0 + Cn - 1) * p.HV + hv;
+    float* Hout = p.Hs + (static_cast<i64>(gidx) * p.HV + hv) * K * V + vc0;
     __syncthreads();  // previous chunk's readers are done
 #pragma unroll
-    for (int i = 0; i < TM; ++i)
+    for (int nt = 0; nt < NTS; ++nt)
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int r = ty + 16 * i, c = tx + 16 * j;
-        H_s[r * kP64 + c] = hreg[i][j];
-        Hout[static_cast<i64>(r) * V + c0 + c] = hreg[i][j];
+      for (int hf = 0; hf < 2; ++hf) {
+        const int r = tl.sm0 + g + 8 * hf, c = tl.sc0 + nt * 8 + 2 * t;
+        st2(Hout + static_cast<i64>(r) * V + c, hacc[nt][2 * hf], hacc[nt][2 * hf + 1]);
       }
-    load_rows(w_s, KP, p.w, t0, Cn, p.HV, hv, K, 0, K);
-    load_rows(kg_s, KP, p.kn, t0, Cn, p.H, h, K, 0, K);
-    load_gate_rows<K>(p, b_s, bL_s, t0, Cn, hv);
-    load_rows(vn_s, kP64, p.vn, t0, Cn, p.HV, hv, V, c0, kVT);  // u
+    store_split<NTS, 72>(&s.H[0][0][0], &s.H[1][0][0], hacc, tl.sm0, tl.sc0, lane);
+    fill_split<kC, K, K + 8>(&s.w[0][0][0], &s.w[1][0][0], [&](int r, int c) {
+      return r < Cn ? ld4(p.w + ((t0 + r) * p.HV + hv) * K + c) : kZero4;
+    });
+    fill_split<kC, K, K + 8, 4>(&s.kg[0][0][0], &s.kg[1][0][0], [&](int r, int c) {
+      if (r >= Cn) return kZero4;
+      const float4 k = ld4(p.kn + ((t0 + r) * p.H + h) * K + c);
+      const float4 b = gate4(p, (t0 + r) * p.HV + hv, c), bl = gate4(p, bLrow, c);
+      return make_float4(k.x * __expf(fminf(bl.x - b.x, 0.f)), k.y * __expf(fminf(bl.y - b.y, 0.f)),
+                         k.z * __expf(fminf(bl.z - b.z, 0.f)), k.w * __expf(fminf(bl.w - b.w, 0.f)));
+    });
+    // -u into this warp's v_new accumulators: v_new = -(-u + w H)
+    float acc[4][4];
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        const int r = tl.r0 + g + 8 * hf, c = vc0 + tl.c0 + nt * 8 + 2 * t;
+        const float2 u = r < Cn ? ld2(p.vn + ((t0 + r) * p.HV + hv) * V + c) : make_float2(0.f, 0.f);
+        acc[nt][2 * hf] = -u.x;
+        acc[nt][2 * hf + 1] = -u.y;
+      }
+    const float d0 = __expf(p.b[bLrow * p.Kg + (p.kda ? tl.sm0 + g : 0)]);
+    const float d1 = __expf(p.b[bLrow * p.Kg + (p.kda ? tl.sm0 + g + 8 : 0)]);
     __syncthreads();
-    // v_new = u - w @ H (rows ty+16i, cols tx+16j of 64 x 64)
-    {
-      float acc[4][4];
+    warp_mma_split<4, false>(acc, &s.w[0][0][0], &s.w[1][0][0], K + 8, tl.r0, &s.H[0][0][0], &s.H[1][0][0], 72, tl.c0, 0,
+                             K / 16, lane);
 #pragma unroll
-      for (int i = 0; i < 4; ++i)
+    for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
-        for (int j = 0; j < 4; ++j) acc[i][j] = vn_s[(ty + 16 * i) * kP64 + tx + 16 * j];
-      for (int m = 0; m < K; ++m) {
-        float a[4], bb[4];
-#pragma unroll
-        for (int i = 0; i < 4; ++i) a[i] = w_s[(ty + 16 * i) * KP + m];
-#pragma unroll
-        for (int j = 0; j < 4; ++j) bb[j] = H_s[m * kP64 + tx + 16 * j];
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-#pragma unroll
-          for (int j = 0; j < 4; ++j) acc[i][j] -= a[i] * bb[j];
+      for (int hf = 0; hf < 2; ++hf) {
+        const int r = tl.r0 + g + 8 * hf, c = vc0 + tl.c0 + nt * 8 + 2 * t;
+        const bool ok = r < Cn;
+        acc[nt][2 * hf] = ok ? -acc[nt][2 * hf] : 0.f;
+        acc[nt][2 * hf + 1] = ok ? -acc[nt][2 * hf + 1] : 0.f;
+        if (ok) st2(p.vn + ((t0 + r) * p.HV + hv) * V + c, acc[nt][2 * hf], acc[nt][2 * hf + 1]);
       }
-      // kg = k e^(bL - b) in place (each thread touches its own elements after the barrier below)
-      __syncthreads();
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int r = ty + 16 * i;
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const float x = r < Cn ? acc[i][j] : 0.f;
-          vn_s[r * kP64 + tx + 16 * j] = x;
-          if (r < Cn) p.vn[((t0 + r) * p.HV + hv) * V + c0 + tx + 16 * j] = x;
-        }
-      }
-      for (int i = tid; i < kC * K; i += kNT) {
-        const int r = i / K, c = i % K;
-        kg_s[r * KP + c] *= __expf(fminf(bL_s[c] - b_s[r * KP + c], 0.f));
-      }
-    }
+    store_split<4, 72>(&s.vn[0][0][0], &s.vn[1][0][0], acc, tl.r0, tl.c0, lane);
     __syncthreads();
-    // H = diag(e^bL) H + kg^T v_new
 #pragma unroll
-    for (int i = 0; i < TM; ++i) {
-      const float d = __expf(bL_s[ty + 16 * i]);
-#pragma unroll
-      for (int j = 0; j < 4; ++j) hreg[i][j] *= d;
+    for (int nt = 0; nt < NTS; ++nt) {
+      hacc[nt][0] *= d0;
+      hacc[nt][1] *= d0;
+      hacc[nt][2] *= d1;
+      hacc[nt][3] *= d1;
     }
-    for (int m = 0; m < kC; ++m) {
-      float a[TM], bb[4];
-#pragma unroll
-      for (int i = 0; i < TM; ++i) a[i] = kg_s[m * KP + ty + 16 * i];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) bb[j] = vn_s[m * kP64 + tx + 16 * j];
-#pragma unroll
-      for (int i = 0; i < TM; ++i)
-#pragma unroll
-        for (int j = 0; j < 4; ++j) hreg[i][j] += a[i] * bb[j];
-    }
+    warp_mma_split<NTS, true>(hacc, &s.kg[0][0][0], &s.kg[1][0][0], K + 8, tl.sm0, &s.vn[0][0][0], &s.vn[1][0][0], 72,
+                              tl.sc0, 0, kC / 16, lane);
   }
 }
 
 // ---------------------------------------------------------------------------------------------
-// C: reverse state pass. D (fp32 registers, same ownership as B) starts at dht. Per chunk, last to
-// first: dh[n] = D; dvn = Aqk^T dO + kg D; D = diag(e^bL) D + scale qg^T dO - w^T dvn.
-// smem: D [K][65], kg/qg (shared buffer, reloaded), w [64][K+1], b [64][K+1], Aqk, dO, dvn [64][65]
+// C: reverse state pass, same grid and tiles. D (fp32 MMA accumulators) starts at dht. Per chunk,
+// last to first: dh[n] = D; dvn = Aqk^T dO + kg D; D = diag(e^bL) D + (scale q e^b)^T dO - w^T dvn.
+template <int K>
+struct StateBwdSmem {
+  alignas(16) bf16 D[2][K][72];
+  alignas(16) bf16 kg[2][kC][K + 8];
+  alignas(16) bf16 qg[2][kC][K + 8];  // scale q e^b
+  alignas(16) bf16 w[2][kC][K + 8];   // -w
+  alignas(16) bf16 A[2][kC][72];      // Aqk [r][j] (zero for j > r)
+  alignas(16) bf16 dO[2][kC][72];
+  alignas(16) bf16 dvn[2][kC][72];
+};
+
 template <int K>
 __global__ void __launch_bounds__(kNT, 1) state_bwd_kernel(const Params p) {
-  extern __shared__ float sm[];
-  constexpr int KP = K + 1, TM = K / 16;
-  float* D_s = sm;
-  float* x_s = D_s + K * kP64;   // kg, later qg
-  float* w_s = x_s + kC * KP;
-  float* b_s = w_s + kC * KP;
-  float* A_s = b_s + kC * KP;
-  float* dO_s = A_s + kC * kP64;
-  float* dvn_s = dO_s + kC * kP64;
-  float* bL_s = dvn_s + kC * kP64;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  auto& s = *reinterpret_cast<StateBwdSmem<K>*>(smem_raw);
+  using TL = StateTiles<K>;
+  constexpr int NTS = TL::NTS;
+  const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const TL tl(tid >> 5);
   int bid = blockIdx.x;
   const int vt = bid % p.nvt;
   bid /= p.nvt;
   const int hv = bid % p.HV, n = bid / p.HV, h = hv / p.G;
   const cuda_util::SeqDesc sd = p.seqs[n];
-  const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
-  const int V = p.V, c0 = vt * kVT;
-  float dreg[TM][4];
-  const i64 sbase = (static_cast<i64>(n) * p.HV + hv) * K * V;
+  const int V = p.V, vc0 = vt * kVT;
+  float dacc[NTS][4];
+  const i64 sbase = (static_cast<i64>(n) * p.HV + hv) * K * V + vc0;
 #pragma unroll
-  for (int i = 0; i < TM; ++i)
+  for (int nt = 0; nt < NTS; ++nt)
 #pragma unroll
-    for (int j = 0; j < 4; ++j)
-      dreg[i][j] = p.dht ? load_as_float(p.dht, p.dht_t, sbase + static_cast<i64>(ty + 16 * i) * V + c0 + tx + 16 * j) : 0.f;
+    for (int e = 0; e < 4; ++e) {
+      const int r = tl.sm0 + g + 8 * (e >> 1), c = tl.sc0 + nt * 8 + 2 * t + (e & 1);
+      dacc[nt][e] = p.dht ? load_as_float(p.dht, p.dht_t, sbase + static_cast<i64>(r) * V + c) : 0.f;
+    }
   const int nch = (sd.length + kC - 1) / kC;
+#pragma unroll 1
   for (int lc = nch - 1; lc >= 0; --lc) {
     const i64 t0 = sd.row_begin + static_cast<i64>(lc) * kC;
     const int Cn = min(kC, sd.length - lc * kC);
     const int gidx = sd.chunk_off + lc;
-    float* Dout = p.dHs + (static_cast<i64>(gidx) * p.HV + hv) * K * V;
-    __syncthreads();
+    const i64 bLrow = (t0 + Cn - 1) * p.HV + hv;
+    float* Dout = p.dHs + (static_cast<i64>(gidx) * p.HV + hv) * K * V + vc0;
+    __syncthreads();  // previous chunk's readers are done
 #pragma unroll
-    for (int i = 0; i < TM; ++i)
+    for (int nt = 0; nt < NTS; ++nt)
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int r = ty + 16 * i, c = tx + 16 * j;
-        D_s[r * kP64 + c] = dreg[i][j];
-        Dout[static_cast<i64>(r) * V + c0 + c] = dreg[i][j];
+      for (int hf = 0; hf < 2; ++hf) {
+        const int r = tl.sm0 + g + 8 * hf, c = tl.sc0 + nt * 8 + 2 * t;
+        st2(Dout + static_cast<i64>(r) * V + c, dacc[nt][2 * hf], dacc[nt][2 * hf + 1]);
       }
-    load_rows(x_s, KP, p.kn, t0, Cn, p.H, h, K, 0, K);
-    load_rows(w_s, KP, p.w, t0, Cn, p.HV, hv, K, 0, K);
-    load_gate_rows<K>(p, b_s, bL_s, t0, Cn, hv);
-    load_rows(A_s, kP64, p.Aqk, t0, Cn, p.HV, hv, kC, 0, kC);
-    for (int i = tid; i < kC * kVT; i += kNT) {
-      const int r = i >> 6, c = i & 63;
-      dO_s[r * kP64 + c] = r < Cn ? load_as_float(p.d_o, p.do_t, ((t0 + r) * p.HV + hv) * V + c0 + c) : 0.f;
-    }
+    store_split<NTS, 72>(&s.D[0][0][0], &s.D[1][0][0], dacc, tl.sm0, tl.sc0, lane);
+    fill_split<kC, K, K + 8>(&s.w[0][0][0], &s.w[1][0][0], [&](int r, int c) {
+      if (r >= Cn) return kZero4;
+      const float4 x = ld4(p.w + ((t0 + r) * p.HV + hv) * K + c);
+      return make_float4(-x.x, -x.y, -x.z, -x.w);
+    });
+    fill_split<kC, K, K + 8, 4>(&s.kg[0][0][0], &s.kg[1][0][0], [&](int r, int c) {
+      if (r >= Cn) return kZero4;
+      const float4 k = ld4(p.kn + ((t0 + r) * p.H + h) * K + c);
+      const float4 b = gate4(p, (t0 + r) * p.HV + hv, c), bl = gate4(p, bLrow, c);
+      return make_float4(k.x * __expf(fminf(bl.x - b.x, 0.f)), k.y * __expf(fminf(bl.y - b.y, 0.f)),
+                         k.z * __expf(fminf(bl.z - b.z, 0.f)), k.w * __expf(fminf(bl.w - b.w, 0.f)));
+    });
+    fill_split<kC, K, K + 8, 4>(&s.qg[0][0][0], &s.qg[1][0][0], [&](int r, int c) {
+      if (r >= Cn) return kZero4;
+      const float4 q = ld4(p.qn + ((t0 + r) * p.H + h) * K + c);
+      const float4 b = gate4(p, (t0 + r) * p.HV + hv, c);
+      const float sc = p.scale;
+      return make_float4(sc * q.x * __expf(b.x), sc * q.y * __expf(b.y), sc * q.z * __expf(b.z), sc * q.w * __expf(b.w));
+    });
+    fill_split<kC, kC, 72>(&s.A[0][0][0], &s.A[1][0][0], [&](int r, int c) {
+      return r < Cn ? ld4(p.Aqk + ((t0 + r) * p.HV + hv) * kC + c) : kZero4;
+    });
+    fill_split<kC, kVT, 72>(&s.dO[0][0][0], &s.dO[1][0][0], [&](int r, int c) {
+      return r < Cn ? load4_as_float(p.d_o, p.do_t, ((t0 + r) * p.HV + hv) * V + vc0 + c) : kZero4;
+    });
+    const float d0 = __expf(p.b[bLrow * p.Kg + (p.kda ? tl.sm0 + g : 0)]);
+    const float d1 = __expf(p.b[bLrow * p.Kg + (p.kda ? tl.sm0 + g + 8 : 0)]);
     __syncthreads();
-    for (int i = tid; i < kC * K; i += kNT) {
-      const int r = i / K, c = i % K;
-      x_s[r * KP + c] *= __expf(fminf(bL_s[c] - b_s[r * KP + c], 0.f));  // kg
-    }
-    __syncthreads();
-    {  // dvn = Aqk^T dO + kg D (64 x 64: rows ty+16i, cols tx+16j)
+    {  // dvn = Aqk^T dO + kg D; Aqk^T's rows j only meet tokens r >= j, so k16 steps below r0 are zero
       float acc[4][4] = {};
-      for (int m = 0; m < kC; ++m) {
-        float a[4], bb[4];
+      warp_mma_split<4, true>(acc, &s.A[0][0][0], &s.A[1][0][0], 72, tl.r0, &s.dO[0][0][0], &s.dO[1][0][0], 72, tl.c0,
+                              tl.r0 >> 4, kC / 16, lane);
+      warp_mma_split<4, false>(acc, &s.kg[0][0][0], &s.kg[1][0][0], K + 8, tl.r0, &s.D[0][0][0], &s.D[1][0][0], 72, tl.c0,
+                               0, K / 16, lane);
 #pragma unroll
-        for (int i = 0; i < 4; ++i) a[i] = A_s[m * kP64 + ty + 16 * i];
+      for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
-        for (int j = 0; j < 4; ++j) bb[j] = dO_s[m * kP64 + tx + 16 * j];
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-#pragma unroll
-          for (int j = 0; j < 4; ++j) acc[i][j] += a[i] * bb[j];
-      }
-      for (int m = 0; m < K; ++m) {
-        float a[4], bb[4];
-#pragma unroll
-        for (int i = 0; i < 4; ++i) a[i] = x_s[(ty + 16 * i) * KP + m];
-#pragma unroll
-        for (int j = 0; j < 4; ++j) bb[j] = D_s[m * kP64 + tx + 16 * j];
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-#pragma unroll
-          for (int j = 0; j < 4; ++j) acc[i][j] += a[i] * bb[j];
-      }
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int r = ty + 16 * i;
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const float x = r < Cn ? acc[i][j] : 0.f;
-          dvn_s[r * kP64 + tx + 16 * j] = x;
-          if (r < Cn) p.dvn[((t0 + r) * p.HV + hv) * V + c0 + tx + 16 * j] = x;
+        for (int hf = 0; hf < 2; ++hf) {
+          const int r = tl.r0 + g + 8 * hf, c = vc0 + tl.c0 + nt * 8 + 2 * t;
+          const bool ok = r < Cn;
+          if (!ok) acc[nt][2 * hf] = acc[nt][2 * hf + 1] = 0.f;
+          if (ok) st2(p.dvn + ((t0 + r) * p.HV + hv) * V + c, acc[nt][2 * hf], acc[nt][2 * hf + 1]);
         }
-      }
-    }
-    __syncthreads();
-    // qg = q e^b (x_s is free again)
-    for (int i = tid; i < kC * K; i += kNT) {
-      const int r = i / K, c = i % K;
-      x_s[r * KP + c] = r < Cn ? p.qn[((t0 + r) * p.H + h) * K + c] * __expf(b_s[r * KP + c]) : 0.f;
+      store_split<4, 72>(&s.dvn[0][0][0], &s.dvn[1][0][0], acc, tl.r0, tl.c0, lane);
     }
     __syncthreads();
 #pragma unroll
-    for (int i = 0; i < TM; ++i) {
-      const float d = __expf(bL_s[ty + 16 * i]);
-#pragma unroll
-      for (int j = 0; j < 4; ++j) dreg[i][j] *= d;
+    for (int nt = 0; nt < NTS; ++nt) {
+      dacc[nt][0] *= d0;
+      dacc[nt][1] *= d0;
+      dacc[nt][2] *= d1;
+      dacc[nt][3] *= d1;
     }
-    for (int m = 0; m < kC; ++m) {
-      float a[TM], aw[TM], bo[4], bv[4];
-#pragma unroll
-      for (int i = 0; i < TM; ++i) {
-        a[i] = p.scale * x_s[m * KP + ty + 16 * i];
-        aw[i] = w_s[m * KP + ty + 16 * i];
-      }
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        bo[j] = dO_s[m * kP64 + tx + 16 * j];
-        bv[j] = dvn_s[m * kP64 + tx + 16 * j];
-      }
-#pragma unroll
-      for (int i = 0; i < TM; ++i)
-#pragma unroll
-        for (int j = 0; j < 4; ++j) dreg[i][j] += a[i] * bo[j] - aw[i] * bv[j];
-    }
+    warp_mma_split<NTS, true>(dacc, &s.qg[0][0][0], &s.qg[1][0][0], K + 8, tl.sm0, &s.dO[0][0][0], &s.dO[1][0][0], 72,
+                              tl.sc0, 0, kC / 16, lane);
+    warp_mma_split<NTS, true>(dacc, &s.w[0][0][0], &s.w[1][0][0], K + 8, tl.sm0, &s.dvn[0][0][0], &s.dvn[1][0][0], 72,
+                              tl.sc0, 0, kC / 16, lane);
   }
   if (p.dh0) {
 #pragma unroll
-    for (int i = 0; i < TM; ++i)
+    for (int nt = 0; nt < NTS; ++nt)
 #pragma unroll
-      for (int j = 0; j < 4; ++j)
-        p.dh0[sbase + static_cast<i64>(ty + 16 * i) * V + c0 + tx + 16 * j] = dreg[i][j];
+      for (int hf = 0; hf < 2; ++hf) {
+        const int r = tl.sm0 + g + 8 * hf, c = tl.sc0 + nt * 8 + 2 * t;
+        st2(p.dh0 + sbase + static_cast<i64>(r) * V + c, dacc[nt][2 * hf], dacc[nt][2 * hf + 1]);
+      }
   }
 }
 
 // ---------------------------------------------------------------------------------------------
-// D1: per (chunk, value head), products over V. smem: H, D tiles [K][65]; dO, vn, dvn, v, Tinv [64][65]
+// D1: per (chunk, value head), products over V on tensor cores (operands as bf16 hi + lo, fp32
+// accumulators). Warp tiles: rows m0 = 16 (warp % 4) of the chunk; columns nk0 (K/2 of K) for the
+// [64][K] products, n64 (32 of 64) for the [64][64] ones.
+//   pass 1 over V tiles: dq_e += dO H^T, dw += dvn H^T, dAqk += dO vn^T, dTv += dvn v^T,
+//                        dv = beta Tinv^T dvn (final), dbeta += rowsum((Tinv^T dvn) v), hd += rowsum(H dh)
+//   pass 2 over V tiles (last tile first: it is still in shared memory): dk_e += v_new dh^T
+template <int K>
+struct GradVSmem {
+  alignas(16) bf16 H[2][K][72];  // [channel][value]
+  alignas(16) bf16 D[2][K][72];
+  alignas(16) bf16 dO[2][kC][72];
+  alignas(16) bf16 vn[2][kC][72];
+  alignas(16) bf16 dvn[2][kC][72];
+  alignas(16) bf16 v[2][kC][72];
+  alignas(16) bf16 T[2][kC][72];  // Tinv [r][j]
+  float beta[kC];
+  float dbp[kC];
+};
+
 template <int K>
 __global__ void __launch_bounds__(kNT, 1) grad_v_kernel(const Params p) {
-  extern __shared__ float sm[];
-  constexpr int TN = K / 16;
-  float* H_s = sm;
-  float* D_s = H_s + K * kP64;
-  float* dO_s = D_s + K * kP64;
-  float* vn_s = dO_s + kC * kP64;
-  float* dvn_s = vn_s + kC * kP64;
-  float* v_s = dvn_s + kC * kP64;
-  float* T_s = v_s + kC * kP64;
-  float* beta_s = T_s + kC * kP64;
-  float* dbp_s = beta_s + kC;
-  const int hv = blockIdx.y, tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  auto& s = *reinterpret_cast<GradVSmem<K>*>(smem_raw);
+  constexpr int NK = K / 16;  // n8 tiles of a warp's K/2 columns
+  const int hv = blockIdx.y, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const int m0 = 16 * (warp & 3), nk0 = (K / 2) * (warp >> 2), n64 = 32 * (warp >> 2);
   const ChunkInfo ci = chunk_info(p, blockIdx.x);
   const i64 t0 = ci.t0;
   const int Cn = ci.Cn, V = p.V;
   const float* Hg = p.Hs + (static_cast<i64>(ci.gidx) * p.HV + hv) * K * V;
   const float* Dg = p.dHs + (static_cast<i64>(ci.gidx) * p.HV + hv) * K * V;
-  load_rows(T_s, kP64, p.Tinv, t0, Cn, p.HV, hv, kC, 0, kC);
+  const auto off = [&](int r, int c0, int c) { return ((t0 + r) * p.HV + hv) * V + c0 + c; };
+  fill_split<kC, kC, 72>(&s.T[0][0][0], &s.T[1][0][0], [&](int r, int c) {
+    return r < Cn ? ld4(p.Tinv + ((t0 + r) * p.HV + hv) * kC + c) : kZero4;
+  });
   if (tid < kC) {
-    beta_s[tid] = tid < Cn ? p.bt[(t0 + tid) * p.HV + hv] : 0.f;
-    dbp_s[tid] = 0.f;
+    s.beta[tid] = tid < Cn ? p.bt[(t0 + tid) * p.HV + hv] : 0.f;
+    s.dbp[tid] = 0.f;
   }
-  float aq[4][TN] = {}, aw[4][TN] = {}, aA[4][4] = {}, aT[4][4] = {};
+  float aq[NK][4] = {}, aw[NK][4] = {}, aA[4][4] = {}, aT[4][4] = {};
   float hdsum = 0.f;
-  // pass 1: dq_e, dw (with H), dAqk, dTv, dv, dbeta's v part
+#pragma unroll 1
   for (int vt = 0; vt < p.nvt; ++vt) {
     const int c0 = vt * kVT;
     __syncthreads();
-    for (int i = tid; i < K * kVT; i += kNT) {
-      const int r = i >> 6, c = i & 63;
-      H_s[r * kP64 + c] = Hg[static_cast<i64>(r) * V + c0 + c];
-      D_s[r * kP64 + c] = Dg[static_cast<i64>(r) * V + c0 + c];
-    }
-    for (int i = tid; i < kC * kVT; i += kNT) {
-      const int r = i >> 6, c = i & 63;
-      const bool ok = r < Cn;
-      const i64 off = ((t0 + r) * p.HV + hv) * V + c0 + c;
-      dO_s[r * kP64 + c] = ok ? load_as_float(p.d_o, p.do_t, off) : 0.f;
-      vn_s[r * kP64 + c] = ok ? p.vn[off] : 0.f;
-      dvn_s[r * kP64 + c] = ok ? p.dvn[off] : 0.f;
-      v_s[r * kP64 + c] = ok ? load_as_float(p.v, p.v_t, off) : 0.f;
-    }
+    fill_split<K, kVT, 72>(&s.H[0][0][0], &s.H[1][0][0], [&](int r, int c) { return ld4(Hg + static_cast<i64>(r) * V + c0 + c); });
+    fill_split<K, kVT, 72>(&s.D[0][0][0], &s.D[1][0][0], [&](int r, int c) { return ld4(Dg + static_cast<i64>(r) * V + c0 + c); });
+    fill_split<kC, kVT, 72>(&s.dO[0][0][0], &s.dO[1][0][0], [&](int r, int c) {
+      return r < Cn ? load4_as_float(p.d_o, p.do_t, off(r, c0, c)) : kZero4;
+    });
+    fill_split<kC, kVT, 72>(&s.vn[0][0][0], &s.vn[1][0][0], [&](int r, int c) { return r < Cn ? ld4(p.vn + off(r, c0, c)) : kZero4; });
+    fill_split<kC, kVT, 72>(&s.dvn[0][0][0], &s.dvn[1][0][0], [&](int r, int c) { return r < Cn ? ld4(p.dvn + off(r, c0, c)) : kZero4; });
+    fill_split<kC, kVT, 72>(&s.v[0][0][0], &s.v[1][0][0], [&](int r, int c) {
+      return r < Cn ? load4_as_float(p.v, p.v_t, off(r, c0, c)) : kZero4;
+    });
     __syncthreads();
-    if (tid < K) {
-      float s = 0.f;
-      for (int c = 0; c < kVT; ++c) s += H_s[tid * kP64 + c] * D_s[tid * kP64 + c];
-      hdsum += s;
-    }
-    for (int m = 0; m < kVT; ++m) {
-      float ao[4], ad[4], bh[TN];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        ao[i] = dO_s[(ty + 16 * i) * kP64 + m];
-        ad[i] = dvn_s[(ty + 16 * i) * kP64 + m];
+    if (tid < K) {  // rowsum(H dh) from the hi + lo copies (~16 significant bits each)
+      float sum = 0.f;
+#pragma unroll 4
+      for (int c = 0; c < kVT; c += 2) {
+        const float2 hh = cuda_util::unpack_bf16(*reinterpret_cast<const std::uint32_t*>(&s.H[0][tid][c]));
+        const float2 hl = cuda_util::unpack_bf16(*reinterpret_cast<const std::uint32_t*>(&s.H[1][tid][c]));
+        const float2 dh = cuda_util::unpack_bf16(*reinterpret_cast<const std::uint32_t*>(&s.D[0][tid][c]));
+        const float2 dl = cuda_util::unpack_bf16(*reinterpret_cast<const std::uint32_t*>(&s.D[1][tid][c]));
+        sum += (hh.x + hl.x) * (dh.x + dl.x) + (hh.y + hl.y) * (dh.y + dl.y);
       }
-#pragma unroll
-      for (int j = 0; j < TN; ++j) bh[j] = H_s[(tx + 16 * j) * kP64 + m];
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-#pragma unroll
-        for (int j = 0; j < TN; ++j) {
-          aq[i][j] += ao[i] * bh[j];
-          aw[i][j] += ad[i] * bh[j];
-        }
-      float bvn[4], bv[4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        bvn[j] = vn_s[(tx + 16 * j) * kP64 + m];
-        bv[j] = v_s[(tx + 16 * j) * kP64 + m];
-      }
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          aA[i][j] += ao[i] * bvn[j];
-          aT[i][j] += ad[i] * bv[j];
-        }
+      hdsum += sum;
     }
-    {  // dvb = Tinv^T dvn; dv = dvb beta; dbeta += rowsum(dvb v)
+    warp_mma_split<NK, false, true>(aq, &s.dO[0][0][0], &s.dO[1][0][0], 72, m0, &s.H[0][0][0], &s.H[1][0][0], 72, nk0, 0,
+                                    kVT / 16, lane);
+    warp_mma_split<NK, false, true>(aw, &s.dvn[0][0][0], &s.dvn[1][0][0], 72, m0, &s.H[0][0][0], &s.H[1][0][0], 72, nk0, 0,
+                                    kVT / 16, lane);
+    warp_mma_split<4, false, true>(aA, &s.dO[0][0][0], &s.dO[1][0][0], 72, m0, &s.vn[0][0][0], &s.vn[1][0][0], 72, n64, 0,
+                                   kVT / 16, lane);
+    warp_mma_split<4, false, true>(aT, &s.dvn[0][0][0], &s.dvn[1][0][0], 72, m0, &s.v[0][0][0], &s.v[1][0][0], 72, n64, 0,
+                                   kVT / 16, lane);
+    {  // dvb = Tinv^T dvn (Tinv lower triangular: rows r only meet m >= r); dv = dvb beta; dbeta += rowsum(dvb v)
       float acc[4][4] = {};
-      for (int m = 0; m < kC; ++m) {
-        float a[4], bb[4];
+      warp_mma_split<4, true>(acc, &s.T[0][0][0], &s.T[1][0][0], 72, m0, &s.dvn[0][0][0], &s.dvn[1][0][0], 72, n64, m0 >> 4,
+                              kC / 16, lane);
 #pragma unroll
-        for (int i = 0; i < 4; ++i) a[i] = T_s[m * kP64 + ty + 16 * i];
+      for (int hf = 0; hf < 2; ++hf) {
+        const int r = m0 + g + 8 * hf;
+        float sum = 0.f;
 #pragma unroll
-        for (int j = 0; j < 4; ++j) bb[j] = dvn_s[m * kP64 + tx + 16 * j];
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-#pragma unroll
-          for (int j = 0; j < 4; ++j) acc[i][j] += a[i] * bb[j];
-      }
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int r = ty + 16 * i;
-        if (r >= Cn) continue;
-        float s = 0.f;
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const int c = tx + 16 * j;
-          s += acc[i][j] * v_s[r * kP64 + c];
-          store_as(p.dv, p.dv_t, ((t0 + r) * p.HV + hv) * V + c0 + c, acc[i][j] * beta_s[r]);
+        for (int nt = 0; nt < 4; ++nt) {
+          const int c = n64 + nt * 8 + 2 * t;
+          const float2 vh = cuda_util::unpack_bf16(*reinterpret_cast<const std::uint32_t*>(&s.v[0][r][c]));
+          const float2 vl = cuda_util::unpack_bf16(*reinterpret_cast<const std::uint32_t*>(&s.v[1][r][c]));
+          const float x0 = acc[nt][2 * hf], x1 = acc[nt][2 * hf + 1];
+          sum += x0 * (vh.x + vl.x) + x1 * (vh.y + vl.y);
+          if (r < Cn) {
+            store_as(p.dv, p.dv_t, off(r, c0, c), x0 * s.beta[r]);
+            store_as(p.dv, p.dv_t, off(r, c0, c + 1), x1 * s.beta[r]);
+          }
         }
-        atomicAdd(&dbp_s[r], s);
+        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+        if (t == 0 && r < Cn) atomicAdd(&s.dbp[r], sum);
       }
     }
   }
-  // pass 2: dk_e = vn @ D^T
-  float ak[4][TN] = {};
-  for (int vt = 0; vt < p.nvt; ++vt) {
-    const int c0 = vt * kVT;
-    if (p.nvt > 1) {
-      __syncthreads();
-      for (int i = tid; i < K * kVT; i += kNT) {
-        const int r = i >> 6, c = i & 63;
-        D_s[r * kP64 + c] = Dg[static_cast<i64>(r) * V + c0 + c];
-      }
-      for (int i = tid; i < kC * kVT; i += kNT) {
-        const int r = i >> 6, c = i & 63;
-        vn_s[r * kP64 + c] = r < Cn ? p.vn[((t0 + r) * p.HV + hv) * V + c0 + c] : 0.f;
-      }
-      __syncthreads();
-    }
-    for (int m = 0; m < kVT; ++m) {
-      float a[4], bb[TN];
+  // pass-1 results: gate factors, scratch
 #pragma unroll
-      for (int i = 0; i < 4; ++i) a[i] = vn_s[(ty + 16 * i) * kP64 + m];
-#pragma unroll
-      for (int j = 0; j < TN; ++j) bb[j] = D_s[(tx + 16 * j) * kP64 + m];
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-#pragma unroll
-        for (int j = 0; j < TN; ++j) ak[i][j] += a[i] * bb[j];
-    }
-  }
-  // epilogue: gate factors; write scratch
-  const i64 bLrow = ((t0 + Cn - 1) * p.HV + hv) * p.Kg;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const int r = ty + 16 * i;
+  for (int hf = 0; hf < 2; ++hf) {
+    const int r = m0 + g + 8 * hf;
     if (r >= Cn) continue;
     const i64 row = (t0 + r) * p.HV + hv;
 #pragma unroll
-    for (int j = 0; j < TN; ++j) {
-      const int c = tx + 16 * j;
-      const float br = p.b[row * p.Kg + (p.kda ? c : 0)];
-      const float bL = p.b[bLrow + (p.kda ? c : 0)];
-      p.dqe[row * K + c] = p.scale * __expf(br) * aq[i][j];
-      p.dke[row * K + c] = __expf(fminf(bL - br, 0.f)) * ak[i][j];
-      p.dw[row * K + c] = -aw[i][j];
+    for (int nt = 0; nt < NK; ++nt) {
+      const int c = nk0 + nt * 8 + 2 * t;
+      const float2 br = p.kda ? ld2(p.b + row * p.Kg + c) : make_float2(p.b[row], p.b[row]);
+      st2(p.dqe + row * K + c, p.scale * __expf(br.x) * aq[nt][2 * hf], p.scale * __expf(br.y) * aq[nt][2 * hf + 1]);
+      st2(p.dw + row * K + c, -aw[nt][2 * hf], -aw[nt][2 * hf + 1]);
     }
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int c = tx + 16 * j;
-      p.dAqk[row * kC + c] = (c <= r) ? p.scale * aA[i][j] : 0.f;
-      p.dTv[row * kC + c] = (c < r) ? aT[i][j] : 0.f;
+    for (int nt = 0; nt < 4; ++nt) {
+      const int c = n64 + nt * 8 + 2 * t;
+      st2(p.dAqk + row * kC + c, c <= r ? p.scale * aA[nt][2 * hf] : 0.f, c + 1 <= r ? p.scale * aA[nt][2 * hf + 1] : 0.f);
+      st2(p.dTv + row * kC + c, c < r ? aT[nt][2 * hf] : 0.f, c + 1 < r ? aT[nt][2 * hf + 1] : 0.f);
+    }
+  }
+  // pass 2: dk_e = v_new dh^T
+  float ak[NK][4] = {};
+#pragma unroll 1
+  for (int vt = p.nvt - 1; vt >= 0; --vt) {
+    const int c0 = vt * kVT;
+    if (vt != p.nvt - 1) {
+      __syncthreads();
+      fill_split<K, kVT, 72>(&s.D[0][0][0], &s.D[1][0][0], [&](int r, int c) { return ld4(Dg + static_cast<i64>(r) * V + c0 + c); });
+      fill_split<kC, kVT, 72>(&s.vn[0][0][0], &s.vn[1][0][0], [&](int r, int c) { return r < Cn ? ld4(p.vn + off(r, c0, c)) : kZero4; });
+      __syncthreads();
+    }
+    warp_mma_split<NK, false, true>(ak, &s.vn[0][0][0], &s.vn[1][0][0], 72, m0, &s.D[0][0][0], &s.D[1][0][0], 72, nk0, 0,
+                                    kVT / 16, lane);
+  }
+  const i64 bLrow = ((t0 + Cn - 1) * p.HV + hv) * p.Kg;
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    const int r = m0 + g + 8 * hf;
+    if (r >= Cn) continue;
+    const i64 row = (t0 + r) * p.HV + hv;
+#pragma unroll
+    for (int nt = 0; nt < NK; ++nt) {
+      const int c = nk0 + nt * 8 + 2 * t;
+      const float2 br = p.kda ? ld2(p.b + row * p.Kg + c) : make_float2(p.b[row], p.b[row]);
+      const float2 bL = p.kda ? ld2(p.b + bLrow + c) : make_float2(p.b[bLrow], p.b[bLrow]);
+      st2(p.dke + row * K + c, __expf(fminf(bL.x - br.x, 0.f)) * ak[nt][2 * hf], __expf(fminf(bL.y - br.y, 0.f)) * ak[nt][2 * hf + 1]);
     }
   }
   if (tid < K) p.hd[(static_cast<i64>(ci.gidx) * p.HV + hv) * K + tid] = hdsum;
   __syncthreads();
-  if (tid < Cn) p.dbp[(t0 + tid) * p.HV + hv] = dbp_s[tid];
+  if (tid < Cn) p.dbp[(t0 + tid) * p.HV + hv] = s.dbp[tid];
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -797,38 +909,38 @@ __global__ void __launch_bounds__(kNT, 1) grad_k_kernel(const Params p) {
   const ChunkInfo ci = chunk_info(p, blockIdx.x);
   const i64 t0 = ci.t0;
   const int Cn = ci.Cn;
-  load_rows(q_s, KP, p.qn, t0, Cn, p.H, h, K, 0, K);
-  load_rows(k_s, KP, p.kn, t0, Cn, p.H, h, K, 0, K);
+  load_rows<K>(q_s, KP, p.qn, t0, Cn, p.H, h, K, 0);
+  load_rows<K>(k_s, KP, p.kn, t0, Cn, p.H, h, K, 0);
   load_gate_rows<K>(p, b_s, bL_s, t0, Cn, hv);
-  load_rows(dw_s, KP, p.dw, t0, Cn, p.HV, hv, K, 0, K);
-  load_rows(T_s, kP64, p.Tinv, t0, Cn, p.HV, hv, kC, 0, kC);
-  load_rows(dA_s, kP64, p.dAqk, t0, Cn, p.HV, hv, kC, 0, kC);
-  load_rows(dT_s, kP64, p.dTv, t0, Cn, p.HV, hv, kC, 0, kC);
+  load_rows<K>(dw_s, KP, p.dw, t0, Cn, p.HV, hv, K, 0);
+  load_rows<kC>(T_s, kP64, p.Tinv, t0, Cn, p.HV, hv, kC, 0);
+  load_rows<kC>(dA_s, kP64, p.dAqk, t0, Cn, p.HV, hv, kC, 0);
+  load_rows<kC>(dT_s, kP64, p.dTv, t0, Cn, p.HV, hv, kC, 0);
   if (tid < kC) {
     beta_s[tid] = tid < Cn ? p.bt[(t0 + tid) * p.HV + hv] : 0.f;
     dbt_s[tid] = tid < Cn ? p.dbp[(t0 + tid) * p.HV + hv] : 0.f;
   }
   if (tid < K) cs_s[tid] = 0.f;
   __syncthreads();
-  // dT = tril_strict((dw kgb^T + dTv) * beta_j), kgb = k e^b
-  for (int pi = tid; pi < kC * kC; pi += kNT) {
-    const int r = pi >> 6, j = pi & 63;
-    if (j < r && r < Cn) {
-      const float* dwr = dw_s + r * KP;
-      const float* kj = k_s + j * KP;
-      const float* bj = b_s + j * KP;
-      float s = 0.f;
-      if (p.kda) {
-#pragma unroll 8
-        for (int c = 0; c < K; ++c) s += dwr[c] * kj[c] * __expf(bj[c]);
-      } else {
-#pragma unroll 8
-        for (int c = 0; c < K; ++c) s += dwr[c] * kj[c];
-        s *= __expf(bj[0]);
-      }
-      dT_s[r * kP64 + j] = (s + dT_s[r * kP64 + j]) * beta_s[j];
-    } else {
-      dT_s[r * kP64 + j] = 0.f;
+  // dT = tril_strict((dw kgb^T + dTv) * beta_j), kgb = k e^b. Thread per key row j (tid % 64) and
+  // the 16 rows tid / 64 + 4i: each e^b(j, c) is taken once, dw rows are warp-wide broadcasts.
+  {
+    const int j = tid & 63, rb = tid >> 6;
+    const float* kj = k_s + j * KP;
+    const float* bj = b_s + j * KP;
+    float acc[kC / 4] = {};
+#pragma unroll 2
+    for (int c = 0; c < K; ++c) {
+      const float kb = p.kda ? kj[c] * __expf(bj[c]) : kj[c];
+#pragma unroll
+      for (int i = 0; i < kC / 4; ++i) acc[i] += dw_s[(rb + 4 * i) * KP + c] * kb;
+    }
+    const float ej = p.kda ? 1.f : __expf(bj[0]);
+#pragma unroll
+    for (int i = 0; i < kC / 4; ++i) {
+      const int r = rb + 4 * i;
+      float* d = dT_s + r * kP64 + j;
+      *d = (j < r && r < Cn) ? (acc[i] * ej + *d) * beta_s[j] : 0.f;
     }
   }
   __syncthreads();
@@ -886,51 +998,114 @@ __global__ void __launch_bounds__(kNT, 1) grad_k_kernel(const Params p) {
       for (int j = 0; j < TN; ++j) dkgb[i][j] += a[i] * bb[j];
   }
   __syncthreads();  // dw_s is free: it becomes db
+  {
+    float rsum[4] = {}, csum[TN] = {};
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const int r = ty + 16 * i;
-    float s = 0.f;
+    for (int i = 0; i < 4; ++i) {
+      const int r = ty + 16 * i;
 #pragma unroll
-    for (int j = 0; j < TN; ++j) {
-      const int c = tx + 16 * j;
-      float db = 0.f;
-      if (r < Cn) {
-        const i64 x = ((t0 + r) * p.HV + hv) * K + c;
-        const float eb = __expf(b_s[r * KP + c]);
-        const float kgb = k_s[r * KP + c] * eb;
-        const float dke = p.dke[x];  // still the pure inter part dk_e
-        s += dkgb[i][j] * kgb;
-        atomicAdd(&cs_s[c], k_s[r * KP + c] * dke);
-        db = q_s[r * KP + c] * p.dqe[x] - k_s[r * KP + c] * dke + kgb * dkgb[i][j] * beta_s[r];
-        p.dke[x] = dke + dkgb[i][j] * eb * beta_s[r];  // dk partial (per value head)
+      for (int j = 0; j < TN; ++j) {
+        const int c = tx + 16 * j;
+        float db = 0.f;
+        if (r < Cn) {
+          const i64 x = ((t0 + r) * p.HV + hv) * K + c;
+          const float eb = __expf(b_s[r * KP + c]);
+          const float kgb = k_s[r * KP + c] * eb;
+          const float dke = p.dke[x];  // still the pure inter part dk_e
+          rsum[i] += dkgb[i][j] * kgb;
+          csum[j] += k_s[r * KP + c] * dke;
+          db = q_s[r * KP + c] * p.dqe[x] - k_s[r * KP + c] * dke + kgb * dkgb[i][j] * beta_s[r];
+          p.dke[x] = dke + dkgb[i][j] * eb * beta_s[r];  // dk partial (per value head)
+        }
+        dw_s[r * KP + c] = db;
       }
-      dw_s[r * KP + c] = db;
     }
-    if (r < Cn) atomicAdd(&dbt_s[r], s);
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      if (ty + 16 * i < Cn) atomicAdd(&dbt_s[ty + 16 * i], rsum[i]);
+#pragma unroll
+    for (int j = 0; j < TN; ++j) atomicAdd(&cs_s[tx + 16 * j], csum[j]);
   }
   __syncthreads();
-  // Intra: thread per (row x, channel c)
-  for (int it = tid; it < kC * K; it += kNT) {
-    const int x = it / K, c = it % K;
-    if (x >= Cn) continue;
-    const float bx = b_s[x * KP + c];
-    float dqi = 0.f, kr = 0.f, dkt = 0.f;
-    for (int j = 0; j <= x; ++j) {  // x as the query / later row
-      const float e = __expf(bx - b_s[j * KP + c]) * k_s[j * KP + c];
-      dqi += dA_s[x * kP64 + j] * e;
-      kr += dT_s[x * kP64 + j] * e;  // dAkk is 0 on the diagonal
+  // Intra-chunk terms, thread per (channel c, 16-row sub-chunk X of rows x0 + i); a warp covers 32
+  // channels of one X (K % 32 == 0). Pairs across sub-chunks factor through a reference row between
+  // them (spec section 5): row x0 for the rows of X as queries of earlier keys, row x0 + 15 for them
+  // as keys of later rows, so both factors are e^(non-positive) and one exp serves 16 rows. Pairs
+  // inside X take the exact e^(b_i - b_j), shared by the query and the key direction.
+  //   dqi[x] = sum_{j<=x} dA[x][j] k_j e^(b_x-b_j),  kr[x] = sum_{j<x} dAkk[x][j] k_j e^(b_x-b_j),
+  //   dkt[x] = sum_{r>=x} (dA[r][x] q_r + dAkk[r][x] beta_r k_r) e^(b_r-b_x)
+#pragma unroll 1
+  for (int item = tid; item < 4 * K; item += kNT) {
+    const int c = item % K, x0 = 16 * (item / K);
+    if (x0 >= Cn) continue;  // warp-uniform
+    float bq[16], kq[16], qq[16], dq0[16], dk0[16];
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      const int x = x0 + i;
+      bq[i] = b_s[x * KP + c];
+      kq[i] = k_s[x * KP + c];
+      qq[i] = q_s[x * KP + c];
+      const i64 gx = ((t0 + x) * p.HV + hv) * K + c;
+      dq0[i] = x < Cn ? p.dqe[gx] : 0.f;  // issued early, used at the end
+      dk0[i] = x < Cn ? p.dke[gx] : 0.f;
     }
-    for (int r = x; r < Cn; ++r) {  // x as the key / earlier row
-      const float e = __expf(b_s[r * KP + c] - bx);
-      dkt += (dA_s[r * kP64 + x] * q_s[r * KP + c] + dT_s[r * kP64 + x] * beta_s[r] * k_s[r * KP + c]) * e;
+    float dqi[16] = {}, kr[16] = {}, dkt[16] = {};
+    {  // earlier keys j < x0, reference row x0
+      const float bref = bq[0];
+#pragma unroll 2
+      for (int j = 0; j < x0; ++j) {
+        const float kt = k_s[j * KP + c] * __expf(bref - b_s[j * KP + c]);
+#pragma unroll
+        for (int i = 0; i < 16; ++i) {
+          dqi[i] += dA_s[(x0 + i) * kP64 + j] * kt;
+          kr[i] += dT_s[(x0 + i) * kP64 + j] * kt;
+        }
+      }
+#pragma unroll
+      for (int i = 1; i < 16; ++i) {
+        const float e = __expf(bq[i] - bref);
+        dqi[i] *= e;
+        kr[i] *= e;
+      }
     }
-    const i64 gx = ((t0 + x) * p.HV + hv) * K + c;
-    const float qx = q_s[x * KP + c], kx = k_s[x * KP + c];
-    const float dkrow = beta_s[x] * kr;
-    p.dqe[gx] += dqi;
-    p.dke[gx] += dkrow + dkt;
-    dw_s[x * KP + c] += qx * dqi + (dkrow - dkt) * kx;
-    atomicAdd(&dbt_s[x], kr * kx);
+    {  // later rows r > x0 + 15, reference row x0 + 15 (padded rows carry the last valid gate)
+      const float bref = bq[15];
+#pragma unroll 2
+      for (int r = x0 + 16; r < Cn; ++r) {
+        const float e = __expf(b_s[r * KP + c] - bref);
+        const float qt = q_s[r * KP + c] * e, kt = beta_s[r] * k_s[r * KP + c] * e;
+#pragma unroll
+        for (int i = 0; i < 16; ++i) dkt[i] += dA_s[r * kP64 + x0 + i] * qt + dT_s[r * kP64 + x0 + i] * kt;
+      }
+#pragma unroll
+      for (int i = 0; i < 15; ++i) dkt[i] *= __expf(bref - bq[i]);
+    }
+    // pairs inside X (i >= j)
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      const float a_row = qq[i], l_row = beta_s[x0 + i] * kq[i];
+#pragma unroll
+      for (int j = 0; j <= i; ++j) {
+        const float e = __expf(bq[i] - bq[j]);
+        const float a = dA_s[(x0 + i) * kP64 + x0 + j], l = dT_s[(x0 + i) * kP64 + x0 + j];  // dAkk[i][i] = 0
+        dqi[i] += a * kq[j] * e;
+        kr[i] += l * kq[j] * e;
+        dkt[j] += (a * a_row + l * l_row) * e;
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      const int x = x0 + i;
+      if (x < Cn) {  // warp-uniform
+        const i64 gx = ((t0 + x) * p.HV + hv) * K + c;
+        const float dkrow = beta_s[x] * kr[i];
+        p.dqe[gx] = dq0[i] + dqi[i];
+        p.dke[gx] = dk0[i] + dkrow + dkt[i];
+        dw_s[x * KP + c] += qq[i] * dqi[i] + (dkrow - dkt[i]) * kq[i];
+        const float bsum = warp_sum(kr[i] * kq[i]);
+        if ((tid & 31) == 0) atomicAdd(&dbt_s[x], bsum);
+      }
+    }
   }
   __syncthreads();
   // last row: the terms through bL, e^bL rowsum(H dh) + colsum(k dk_e); reverse cumsum -> dg
@@ -1078,9 +1253,9 @@ template <int K>
 struct SmemSize {
   static constexpr int KP = K + 1;
   static constexpr size_t A = sizeof(float) * (3 * kC * KP + 3 * kC * kP64 + kC);
-  static constexpr size_t B = sizeof(float) * (K * kP64 + 3 * kC * KP + kC * kP64 + K);
-  static constexpr size_t C = sizeof(float) * (K * kP64 + 3 * kC * KP + 3 * kC * kP64 + K);
-  static constexpr size_t D1 = sizeof(float) * (2 * K * kP64 + 5 * kC * kP64 + 2 * kC);
+  static constexpr size_t B = sizeof(StateFwdSmem<K>);
+  static constexpr size_t C = sizeof(StateBwdSmem<K>);
+  static constexpr size_t D1 = sizeof(GradVSmem<K>);
   static constexpr size_t D2 = sizeof(float) * (4 * kC * KP + 4 * kC * kP64 + 2 * kC + 2 * K);
 };
 static_assert(SmemSize<128>::D2 <= 227 * 1024, "grad_k_kernel<128> shared memory over the sm_90 limit");
