@@ -354,7 +354,13 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
       }
       __syncthreads();  // the raw gate is in registers; b2 may be overwritten
       float cum = 0.f;
-      if (own) {
+      if (own && p.gate_mode == kGateGiven) {  // the common case without per-row mode branches (same sums)
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          cum += (r0 + r < Cn ? gv[r] : 0.f) * kLog2e;
+          gv[r] = cum;
+        }
+      } else if (own) {
         const float bias = p.dt_bias ? p.dt_bias[hv * K + c] : 0.f;
 #pragma unroll
         for (int r = 0; r < R; ++r) {
@@ -603,8 +609,13 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
     } else {  // q e^b (q's space becomes X after the barrier) and the decay
       bf16* const qg = p.ws.qg + ch * kC * K;
       const float bsl = KDA ? 0.f : s.bs[kC - 1];
-      for (int i = tid - 128; i < kC * K / 2; i += 128) {
-        const int r = i / (K / 2), c = (i % (K / 2)) * 2;
+      // element pair c of rows r1, r1 + PR, ...: every address a compile-time offset from the first
+      constexpr int PR = 128 / (K / 2);  // rows per pass (4, 2, 1)
+      const unsigned u = static_cast<unsigned>(tid - 128);
+      const int c = static_cast<int>(u % (K / 2)) * 2, r1 = static_cast<int>(u / (K / 2));
+#pragma unroll 8
+      for (int it = 0; it < kC / PR; ++it) {
+        const int r = r1 + it * PR;
         const float2 qv = load_bf16x2(&sq[r][c]);
         float e0, e1;
         if constexpr (KDA) {
@@ -642,26 +653,37 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
 
     // ---- S4: Tinv diag(beta) as bf16 hi + lo over L (one bf16 rounding of the inverse in u and w
     // costs the g = 0 cases more than the tolerance allows); k e^(bL-b) to the workspace; k e^b in place
-    for (int i = tid; i < kC * kC / 2; i += kThreads) {
-      const int r = i / (kC / 2), j = (i % (kC / 2)) * 2;
-      float tu[2];
+    {
+      constexpr int PR = kThreads / (kC / 2);  // rows per pass (8)
+      const unsigned u = static_cast<unsigned>(tid);
+      const int j = static_cast<int>(u % (kC / 2)) * 2, r1 = static_cast<int>(u / (kC / 2));
+      const float bj0 = s.beta[j], bj1 = s.beta[j + 1];
 #pragma unroll
-      for (int e = 0; e < 2; ++e) tu[e] = (j + e <= r) ? s.u0.X[r][j + e] * s.beta[j + e] : 0.f;
-      uint32_t thi, tlo;
-      pack_bf16_split(tu[0], tu[1], thi, tlo);
-      st_u32(&s.u1.T[0][r][j], thi);
-      st_u32(&s.u1.T[1][r][j], tlo);
+      for (int it = 0; it < kC / PR; ++it) {
+        const int r = r1 + it * PR;
+        float tu[2];
+        tu[0] = (j <= r) ? s.u0.X[r][j] * bj0 : 0.f;
+        tu[1] = (j + 1 <= r) ? s.u0.X[r][j + 1] * bj1 : 0.f;
+        uint32_t thi, tlo;
+        pack_bf16_split(tu[0], tu[1], thi, tlo);
+        st_u32(&s.u1.T[0][r][j], thi);
+        st_u32(&s.u1.T[1][r][j], tlo);
+      }
     }
     {
       bf16* const kg = p.ws.kg + ch * kC * K;
       const float bsl = KDA ? 0.f : s.bs[kC - 1];
-      for (int i = tid; i < kC * K / 2; i += kThreads) {
-        const int r = i / (K / 2), c = (i % (K / 2)) * 2;
+      constexpr int PR = kThreads / (K / 2);  // rows per pass (8, 4, 2)
+      const unsigned u = static_cast<unsigned>(tid);
+      const int c = static_cast<int>(u % (K / 2)) * 2, r1 = static_cast<int>(u / (K / 2));
+      const float2 bl = KDA ? *reinterpret_cast<const float2*>(&s.bL[c]) : make_float2(0.f, 0.f);
+#pragma unroll 8
+      for (int it = 0; it < kC / PR; ++it) {
+        const int r = r1 + it * PR;
         const float2 kv = load_bf16x2(&sk[r][c]);
         float e0, e1, l0, l1;
         if constexpr (KDA) {
           const float2 b = *reinterpret_cast<const float2*>(&s.b2[r][c]);
-          const float2 bl = *reinterpret_cast<const float2*>(&s.bL[c]);
           e0 = ex2(b.x), e1 = ex2(b.y), l0 = ex2(bl.x - b.x), l1 = ex2(bl.y - b.y);
         } else {
           e0 = e1 = ex2(s.bs[r]);
