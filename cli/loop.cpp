@@ -75,10 +75,12 @@ void register_loop(CLI::App& app, Outcome& outcome) {
         r.action = "verify";
         r.json = (rel / "verify.json").string();
         c.validation_command = harness::shell_join(harness::build_command_argv(r, "lina", root));
-        r.action = "run";
+        r.action = "run";  // this build alone: `lina run` takes no baseline
+        r.base.reset();
         r.json = (rel / "run.json").string();
         c.benchmark_command = harness::shell_join(harness::build_command_argv(r, "lina", root));
         r.action = "profile";
+        r.base = c.base_sha;
         r.json.reset();
         r.out = (rel / "ncu").string();
         c.profile_command = harness::shell_join(harness::build_command_argv(r, "lina", root));

@@ -102,6 +102,10 @@ std::vector<std::string> build_command_argv(const CmdRequest& req, const std::st
   if (req.rounds && req.action != "verify") throw Error(ErrorCode::invalid_argument, "--rounds", "--rounds is a flag of lina verify only");
   if (req.rounds && *req.rounds < 1) throw Error(ErrorCode::invalid_argument, "--rounds", "--rounds must be >= 1");
   if (req.no_base && req.action != "run") throw Error(ErrorCode::invalid_argument, "--no-base", "--no-base is a flag of lina run only");
+  // `lina run` measures this build only and refuses --base (exit 2); printing such a command would
+  // hand the user one that fails.
+  if (req.base && req.action == "run")
+    throw Error(ErrorCode::invalid_argument, "--base", "--base is not a flag of lina run (it measures this build only): use `lina cmd verify --base REF` or `lina compare`");
   if (req.backend && *req.backend != "cuda" && *req.backend != "cpu") {
     throw Error(ErrorCode::invalid_argument, "--backend", "--backend `" + *req.backend + "`: expected cuda or cpu");
   }

@@ -65,20 +65,29 @@ TEST(ToolsCmd, BaseRefIsResolvedToSha) {
   auto head = run_process({"git", "-C", repo, "rev-parse", "HEAD"});
   if (head.exit_code != 0) GTEST_SKIP() << "source tree is not a git checkout";
   CmdRequest r;
-  r.action = "run";
-  r.ops = {"chunk_gla", "chunk_gdn"};
+  r.action = "profile";
+  r.ops = {"chunk_gla"};
   r.base = "HEAD";
   const auto argv = build_command_argv(r, "lina", repo);
   ASSERT_GE(argv.size(), 6u);
-  EXPECT_EQ(argv[3], "chunk_gla,chunk_gdn");
+  EXPECT_EQ(argv[3], "chunk_gla");
   EXPECT_EQ(argv[4], "--base");
   EXPECT_EQ(argv[5] + "\n", head.out);
+  r.action = "run";  // `lina run` refuses --base, so no command with it is printed
+  r.ops = {"chunk_gla", "chunk_gdn"};
+  try {
+    build_command_argv(r, "lina", repo);
+    ADD_FAILURE() << "lina cmd run --base was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.argument(), "--base");
+    EXPECT_NE(std::string(e.what()).find("lina cmd verify --base"), std::string::npos) << e.what();
+  }
   r.ops = {"all"};
   r.base.reset();
   EXPECT_EQ(build_command_argv(r, "lina", repo)[3], "all");
   r.action = "verify";
   EXPECT_THROW(build_command_argv(r, "lina", repo), Error);  // verify takes one real op
-  r.action = "run";
+  r.ops = {"chunk_gla"};
   r.base = "no-such-ref-xyz";
   EXPECT_THROW(build_command_argv(r, "lina", repo), Error);
   r.base = "--output=/etc/passwd";  // would be an option to git
