@@ -141,6 +141,19 @@ __device__ __forceinline__ ChunkInfo chunk_info(const Params& p, int ci) {
   return c;
 }
 
+// An m16 accumulator tile's rows g (elements 0, 1) times top and g + 8 (elements 2, 3) times bottom:
+// a state tile's decay, row by row.
+template <int N>
+__device__ __forceinline__ void scale_rows(float (&acc)[N][4], float top, float bottom) {
+#pragma unroll
+  for (int nt = 0; nt < N; ++nt) {
+    acc[nt][0] *= top;
+    acc[nt][1] *= top;
+    acc[nt][2] *= bottom;
+    acc[nt][3] *= bottom;
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // P: q/k l2norm, one warp per (token, q/k head)
 __global__ void prep_qk_kernel(const Params p) {
@@ -595,13 +608,7 @@ __global__ void __launch_bounds__(kNT, 1) state_fwd_kernel(const Params p) {
       }
     store_split<4, 72>(&s.vn[0][0][0], &s.vn[1][0][0], acc, tl.r0, tl.c0, lane);
     __syncthreads();
-#pragma unroll
-    for (int nt = 0; nt < NTS; ++nt) {
-      hacc[nt][0] *= d0;
-      hacc[nt][1] *= d0;
-      hacc[nt][2] *= d1;
-      hacc[nt][3] *= d1;
-    }
+    scale_rows(hacc, d0, d1);
     warp_mma_split<NTS, true>(hacc, &s.kg[0][0][0], &s.kg[1][0][0], K + 8, tl.sm0, &s.vn[0][0][0], &s.vn[1][0][0], 72,
                               tl.sc0, 0, kC / 16, lane);
   }
@@ -707,13 +714,7 @@ __global__ void __launch_bounds__(kNT, 1) state_bwd_kernel(const Params p) {
       store_split<4, 72>(&s.dvn[0][0][0], &s.dvn[1][0][0], acc, tl.r0, tl.c0, lane);
     }
     __syncthreads();
-#pragma unroll
-    for (int nt = 0; nt < NTS; ++nt) {
-      dacc[nt][0] *= d0;
-      dacc[nt][1] *= d0;
-      dacc[nt][2] *= d1;
-      dacc[nt][3] *= d1;
-    }
+    scale_rows(dacc, d0, d1);
     warp_mma_split<NTS, true>(dacc, &s.qg[0][0][0], &s.qg[1][0][0], K + 8, tl.sm0, &s.dO[0][0][0], &s.dO[1][0][0], 72,
                               tl.sc0, 0, kC / 16, lane);
     warp_mma_split<NTS, true>(dacc, &s.w[0][0][0], &s.w[1][0][0], K + 8, tl.sm0, &s.dvn[0][0][0], &s.dvn[1][0][0], 72,
