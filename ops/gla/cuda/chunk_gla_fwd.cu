@@ -24,6 +24,7 @@
 #include "ops/common/backends.h"
 #include "ops/common/cuda/cuda_common.cuh"
 #include "ops/common/cuda/launch_setup.h"
+#include "ops/common/cuda/mbarrier.cuh"
 #include "ops/common/cuda/mma_primitives.cuh"
 #include "ops/common/cuda/workspace.h"
 
@@ -557,6 +558,451 @@ __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fw
   }
 }
 
+// ---------------------------------------------------------------------------------------------------
+// v5 (K = 128, VT = 128; LINA_GLA_FWD_VERSION=5, docs/kernels/chunk_gla_fwd.md "Next version"):
+// warp-specialised, chunks overlapped. 4 producer warps load chunk n+1 (cp.async), scan its gate, make
+// qe, kr, ke in place and A = causal(qe kr^T) as bf16 hi + lo, while 8 consumer warps run the o and state
+// GEMMs of chunk n. Three stages of {q/qe, k/ke, v, g/kr/A, 2^rho, 2^bL, steep flags}; hand-over through
+// mbarriers only (landed: cp.async done, full: operands ready, empty: consumers done), no CTA barrier in
+// the chunk loop. The consumers hold the state transposed, H^T [VT][K] (warp w: value columns 16w..16w+15,
+// all K channels), so its accumulator layout is the B fragment layout of o = qe @ (2^rho H): no bf16 copy
+// of H through shared memory and no barrier between the state and o. Same operands, roundings and steep
+// fallback as v4.
+namespace v5 {
+constexpr int K = 128, VT = 128;
+constexpr int NCW = 8, NPW = 4;               // consumer, producer warps
+constexpr int NT = (NCW + NPW) * 32;          // 384 threads: 168 registers each at 1 CTA / SM
+constexpr int NCT = NCW * 32, NPT = NPW * 32;
+constexpr int STAGES = 3;
+constexpr int kQ = K + 8, kVs = VT + 8, kAs = kC + 8;
+constexpr int CGP = K / 8 / NPW;              // 8-channel groups per producer warp
+constexpr std::size_t tile = 1ull * kC * kQ * 2;             // q, k, g tiles (kQ == kVs: v too)
+constexpr std::size_t a_bytes = 1ull * kC * kAs * 2;          // A hi or A lo
+constexpr std::size_t ga_bytes = tile > 2 * a_bytes ? tile : 2 * a_bytes;  // g, then kr, then A hi + lo
+constexpr std::size_t off_k = tile, off_v = 2 * tile, off_g = 3 * tile, off_re = off_g + ga_bytes;
+constexpr std::size_t off_dl = off_re + K * 4, off_flag = off_dl + K * 4;
+constexpr std::size_t stage_bytes = off_flag + 16;           // 4 int flags (one per producer warp)
+constexpr std::size_t off_ck = STAGES * stage_bytes;         // [K] 2^(bL - rho), producer-private
+constexpr std::size_t off_bar = off_ck + K * 4;              // full[3], empty[3], landed[3], producer barrier
+constexpr std::size_t smem = off_bar + (3 * STAGES + 1) * 8;
+static_assert(kQ == kVs, "v tile shares the q/k tile size");
+static_assert(stage_bytes % 16 == 0 && off_bar % 8 == 0, "alignment");
+static_assert(smem <= 227ull * 1024, "shared memory per CTA");
+static_assert(CGP * NPW * 8 == K && NCW * 16 == VT, "warp layout");
+}  // namespace v5
+
+__global__ void __launch_bounds__(v5::NT, 1) chunk_gla_fwd_ws(Params p) {
+  using namespace v5;
+  extern __shared__ __align__(16) unsigned char smem[];
+  std::uint64_t* bar = reinterpret_cast<std::uint64_t*>(smem + off_bar);
+  std::uint64_t *full = bar, *empty = bar + STAGES, *landed = bar + 2 * STAGES, *pbar = bar + 3 * STAGES;
+  float* sCk = reinterpret_cast<float*>(smem + off_ck);
+  auto st_ptr = [&](int s, std::size_t off) { return smem + s * stage_bytes + off; };
+  auto bf = [&](int s, std::size_t off) { return reinterpret_cast<__nv_bfloat16*>(st_ptr(s, off)); };
+  auto fl = [&](int s, std::size_t off) { return reinterpret_cast<float*>(st_ptr(s, off)); };
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int g8 = lane >> 2, t4 = lane & 3;
+  const int j0 = blockIdx.x * VT, h = blockIdx.y, n = blockIdx.z;
+  const WorkItem s = work_item(p, n);
+  if (p.mode == 1 && s.seg == s.nseg - 1) return;  // the last segment's local state is not needed
+  const std::int64_t state_base = (static_cast<std::int64_t>(s.seq) * p.H + h) * K * p.V;
+  const bool want_o = p.mode != 1;
+  const int nchunks = (s.length + kC - 1) / kC;
+  if (tid == 0) {
+    for (int i = 0; i < STAGES; ++i) {
+      mbar_init(full + i, NPT);
+      mbar_init(empty + i, NCT);
+      mbar_init(landed + i, NPT);  // one cp.async completion arrive per producer thread
+    }
+    mbar_init(pbar, NPT);
+  }
+  __syncthreads();  // the only CTA-wide barrier: consumers and producers run apart from here on
+
+  if (warp >= NCW) {
+    // ================= producer warps: loads, gate scan, operands, A =================
+    const int pw = warp - NCW, ptid = tid - NCT;
+    std::uint32_t pphase = 0;
+    auto psync = [&]() {  // the 4 producer warps (mbarrier, so consumers are not involved)
+      mbar_arrive(pbar);
+      mbar_wait(pbar, pphase);
+      pphase ^= 1u;
+    };
+    auto issue = [&](int ch, int st) {
+      __nv_bfloat16 *q_s = bf(st, 0), *k_s = bf(st, off_k), *v_s = bf(st, off_v), *g_s = bf(st, off_g);
+      const int t0 = ch * kC, cn = min(kC, s.length - t0);
+      const std::int64_t row0 = s.row_begin + t0;
+      for (int i = ptid; i < kC * K / 8; i += NPT) {
+        const int r = i / (K / 8), c = (i % (K / 8)) * 8;
+        const bool ok = r < cn;
+        const std::int64_t off = ok ? ((row0 + r) * p.H + h) * K + c : 0;
+        cp_async16(q_s + r * kQ + c, p.q + off, ok);
+        cp_async16(k_s + r * kQ + c, p.k + off, ok);
+        cp_async16(g_s + r * kQ + c, p.g + off, ok);
+      }
+      for (int i = ptid; i < kC * VT / 8; i += NPT) {
+        const int r = i / (VT / 8), c = (i % (VT / 8)) * 8;
+        const bool ok = r < cn;
+        const std::int64_t off = ok ? ((row0 + r) * p.H + h) * p.V + j0 + c : 0;
+        cp_async16(v_s + r * kVs + c, p.v + off, ok);
+      }
+      mbar_arrive_cp_async(landed + st);
+    };
+    float segdec[CGP];  // mode 1: lane e < 8 keeps the product of 2^bL of channel (group cgi) * 8 + e
+#pragma unroll
+    for (int cgi = 0; cgi < CGP; ++cgi) segdec[cgi] = 1.f;
+    if (nchunks > 0) issue(0, 0);
+    for (int m = 0; m < nchunks; ++m) {
+      const int st = m % STAGES;
+      if (m + 1 < nchunks) {  // next chunk's loads run during this chunk's work
+        const int s1 = (m + 1) % STAGES;
+        if (m + 1 >= STAGES) mbar_wait(empty + s1, static_cast<std::uint32_t>((m + 1) / STAGES - 1) & 1u);
+        issue(m + 1, s1);
+      }
+      mbar_wait(landed + st, static_cast<std::uint32_t>(m / STAGES) & 1u);
+      const int cn = min(kC, s.length - m * kC);
+      __nv_bfloat16 *sq = bf(st, 0), *sk = bf(st, off_k), *sg = bf(st, off_g);
+      float *sRe = fl(st, off_re), *sDl = fl(st, off_dl);
+      int* sFlag = reinterpret_cast<int*>(st_ptr(st, off_flag));
+
+      // ---- cumsum (the scan of v4: lane l rows 2l, 2l+1, shuffle scan over lanes), groups pw + 4 cgi.
+      __syncwarp();  // the previous chunk's sCk reads of this warp are done before lanes 0..7 rewrite it
+      float hd0[CGP][8], hd1[CGP][8], fdl[CGP];
+      bool bad = false;
+#pragma unroll
+      for (int cgi = 0; cgi < CGP; ++cgi) {
+        const int c0 = (pw + cgi * NPW) * 8, r0 = 2 * lane;
+        float x0[8], x1[8], inc[8], rho[8], bl[8];
+        unpack8(*reinterpret_cast<const uint4*>(sg + r0 * kQ + c0), x0);
+        unpack8(*reinterpret_cast<const uint4*>(sg + (r0 + 1) * kQ + c0), x1);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          x0[e] *= kLog2e;
+          x1[e] *= kLog2e;
+          inc[e] = x0[e] + x1[e];
+        }
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1)
+#pragma unroll
+          for (int e = 0; e < 8; ++e) {
+            const float y = __shfl_up_sync(0xffffffffu, inc[e], o);
+            if (lane >= o) inc[e] += y;
+          }
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          rho[e] = __shfl_sync(0xffffffffu, inc[e], 15);
+          bl[e] = __shfl_sync(0xffffffffu, inc[e], 31);
+          hd0[cgi][e] = inc[e] - x1[e] - rho[e];
+          hd1[cgi][e] = inc[e] - rho[e];
+          bad |= !(fabsf(hd0[cgi][e]) <= kLim) || !(fabsf(hd1[cgi][e]) <= kLim);
+        }
+        // Lane e < 8 exponentiates channel e (the same ex2 of the same values as v4).
+        float rl = rho[0], bll = bl[0];
+#pragma unroll
+        for (int e = 1; e < 8; ++e)
+          if ((lane & 7) == e) {
+            rl = rho[e];
+            bll = bl[e];
+          }
+        fdl[cgi] = ex2(bll);
+        if (lane < 8) {
+          sRe[c0 + lane] = ex2(rl);
+          sDl[c0 + lane] = fdl[cgi];
+          sCk[c0 + lane] = ex2(bll - rl);
+        }
+      }
+      bad = __any_sync(0xffffffffu, bad);
+      if (lane == 0) sFlag[pw] = bad ? 1 : 0;
+      psync();  // flags, sCk and the raw tiles' reads of the scan are complete
+      const bool steep = sFlag[0] | sFlag[1] | sFlag[2] | sFlag[3];
+
+      if (!steep) {
+        // ---- operands in place: q -> qe, g -> kr, k -> ke (v4's arithmetic).
+#pragma unroll
+        for (int cgi = 0; cgi < CGP; ++cgi) {
+          const int c0 = (pw + cgi * NPW) * 8;
+          float ckl[8];
+#pragma unroll
+          for (int e = 0; e < 8; ++e) ckl[e] = sCk[c0 + e];
+#pragma unroll
+          for (int hr = 0; hr < 2; ++hr) {
+            const int r = 2 * lane + hr;
+            float q[8], k[8], qe[8], kr[8], ke[8];
+            unpack8(*reinterpret_cast<const uint4*>(sq + r * kQ + c0), q);
+            unpack8(*reinterpret_cast<const uint4*>(sk + r * kQ + c0), k);
+#pragma unroll
+            for (int e = 0; e < 8; ++e) {
+              const float d = hr ? hd1[cgi][e] : hd0[cgi][e];
+              qe[e] = q[e] * ex2(d);
+              kr[e] = k[e] * ex2(-d);
+              ke[e] = kr[e] * ckl[e];
+            }
+            *reinterpret_cast<uint4*>(sq + r * kQ + c0) = pack8(qe);
+            *reinterpret_cast<uint4*>(sg + r * kQ + c0) = pack8(kr);
+            *reinterpret_cast<uint4*>(sk + r * kQ + c0) = pack8(ke);
+          }
+        }
+        if (want_o) {
+          psync();  // qe and kr complete
+          // ---- A = causal(qe kr^T): the 10 causal 16x16 blocks (rb >= jb), block i = pw + 4 bi.
+          float aacc[3][2][4];
+#pragma unroll
+          for (int bi = 0; bi < 3; ++bi) {
+            const int i = pw + NPW * bi;
+            const int rb = (i >= 1) + (i >= 3) + (i >= 6), jb = i - rb * (rb + 1) / 2;
+#pragma unroll
+            for (int t = 0; t < 2; ++t) aacc[bi][t][0] = aacc[bi][t][1] = aacc[bi][t][2] = aacc[bi][t][3] = 0.f;
+            if (i < 10) {
+#pragma unroll 4
+              for (int ks = 0; ks < K / 16; ++ks) {
+                std::uint32_t a[4], b[4];
+                ldsm_frag_a(a, sq, kQ, rb * 16, ks * 16, lane);
+                ldsm_frag_b_nk(b, sg, kQ, jb * 16, ks * 16, lane);
+                mma_bf16_16816(aacc[bi][0], a, b[0], b[1]);
+                mma_bf16_16816(aacc[bi][1], a, b[2], b[3]);
+              }
+            }
+          }
+          psync();  // every warp is done reading kr: A hi + lo overwrite the g / kr tile
+          __nv_bfloat16* sAh = sg;
+          __nv_bfloat16* sAl = sg + kC * kAs;
+#pragma unroll
+          for (int bi = 0; bi < 3; ++bi) {
+            const int i = pw + NPW * bi;
+            if (i >= 10) continue;
+            const int rb = (i >= 1) + (i >= 3) + (i >= 6), jb = i - rb * (rb + 1) / 2;
+#pragma unroll
+            for (int t = 0; t < 2; ++t)
+#pragma unroll
+              for (int hh = 0; hh < 2; ++hh) {
+                const int r = rb * 16 + g8 + hh * 8, jc = jb * 16 + t * 8 + 2 * t4;
+                const float x0 = jc > r ? 0.f : aacc[bi][t][2 * hh];
+                const float x1 = jc + 1 > r ? 0.f : aacc[bi][t][2 * hh + 1];
+                const std::uint32_t hi = pack_bf16(x0, x1);
+                const float2 hf = unpack_bf16(hi);
+                *reinterpret_cast<std::uint32_t*>(sAh + r * kAs + jc) = hi;
+                *reinterpret_cast<std::uint32_t*>(sAl + r * kAs + jc) = pack_bf16(x0 - hf.x, x1 - hf.y);
+              }
+          }
+        }
+        if (p.mode == 1)
+#pragma unroll
+          for (int cgi = 0; cgi < CGP; ++cgi) segdec[cgi] *= fdl[cgi];
+      } else if (p.mode == 1 && lane < 8) {
+        // Steep chunk: the consumers run the token recurrence on the raw tiles; the segment decay is
+        // the product of the per-token factors, in token order as in v4.
+#pragma unroll
+        for (int cgi = 0; cgi < CGP; ++cgi) {
+          const int c = (pw + cgi * NPW) * 8 + lane;
+          for (int t = 0; t < cn; ++t) segdec[cgi] *= ex2(__bfloat162float(sg[t * kQ + c]) * kLog2e);
+        }
+      }
+      mbar_arrive(full + st);  // operands (or the raw tiles of a steep chunk) ready for the consumers
+    }
+    if (p.mode == 1 && lane < 8) {
+      const std::int64_t sb = (static_cast<std::int64_t>(s.slot0 + s.seg) * p.H + h) * K;
+#pragma unroll
+      for (int cgi = 0; cgi < CGP; ++cgi) p.seg_decay[sb + (pw + cgi * NPW) * 8 + lane] = segdec[cgi];
+    }
+    return;
+  }
+
+  // ================= consumer warps: o and the state, value columns vc0 .. vc0 + 15 =================
+  const int vc0 = warp * 16;
+  // ht[nt][e]: H[ch][v] with ch = nt * 8 + 2 t4 + (e & 1), v = vc0 + g8 + (e >= 2 ? 8 : 0) (tile columns).
+  float ht[K / 8][4];
+#pragma unroll
+  for (int nt = 0; nt < K / 8; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int ch = nt * 8 + 2 * t4 + (e & 1), v = vc0 + g8 + (e >= 2 ? 8 : 0);
+      ht[nt][e] = p.h0 && p.mode != 1 ? p.h0[state_base + static_cast<std::int64_t>(ch) * p.V + j0 + v] : 0.f;
+    }
+  if (p.mode == 2) {
+    for (int u = 0; u < s.seg; ++u) {
+      const std::int64_t sb = (static_cast<std::int64_t>(s.slot0 + u) * p.H + h) * K;
+#pragma unroll
+      for (int nt = 0; nt < K / 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int ch = nt * 8 + 2 * t4 + (e & 1), v = vc0 + g8 + (e >= 2 ? 8 : 0);
+          ht[nt][e] = fmaf(p.seg_decay[sb + ch], ht[nt][e], p.seg_state[(sb + ch) * p.V + j0 + v]);
+        }
+    }
+  }
+  for (int m = 0; m < nchunks; ++m) {
+    const int st = m % STAGES;
+    const int t0 = m * kC, cn = min(kC, s.length - t0);
+    const std::int64_t row0 = s.row_begin + t0;
+    mbar_wait(full + st, static_cast<std::uint32_t>(m / STAGES) & 1u);
+    const __nv_bfloat16 *sq = bf(st, 0), *sk = bf(st, off_k), *sv = bf(st, off_v), *sg = bf(st, off_g);
+    const float *sRe = fl(st, off_re), *sDl = fl(st, off_dl);
+    const int* sFlag = reinterpret_cast<const int*>(st_ptr(st, off_flag));
+    const bool steep = sFlag[0] | sFlag[1] | sFlag[2] | sFlag[3];
+    if (!steep) {
+      if (want_o) {
+        // ---- o = qe @ (2^rho H): B fragments straight from the state registers (bf16(2^rho H), as v4's H^T).
+        float oacc[4][2][4];
+#pragma unroll
+        for (int rb = 0; rb < 4; ++rb)
+#pragma unroll
+          for (int j = 0; j < 2; ++j) oacc[rb][j][0] = oacc[rb][j][1] = oacc[rb][j][2] = oacc[rb][j][3] = 0.f;
+#pragma unroll
+        for (int ks = 0; ks < K / 16; ++ks) {
+          const float2 r0 = *reinterpret_cast<const float2*>(sRe + ks * 16 + 2 * t4);
+          const float2 r8 = *reinterpret_cast<const float2*>(sRe + ks * 16 + 8 + 2 * t4);
+          const std::uint32_t b00 = pack_bf16(ht[2 * ks][0] * r0.x, ht[2 * ks][1] * r0.y);
+          const std::uint32_t b01 = pack_bf16(ht[2 * ks + 1][0] * r8.x, ht[2 * ks + 1][1] * r8.y);
+          const std::uint32_t b10 = pack_bf16(ht[2 * ks][2] * r0.x, ht[2 * ks][3] * r0.y);
+          const std::uint32_t b11 = pack_bf16(ht[2 * ks + 1][2] * r8.x, ht[2 * ks + 1][3] * r8.y);
+#pragma unroll
+          for (int rb = 0; rb < 4; ++rb) {
+            std::uint32_t a[4];
+            ldsm_frag_a(a, sq, kQ, rb * 16, ks * 16, lane);
+            mma_bf16_16816(oacc[rb][0], a, b00, b01);
+            mma_bf16_16816(oacc[rb][1], a, b10, b11);
+          }
+        }
+        // ---- o += A_hi @ v + A_lo @ v (blocks kk <= rb; per accumulator the order of v4).
+        const __nv_bfloat16* sAh = sg;
+        const __nv_bfloat16* sAl = sg + kC * kAs;
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+          std::uint32_t b[4];
+          ldsm_frag_b_kn(b, sv, kVs, kk * 16, vc0, lane);
+#pragma unroll
+          for (int rb = 0; rb < 4; ++rb) {
+            if (rb < kk) continue;
+            std::uint32_t ah[4], al[4];
+            ldsm_frag_a(ah, sAh, kAs, rb * 16, kk * 16, lane);
+            ldsm_frag_a(al, sAl, kAs, rb * 16, kk * 16, lane);
+            mma_bf16_16816(oacc[rb][0], ah, b[0], b[1]);
+            mma_bf16_16816(oacc[rb][1], ah, b[2], b[3]);
+            mma_bf16_16816(oacc[rb][0], al, b[0], b[1]);
+            mma_bf16_16816(oacc[rb][1], al, b[2], b[3]);
+          }
+        }
+#pragma unroll
+        for (int rb = 0; rb < 4; ++rb)
+#pragma unroll
+          for (int j = 0; j < 2; ++j)
+#pragma unroll
+            for (int hh = 0; hh < 2; ++hh) {
+              const int r = rb * 16 + g8 + hh * 8;
+              if (r < cn) {
+                const int col = j0 + vc0 + j * 8 + 2 * t4;
+                *reinterpret_cast<std::uint32_t*>(p.o + ((row0 + r) * p.H + h) * p.V + col) =
+                    pack_bf16(p.scale * oacc[rb][j][2 * hh], p.scale * oacc[rb][j][2 * hh + 1]);
+              }
+            }
+      }  // want_o
+      // ---- H = diag(2^bL) H + ke^T @ v, as H^T = H^T diag(2^bL) + v^T @ ke.
+#pragma unroll
+      for (int nt = 0; nt < K / 8; ++nt) {
+        const float2 d = *reinterpret_cast<const float2*>(sDl + nt * 8 + 2 * t4);
+        ht[nt][0] *= d.x;
+        ht[nt][1] *= d.y;
+        ht[nt][2] *= d.x;
+        ht[nt][3] *= d.y;
+      }
+#pragma unroll
+      for (int ks = 0; ks < kC / 16; ++ks) {
+        std::uint32_t a[4];
+        ldsm_frag_a_trans(a, sv, kVs, vc0, ks * 16, lane);
+#pragma unroll
+        for (int np = 0; np < K / 16; ++np) {
+          std::uint32_t b[4];
+          ldsm_frag_b_kn(b, sk, kQ, ks * 16, np * 16, lane);
+          mma_bf16_16816(ht[2 * np], a, b[0], b[1]);
+          mma_bf16_16816(ht[2 * np + 1], a, b[2], b[3]);
+        }
+      }
+    } else {
+      // ---- Steep chunk: the exact token recurrence (v4's per-element fp32 update); o of this warp's 16
+      // columns is reduced over its own channels and quads, so no shared-memory scratch is needed.
+      const int c = lane & 3;  // lanes 0..7 store the column pair 2c, 2c + 1 (+ 8 for lanes 4..7)
+      for (int t = 0; t < cn; ++t) {
+        const float vlo = __bfloat162float(sv[t * kVs + vc0 + g8]), vhi = __bfloat162float(sv[t * kVs + vc0 + g8 + 8]);
+        float plo = 0.f, phi = 0.f;
+#pragma unroll
+        for (int nt = 0; nt < K / 8; ++nt) {
+          const int ch = nt * 8 + 2 * t4;
+          const float2 gg = load_bf16x2(sg + t * kQ + ch);
+          const float2 kk = load_bf16x2(sk + t * kQ + ch);
+          const float2 qq = load_bf16x2(sq + t * kQ + ch);
+          const float d0 = ex2(gg.x * kLog2e), d1 = ex2(gg.y * kLog2e);
+          ht[nt][0] = fmaf(ht[nt][0], d0, kk.x * vlo);
+          ht[nt][1] = fmaf(ht[nt][1], d1, kk.y * vlo);
+          ht[nt][2] = fmaf(ht[nt][2], d0, kk.x * vhi);
+          ht[nt][3] = fmaf(ht[nt][3], d1, kk.y * vhi);
+          plo = fmaf(qq.x, ht[nt][0], fmaf(qq.y, ht[nt][1], plo));
+          phi = fmaf(qq.x, ht[nt][2], fmaf(qq.y, ht[nt][3], phi));
+        }
+        if (!want_o) continue;
+#pragma unroll
+        for (int o = 1; o < 4; o <<= 1) {
+          plo += __shfl_xor_sync(0xffffffffu, plo, o);
+          phi += __shfl_xor_sync(0xffffffffu, phi, o);
+        }
+        // Column 2c (+ 8) lives in quad 2c (lanes 8c..), column 2c + 1 (+ 8) in quad 2c + 1 (lanes 8c + 4..).
+        const float alo = __shfl_sync(0xffffffffu, plo, 8 * c), blo = __shfl_sync(0xffffffffu, plo, 8 * c + 4);
+        const float ahi = __shfl_sync(0xffffffffu, phi, 8 * c), bhi = __shfl_sync(0xffffffffu, phi, 8 * c + 4);
+        if (lane < 8) {
+          const bool hi = lane >= 4;
+          const int col = j0 + vc0 + (hi ? 8 : 0) + 2 * c;
+          *reinterpret_cast<std::uint32_t*>(p.o + ((row0 + t) * p.H + h) * p.V + col) =
+              pack_bf16(p.scale * (hi ? ahi : alo), p.scale * (hi ? bhi : blo));
+        }
+      }
+    }
+    mbar_arrive(empty + st);  // this thread is done with the stage
+  }
+  if (p.mode == 1) {
+    const std::int64_t sb = (static_cast<std::int64_t>(s.slot0 + s.seg) * p.H + h) * K;
+#pragma unroll
+    for (int nt = 0; nt < K / 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int ch = nt * 8 + 2 * t4 + (e & 1), v = vc0 + g8 + (e >= 2 ? 8 : 0);
+        p.seg_state[(sb + ch) * p.V + j0 + v] = ht[nt][e];
+      }
+  } else if (p.ht && s.seg == s.nseg - 1) {
+#pragma unroll
+    for (int nt = 0; nt < K / 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int ch = nt * 8 + 2 * t4 + (e & 1), v = vc0 + g8 + (e >= 2 ? 8 : 0);
+        p.ht[state_base + static_cast<std::int64_t>(ch) * p.V + j0 + v] = ht[nt][e];
+      }
+  }
+}
+
+std::string launch_v5(Params prm, int items, const Problem& p, bool split, cudaStream_t st) {
+  set_max_dynamic_smem(chunk_gla_fwd_ws, static_cast<int>(v5::smem), "chunk_gla_fwd_ws");
+  const dim3 grid(static_cast<unsigned>(p.V / v5::VT), static_cast<unsigned>(p.H), static_cast<unsigned>(items));
+  const std::string name = "chunk_gla_fwd_ws<128,128>";
+  if (!split) {
+    prm.mode = 0;
+    chunk_gla_fwd_ws<<<grid, v5::NT, v5::smem, st>>>(prm);
+    check(cudaGetLastError(), "chunk_gla_fwd_ws launch");
+    return name;
+  }
+  prm.mode = 1;
+  chunk_gla_fwd_ws<<<grid, v5::NT, v5::smem, st>>>(prm);
+  check(cudaGetLastError(), "chunk_gla_fwd_ws launch (segment states)");
+  prm.mode = 2;
+  chunk_gla_fwd_ws<<<grid, v5::NT, v5::smem, st>>>(prm);
+  check(cudaGetLastError(), "chunk_gla_fwd_ws launch");
+  return name + " x2 (sequence split)";
+}
+
+// LINA_GLA_FWD_VERSION=5 selects v5 where it exists (K = 128 with 128-column V tiles); v4 otherwise and
+// by default until v5 is measured on the device (measurement knob, read on every call).
+bool use_v5() {
+  const char* e = std::getenv("LINA_GLA_FWD_VERSION");
+  return e && std::atoi(e) == 5;
+}
+
 template <int K, int VT>
 std::string launch(Params prm, int items, const Problem& p, bool split, cudaStream_t st) {
   using C = Cfg<K, VT>;
@@ -686,7 +1132,9 @@ RunInfo chunk_gla_forward(const Problem& p, const ChunkGlaArgs& a, const Attenti
   const int ni = static_cast<int>(plan.rows);
   switch (p.K) {
     case 64: name = launch<64, 64>(prm, ni, p, split, st); break;
-    case 128: name = wide ? launch<128, 128>(prm, ni, p, split, st) : launch<128, 64>(prm, ni, p, split, st); break;
+    case 128:
+      name = !wide ? launch<128, 64>(prm, ni, p, split, st) : use_v5() ? launch_v5(prm, ni, p, split, st) : launch<128, 128>(prm, ni, p, split, st);
+      break;
     default: name = launch<256, 64>(prm, ni, p, split, st); break;
   }
   workspace_free(scratch, st, "chunk_gla fwd segment states");
