@@ -1120,6 +1120,133 @@ __global__ void __launch_bounds__(kNT, 1) grad_v_kernel(const Params p) {
   if (tid < Cn) p.dbp[(t0 + tid) * p.HV + hv] = s.dbp[tid];
 }
 
+// grad_k's intra-chunk terms, the last row's bL terms and the reverse cumsum -> dg, dbeta (shared by
+// grad_k_kernel and grad_k_tc_kernel). q_s, k_s, b_s, dw_s (db on entry): [64][K+1]; dA_s, dT_s (dAkk):
+// [64][65]; red_s: 64 floats of scratch. Starts after a barrier.
+template <int K>
+__device__ __forceinline__ void grad_k_intra_tail(const Params& p, const ChunkInfo& ci, int hv, const float* q_s,
+                                                  const float* k_s, const float* b_s, float* dw_s, const float* dA_s,
+                                                  const float* dT_s, const float* beta_s, float* dbt_s, const float* bL_s,
+                                                  const float* cs_s, float* red_s) {
+  constexpr int KP = K + 1;
+  const int tid = threadIdx.x, Cn = ci.Cn;
+  const i64 t0 = ci.t0;
+  // Intra-chunk terms, thread per (channel c, 16-row sub-chunk X of rows x0 + i); a warp covers 32
+  // channels of one X (K % 32 == 0). Pairs across sub-chunks factor through a reference row between
+  // them (spec section 5): row x0 for the rows of X as queries of earlier keys, row x0 + 15 for them
+  // as keys of later rows, so both factors are e^(non-positive) and one exp serves 16 rows. Pairs
+  // inside X take the exact e^(b_i - b_j), shared by the query and the key direction.
+  //   dqi[x] = sum_{j<=x} dA[x][j] k_j e^(b_x-b_j),  kr[x] = sum_{j<x} dAkk[x][j] k_j e^(b_x-b_j),
+  //   dkt[x] = sum_{r>=x} (dA[r][x] q_r + dAkk[r][x] beta_r k_r) e^(b_r-b_x)
+#pragma unroll 1
+  for (int item = tid; item < 4 * K; item += kNT) {
+    const int c = item % K, x0 = 16 * (item / K);
+    if (x0 >= Cn) continue;  // warp-uniform
+    float bq[16], kq[16], qq[16], dq0[16], dk0[16];
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      const int x = x0 + i;
+      bq[i] = b_s[x * KP + c];
+      kq[i] = k_s[x * KP + c];
+      qq[i] = q_s[x * KP + c];
+      const i64 gx = ((t0 + x) * p.HV + hv) * K + c;
+      dq0[i] = x < Cn ? p.dqe[gx] : 0.f;  // issued early, used at the end
+      dk0[i] = x < Cn ? p.dke[gx] : 0.f;
+    }
+    float dqi[16] = {}, kr[16] = {}, dkt[16] = {};
+    {  // earlier keys j < x0, reference row x0
+      const float bref = bq[0];
+#pragma unroll 2
+      for (int j = 0; j < x0; ++j) {
+        const float kt = k_s[j * KP + c] * __expf(bref - b_s[j * KP + c]);
+#pragma unroll
+        for (int i = 0; i < 16; ++i) {
+          dqi[i] += dA_s[(x0 + i) * kP64 + j] * kt;
+          kr[i] += dT_s[(x0 + i) * kP64 + j] * kt;
+        }
+      }
+#pragma unroll
+      for (int i = 1; i < 16; ++i) {
+        const float e = __expf(bq[i] - bref);
+        dqi[i] *= e;
+        kr[i] *= e;
+      }
+    }
+    {  // later rows r > x0 + 15, reference row x0 + 15 (padded rows carry the last valid gate)
+      const float bref = bq[15];
+#pragma unroll 2
+      for (int r = x0 + 16; r < Cn; ++r) {
+        const float e = __expf(b_s[r * KP + c] - bref);
+        const float qt = q_s[r * KP + c] * e, kt = beta_s[r] * k_s[r * KP + c] * e;
+#pragma unroll
+        for (int i = 0; i < 16; ++i) dkt[i] += dA_s[r * kP64 + x0 + i] * qt + dT_s[r * kP64 + x0 + i] * kt;
+      }
+#pragma unroll
+      for (int i = 0; i < 15; ++i) dkt[i] *= __expf(bref - bq[i]);
+    }
+    // pairs inside X (i >= j)
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      const float a_row = qq[i], l_row = beta_s[x0 + i] * kq[i];
+#pragma unroll
+      for (int j = 0; j <= i; ++j) {
+        const float e = __expf(bq[i] - bq[j]);
+        const float a = dA_s[(x0 + i) * kP64 + x0 + j], l = dT_s[(x0 + i) * kP64 + x0 + j];  // dAkk[i][i] = 0
+        dqi[i] += a * kq[j] * e;
+        kr[i] += l * kq[j] * e;
+        dkt[j] += (a * a_row + l * l_row) * e;
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      const int x = x0 + i;
+      if (x < Cn) {  // warp-uniform
+        const i64 gx = ((t0 + x) * p.HV + hv) * K + c;
+        const float dkrow = beta_s[x] * kr[i];
+        p.dqe[gx] = dq0[i] + dqi[i];
+        p.dke[gx] = dk0[i] + dkrow + dkt[i];
+        dw_s[x * KP + c] += qq[i] * dqi[i] + (dkrow - dkt[i]) * kq[i];
+        const float bsum = warp_sum(kr[i] * kq[i]);
+        if ((tid & 31) == 0) atomicAdd(&dbt_s[x], bsum);
+      }
+    }
+  }
+  __syncthreads();
+  // last row: the terms through bL, e^bL rowsum(H dh) + colsum(k dk_e); reverse cumsum -> dg
+  if (tid < K) {
+    const int c = tid;
+    dw_s[(Cn - 1) * KP + c] += __expf(bL_s[c]) * p.hd[(static_cast<i64>(ci.gidx) * p.HV + hv) * K + c] + cs_s[c];
+  }
+  __syncthreads();
+  if (p.kda) {
+    if (tid < K) {
+      const int c = tid;
+      float acc = 0.f;
+      for (int r = Cn - 1; r >= 0; --r) {
+        acc += dw_s[r * KP + c];
+        p.dgv[((t0 + r) * p.HV + hv) * K + c] = acc;
+      }
+    }
+  } else {
+    // GDN: row sums, then the reverse cumsum
+    for (int r = threadIdx.x >> 5; r < Cn; r += kNT / 32) {
+      float s = 0.f;
+      for (int c = threadIdx.x & 31; c < K; c += 32) s += dw_s[r * KP + c];
+      s = warp_sum(s);
+      if ((threadIdx.x & 31) == 0) red_s[r] = s;
+    }
+    __syncthreads();
+    if (tid == 0) {
+      float acc = 0.f;
+      for (int r = Cn - 1; r >= 0; --r) {
+        acc += red_s[r];
+        p.dgv[(t0 + r) * p.HV + hv] = acc;
+      }
+    }
+  }
+  if (tid < Cn) p.dbp[(t0 + tid) * p.HV + hv] = dbt_s[tid];
+}
+
 // ---------------------------------------------------------------------------------------------
 // D2: per (chunk, value head) WY backward, intra-chunk gated products, db -> dg.
 // smem: q, k, b, dw(then db) [64][K+1]; Tinv, dAqk, dT(then dAkk), X [64][65]; beta, dbeta [64]
@@ -1261,120 +1388,178 @@ __global__ void __launch_bounds__(kNT, 1) grad_k_kernel(const Params p) {
     for (int j = 0; j < TN; ++j) atomicAdd(&cs_s[tx + 16 * j], csum[j]);
   }
   __syncthreads();
-  // Intra-chunk terms, thread per (channel c, 16-row sub-chunk X of rows x0 + i); a warp covers 32
-  // channels of one X (K % 32 == 0). Pairs across sub-chunks factor through a reference row between
-  // them (spec section 5): row x0 for the rows of X as queries of earlier keys, row x0 + 15 for them
-  // as keys of later rows, so both factors are e^(non-positive) and one exp serves 16 rows. Pairs
-  // inside X take the exact e^(b_i - b_j), shared by the query and the key direction.
-  //   dqi[x] = sum_{j<=x} dA[x][j] k_j e^(b_x-b_j),  kr[x] = sum_{j<x} dAkk[x][j] k_j e^(b_x-b_j),
-  //   dkt[x] = sum_{r>=x} (dA[r][x] q_r + dAkk[r][x] beta_r k_r) e^(b_r-b_x)
-#pragma unroll 1
-  for (int item = tid; item < 4 * K; item += kNT) {
-    const int c = item % K, x0 = 16 * (item / K);
-    if (x0 >= Cn) continue;  // warp-uniform
-    float bq[16], kq[16], qq[16], dq0[16], dk0[16];
+  grad_k_intra_tail<K>(p, ci, hv, q_s, k_s, b_s, dw_s, dA_s, dT_s, beta_s, dbt_s, bL_s, cs_s, X_s);
+}
+
+// ---------------------------------------------------------------------------------------------
+// D2 on tensor cores (grad_k_tc_kernel; LINA_DELTA_BWD_SIMT=1 selects grad_k_kernel). The four
+// C x C x K / C x C x C products of the WY backward run on mma.sync with hi + lo operands:
+//   dT = tril_strict((dw kgb^T + dTv) beta_j), kgb = k e^b;  X = Tinv^T dT;  dAkk = -tril_strict(X Tinv^T);
+//   dkgb = Tinv^T dw (kept in the accumulators through the db epilogue).
+// Warp tiles: rows m0 = 16 (warp % 4), columns 32 (warp / 4) of [64][64] (dT, X, dAkk) or K/2 (warp / 4)
+// of [64][K] (dkgb); k16 steps that only meet zeros of the triangular factors are skipped. The intra
+// loop, the bL terms and the reverse cumsum are grad_k_intra_tail, as in grad_k_kernel.
+template <int K>
+struct GradKTcSmem {
+  static constexpr int KP = K + 1, KB = K + 8;
+  float q[kC][KP];
+  float k[kC][KP];
+  float b[kC][KP];
+  union R1 {
+    alignas(16) bf16 dw[2][kC][KB];  // dw hi / lo, dead after dkgb
+    float db[kC][KP];    // then db (fits: 4 (K + 8) >= 4 (K + 1) bytes per row)
+  } r1;
+  union R2 {
+    alignas(16) bf16 kgb[2][kC][KB];  // k e^b, dead after dT
+    bf16 dT[2][kC][72];   // then dT, dead after X
+    bf16 X[2][kC][72];    // then X = Tinv^T dT
+  } r2;
+  alignas(16) bf16 T[2][kC][72];  // Tinv [r][j]
+  float dA[kC][kP64];
+  float dAkk[kC][kP64];  // dTv first, then dAkk
+  float beta[kC], dbt[kC], red[kC];
+  float bL[K], cs[K];
+};
+
+template <int K>
+__global__ void __launch_bounds__(kNT, 1) grad_k_tc_kernel(const Params p) {
+  // Declared as the SIMT kernels' float array: through the __align__(16) byte array (grad_v's) the
+  // inlined intra loop spills at 255 registers, through this one it does not (ptxas, CUDA 13.0). The
+  // dynamic shared window starts 16-byte aligned (no static shared memory here), as ldmatrix needs.
+  extern __shared__ float sm[];
+  auto& s = *reinterpret_cast<GradKTcSmem<K>*>(sm);
+  constexpr int KP = K + 1, KB = K + 8, NK = K / 16;
+  const int hv = blockIdx.y, h = hv / p.G, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const int wr = warp & 3, m0 = 16 * wr, n0 = 32 * (warp >> 2), nk0 = (K / 2) * (warp >> 2);
+  const ChunkInfo ci = chunk_info(p, blockIdx.x);
+  const i64 t0 = ci.t0;
+  const int Cn = ci.Cn;
+  const auto row = [&](int r) { return (t0 + r) * p.HV + hv; };
+  load_rows<K>(&s.q[0][0], KP, p.qn, t0, Cn, p.H, h, K, 0);
+  load_rows<K>(&s.k[0][0], KP, p.kn, t0, Cn, p.H, h, K, 0);
+  load_gate_rows<K>(p, &s.b[0][0], s.bL, t0, Cn, hv);
+  fill_split<kC, K, KB>(&s.r1.dw[0][0][0], &s.r1.dw[1][0][0],
+                        [&](int r, int c) { return r < Cn ? ld4(p.dw + row(r) * K + c) : kZero4; });
+  fill_split<kC, kC, 72>(&s.T[0][0][0], &s.T[1][0][0], [&](int r, int c) { return r < Cn ? ld4(p.Tinv + row(r) * kC + c) : kZero4; });
+  load_rows<kC>(&s.dA[0][0], kP64, p.dAqk, t0, Cn, p.HV, hv, kC, 0);
+  load_rows<kC>(&s.dAkk[0][0], kP64, p.dTv, t0, Cn, p.HV, hv, kC, 0);
+  if (tid < kC) {
+    s.beta[tid] = tid < Cn ? p.bt[row(tid)] : 0.f;
+    s.dbt[tid] = tid < Cn ? p.dbp[row(tid)] : 0.f;
+  }
+  if (tid < K) s.cs[tid] = 0.f;
+  __syncthreads();
+  // kgb = k e^b (GDN: b is the broadcast scalar cumsum)
+  for (int i = tid; i < kC * K / 2; i += kNT) {
+    const int r = i / (K / 2), c = 2 * (i % (K / 2));
+    std::uint32_t hi, lo;
+    cuda_util::pack_bf16_split(s.k[r][c] * __expf(s.b[r][c]), s.k[r][c + 1] * __expf(s.b[r][c + 1]), hi, lo);
+    st_u32(&s.r2.kgb[0][r][c], hi);
+    st_u32(&s.r2.kgb[1][r][c], lo);
+  }
+  __syncthreads();
+  // dT = tril_strict((dw kgb^T + dTv) * beta_j); tiles entirely above the diagonal are zero
+  const bool upper = n0 >= m0 + 16;
+  float acc[4][4] = {};
+  if (!upper)
+    warp_mma_split<4, false, true>(acc, &s.r1.dw[0][0][0], &s.r1.dw[1][0][0], KB, m0, &s.r2.kgb[0][0][0], &s.r2.kgb[1][0][0], KB,
+                                   n0, 0, K / 16, lane);
 #pragma unroll
-    for (int i = 0; i < 16; ++i) {
-      const int x = x0 + i;
-      bq[i] = b_s[x * KP + c];
-      kq[i] = k_s[x * KP + c];
-      qq[i] = q_s[x * KP + c];
-      const i64 gx = ((t0 + x) * p.HV + hv) * K + c;
-      dq0[i] = x < Cn ? p.dqe[gx] : 0.f;  // issued early, used at the end
-      dk0[i] = x < Cn ? p.dke[gx] : 0.f;
-    }
-    float dqi[16] = {}, kr[16] = {}, dkt[16] = {};
-    {  // earlier keys j < x0, reference row x0
-      const float bref = bq[0];
-#pragma unroll 2
-      for (int j = 0; j < x0; ++j) {
-        const float kt = k_s[j * KP + c] * __expf(bref - b_s[j * KP + c]);
+  for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
-        for (int i = 0; i < 16; ++i) {
-          dqi[i] += dA_s[(x0 + i) * kP64 + j] * kt;
-          kr[i] += dT_s[(x0 + i) * kP64 + j] * kt;
+    for (int hf = 0; hf < 2; ++hf)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int r = m0 + g + 8 * hf, j = n0 + 8 * nt + 2 * t + e;
+        acc[nt][2 * hf + e] = (j < r && r < Cn) ? (acc[nt][2 * hf + e] + s.dAkk[r][j]) * s.beta[j] : 0.f;
+      }
+  __syncthreads();  // kgb is consumed
+  store_split<4, 72>(&s.r2.dT[0][0][0], &s.r2.dT[1][0][0], acc, m0, n0, lane);
+  __syncthreads();
+  // X = Tinv^T dT (Tinv^T[r][m] = 0 for m < r: k16 steps from the warp's row block on) and
+  // dkgb = Tinv^T dw
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[nt][e] = 0.f;
+  warp_mma_split<4, true, false>(acc, &s.T[0][0][0], &s.T[1][0][0], 72, m0, &s.r2.dT[0][0][0], &s.r2.dT[1][0][0], 72, n0, wr, 4,
+                                 lane);
+  float dkgb[NK][4] = {};
+  warp_mma_split<NK, true, false>(dkgb, &s.T[0][0][0], &s.T[1][0][0], 72, m0, &s.r1.dw[0][0][0], &s.r1.dw[1][0][0], KB, nk0, wr,
+                                  4, lane);
+  __syncthreads();  // dT and dw are consumed
+  store_split<4, 72>(&s.r2.X[0][0][0], &s.r2.X[1][0][0], acc, m0, n0, lane);
+  // db (into dw's space) and the dk partial, from dkgb's accumulators: rows m0 + g (+8), columns
+  // nk0 + 8 nt + 2 t (+1)
+  {
+    float rsum[2] = {}, csum[NK][2] = {};
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      const int r = m0 + g + 8 * hf;
+      const float br = s.beta[r];
+#pragma unroll
+      for (int nt = 0; nt < NK; ++nt) {
+        const int c = nk0 + 8 * nt + 2 * t;
+        float db[2] = {0.f, 0.f};
+        if (r < Cn) {
+          const i64 x = row(r) * K + c;
+          const float2 dke = ld2(p.dke + x), dqe = ld2(p.dqe + x);  // dke: still the pure inter part dk_e
+          const float dk2[2] = {dke.x, dke.y}, dq2[2] = {dqe.x, dqe.y};
+          float nd[2];
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const float d = dkgb[nt][2 * hf + e];
+            const float eb = __expf(s.b[r][c + e]), kv = s.k[r][c + e], kgb = kv * eb;
+            rsum[hf] += d * kgb;
+            csum[nt][e] += kv * dk2[e];
+            db[e] = s.q[r][c + e] * dq2[e] - kv * dk2[e] + kgb * d * br;
+            nd[e] = dk2[e] + d * eb * br;
+          }
+          st2(p.dke + x, nd[0], nd[1]);  // dk partial (per value head)
         }
-      }
-#pragma unroll
-      for (int i = 1; i < 16; ++i) {
-        const float e = __expf(bq[i] - bref);
-        dqi[i] *= e;
-        kr[i] *= e;
-      }
-    }
-    {  // later rows r > x0 + 15, reference row x0 + 15 (padded rows carry the last valid gate)
-      const float bref = bq[15];
-#pragma unroll 2
-      for (int r = x0 + 16; r < Cn; ++r) {
-        const float e = __expf(b_s[r * KP + c] - bref);
-        const float qt = q_s[r * KP + c] * e, kt = beta_s[r] * k_s[r * KP + c] * e;
-#pragma unroll
-        for (int i = 0; i < 16; ++i) dkt[i] += dA_s[r * kP64 + x0 + i] * qt + dT_s[r * kP64 + x0 + i] * kt;
-      }
-#pragma unroll
-      for (int i = 0; i < 15; ++i) dkt[i] *= __expf(bref - bq[i]);
-    }
-    // pairs inside X (i >= j)
-#pragma unroll
-    for (int i = 0; i < 16; ++i) {
-      const float a_row = qq[i], l_row = beta_s[x0 + i] * kq[i];
-#pragma unroll
-      for (int j = 0; j <= i; ++j) {
-        const float e = __expf(bq[i] - bq[j]);
-        const float a = dA_s[(x0 + i) * kP64 + x0 + j], l = dT_s[(x0 + i) * kP64 + x0 + j];  // dAkk[i][i] = 0
-        dqi[i] += a * kq[j] * e;
-        kr[i] += l * kq[j] * e;
-        dkt[j] += (a * a_row + l * l_row) * e;
+        s.r1.db[r][c] = db[0];
+        s.r1.db[r][c + 1] = db[1];
       }
     }
 #pragma unroll
-    for (int i = 0; i < 16; ++i) {
-      const int x = x0 + i;
-      if (x < Cn) {  // warp-uniform
-        const i64 gx = ((t0 + x) * p.HV + hv) * K + c;
-        const float dkrow = beta_s[x] * kr[i];
-        p.dqe[gx] = dq0[i] + dqi[i];
-        p.dke[gx] = dk0[i] + dkrow + dkt[i];
-        dw_s[x * KP + c] += qq[i] * dqi[i] + (dkrow - dkt[i]) * kq[i];
-        const float bsum = warp_sum(kr[i] * kq[i]);
-        if ((tid & 31) == 0) atomicAdd(&dbt_s[x], bsum);
-      }
+    for (int hf = 0; hf < 2; ++hf) {
+      float v = rsum[hf];
+      v += __shfl_xor_sync(0xffffffffu, v, 1);
+      v += __shfl_xor_sync(0xffffffffu, v, 2);
+      const int r = m0 + g + 8 * hf;
+      if (t == 0 && r < Cn) atomicAdd(&s.dbt[r], v);
     }
+#pragma unroll
+    for (int nt = 0; nt < NK; ++nt)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        float v = csum[nt][e];
+        v += __shfl_xor_sync(0xffffffffu, v, 4);
+        v += __shfl_xor_sync(0xffffffffu, v, 8);
+        v += __shfl_xor_sync(0xffffffffu, v, 16);
+        if (g == 0) atomicAdd(&s.cs[nk0 + 8 * nt + 2 * t + e], v);
+      }
   }
+  __syncthreads();  // X is written
+  // dAkk = -tril_strict(X Tinv^T) over dTv (consumed above): columns c < r only meet m <= c < r,
+  // i.e. the k16 steps up to the warp's row block
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[nt][e] = 0.f;
+  if (!upper)
+    warp_mma_split<4, false, true>(acc, &s.r2.X[0][0][0], &s.r2.X[1][0][0], 72, m0, &s.T[0][0][0], &s.T[1][0][0], 72, n0, 0, wr + 1,
+                                   lane);
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      const int r = m0 + g + 8 * hf, c = n0 + 8 * nt + 2 * t;
+      st2(&s.dAkk[r][c], c < r ? -acc[nt][2 * hf] : 0.f, c + 1 < r ? -acc[nt][2 * hf + 1] : 0.f);
+    }
   __syncthreads();
-  // last row: the terms through bL, e^bL rowsum(H dh) + colsum(k dk_e); reverse cumsum -> dg
-  if (tid < K) {
-    const int c = tid;
-    dw_s[(Cn - 1) * KP + c] += __expf(bL_s[c]) * p.hd[(static_cast<i64>(ci.gidx) * p.HV + hv) * K + c] + cs_s[c];
-  }
-  __syncthreads();
-  if (p.kda) {
-    if (tid < K) {
-      const int c = tid;
-      float acc = 0.f;
-      for (int r = Cn - 1; r >= 0; --r) {
-        acc += dw_s[r * KP + c];
-        p.dgv[((t0 + r) * p.HV + hv) * K + c] = acc;
-      }
-    }
-  } else {
-    // GDN: row sums, then the reverse cumsum
-    for (int r = threadIdx.x >> 5; r < Cn; r += kNT / 32) {
-      float s = 0.f;
-      for (int c = threadIdx.x & 31; c < K; c += 32) s += dw_s[r * KP + c];
-      s = warp_sum(s);
-      if ((threadIdx.x & 31) == 0) X_s[r] = s;
-    }
-    __syncthreads();
-    if (tid == 0) {
-      float acc = 0.f;
-      for (int r = Cn - 1; r >= 0; --r) {
-        acc += X_s[r];
-        p.dgv[(t0 + r) * p.HV + hv] = acc;
-      }
-    }
-  }
-  if (tid < Cn) p.dbp[(t0 + tid) * p.HV + hv] = dbt_s[tid];
+  grad_k_intra_tail<K>(p, ci, hv, &s.q[0][0], &s.k[0][0], &s.b[0][0], &s.r1.db[0][0], &s.dA[0][0], &s.dAkk[0][0], s.beta, s.dbt,
+                       s.bL, s.cs, s.red);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1492,7 +1677,9 @@ struct SmemSize {
   static constexpr size_t D1 = sizeof(GradVSmem<K>);
   static constexpr size_t D2 = sizeof(float) * (4 * kC * KP + 4 * kC * kP64 + 2 * kC + 2 * K);
   static constexpr size_t Atc = sizeof(PrepTcSmem<K>);
+  static constexpr size_t D2tc = sizeof(GradKTcSmem<K>);
 };
+static_assert(SmemSize<128>::D2tc <= 227 * 1024, "grad_k_tc_kernel<128> shared memory over the sm_90 limit");
 static_assert(SmemSize<128>::Atc <= 227 * 1024, "chunk_prep_tc_kernel<128> shared memory over the sm_90 limit");
 static_assert(SmemSize<128>::D2 <= 227 * 1024, "grad_k_kernel<128> shared memory over the sm_90 limit");
 static_assert(SmemSize<128>::C <= 227 * 1024, "state_bwd_kernel<128> shared memory over the sm_90 limit");
@@ -1557,7 +1744,10 @@ void run_pipeline(const Params& prm, int total_chunks, cudaStream_t st) {
   mark("state_bwd");
   launch(grad_v_kernel<K>, chunk_grid, kNT, S::D1, st, prm, "delta_bwd grad_v");
   mark("grad_v");
-  launch(grad_k_kernel<K>, chunk_grid, kNT, S::D2, st, prm, "delta_bwd grad_k");
+  if (simt)
+    launch(grad_k_kernel<K>, chunk_grid, kNT, S::D2, st, prm, "delta_bwd grad_k");
+  else
+    launch(grad_k_tc_kernel<K>, chunk_grid, kNT, S::D2tc, st, prm, "delta_bwd grad_k");
   mark("grad_k");
   launch(post_qk_kernel, warps(prm.R * prm.H), 256, 0, st, prm, "delta_bwd post_qk");
   mark("post_qk");
