@@ -523,6 +523,19 @@ struct StateTiles {
       : sm0(16 * (warp % WR)), sc0((64 / WC) * (warp / WR)), r0(16 * (warp >> 1)), c0(32 * (warp & 1)) {}
 };
 
+// The block of a state pass: its 64-column V tile, value head, sequence, and the q/k head of hv.
+struct StateBlock {
+  int vt, hv, n, h;
+  __device__ explicit StateBlock(const Params& p) {
+    int bid = blockIdx.x;
+    vt = bid % p.nvt;
+    bid /= p.nvt;
+    hv = bid % p.HV;
+    n = bid / p.HV;
+    h = hv / p.G;
+  }
+};
+
 // ---------------------------------------------------------------------------------------------
 // B: forward state pass per (sequence, value head, 64-column V tile). H (fp32) lives in MMA
 // accumulators; per chunk: H_n -> global (fp32) and shared (hi + lo); v_new = u - w H_n;
@@ -771,10 +784,8 @@ __global__ void __launch_bounds__(kNT, 1) state_fwd_kernel(const Params p) {
   constexpr int NTS = TL::NTS;
   const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const TL tl(tid >> 5);
-  int bid = blockIdx.x;
-  const int vt = bid % p.nvt;
-  bid /= p.nvt;
-  const int hv = bid % p.HV, n = bid / p.HV, h = hv / p.G;
+  const StateBlock blk(p);
+  const int vt = blk.vt, hv = blk.hv, n = blk.n, h = blk.h;
   const cuda_util::SeqDesc sd = p.seqs[n];
   const int V = p.V, vc0 = vt * kVT;
   float hacc[NTS][4];
@@ -869,10 +880,8 @@ __global__ void __launch_bounds__(kNT, 1) state_bwd_kernel(const Params p) {
   constexpr int NTS = TL::NTS;
   const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const TL tl(tid >> 5);
-  int bid = blockIdx.x;
-  const int vt = bid % p.nvt;
-  bid /= p.nvt;
-  const int hv = bid % p.HV, n = bid / p.HV, h = hv / p.G;
+  const StateBlock blk(p);
+  const int vt = blk.vt, hv = blk.hv, n = blk.n, h = blk.h;
   const cuda_util::SeqDesc sd = p.seqs[n];
   const int V = p.V, vc0 = vt * kVT;
   float dacc[NTS][4];
