@@ -1564,7 +1564,9 @@ __global__ void __launch_bounds__(kNT, 1) grad_k_tc_kernel(const Params p) {
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) {
       const int r = m0 + g + 8 * hf, c = n0 + 8 * nt + 2 * t;
-      st2(&s.dAkk[r][c], c < r ? -acc[nt][2 * hf] : 0.f, c + 1 < r ? -acc[nt][2 * hf + 1] : 0.f);
+      // two scalar stores: the odd fp32 pitch (kP64) leaves &dAkk[r][c] only 4-byte aligned on odd rows
+      s.dAkk[r][c] = c < r ? -acc[nt][2 * hf] : 0.f;
+      s.dAkk[r][c + 1] = c + 1 < r ? -acc[nt][2 * hf + 1] : 0.f;
     }
   __syncthreads();
   grad_k_intra_tail<K>(p, ci, hv, &s.q[0][0], &s.k[0][0], &s.b[0][0], &s.r1.db[0][0], &s.dA[0][0], &s.dAkk[0][0], s.beta, s.dbt,
