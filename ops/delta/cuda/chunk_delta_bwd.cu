@@ -1744,7 +1744,11 @@ void run_pipeline(const Params& prm, int total_chunks, cudaStream_t st) {
   launch(prep_qk_kernel, warps(prm.R * prm.H), 256, 0, st, prm, "delta_bwd prep_qk");
   mark("prep_qk");
   const bool simt = simt_chunk_kernels();
-  if (simt)
+  // K = 64 keeps the SIMT chunk_prep: on the H200 it measured 0.35 ms against the tensor-core kernel's
+  // 0.45 ms at KDA B8_T1024_H8_D64 (K = 128: 10.2 vs 7.0 ms at B1_T8192_H96), so <64> is not built.
+  if constexpr (K == 64)
+    launch(chunk_prep_kernel<K>, chunk_grid, kNT, S::A, st, prm, "delta_bwd chunk_prep");
+  else if (simt)
     launch(chunk_prep_kernel<K>, chunk_grid, kNT, S::A, st, prm, "delta_bwd chunk_prep");
   else
     launch(chunk_prep_tc_kernel<K>, chunk_grid, kNT, S::Atc, st, prm, "delta_bwd chunk_prep");
