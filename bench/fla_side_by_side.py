@@ -95,6 +95,28 @@ def call(impl, op, t, cu):
     return lina_torch.chunk_gdn(t["q"], t["k"], t["v"], t["g"], t["beta"], use_qk_l2norm_in_kernel=True, cu_seqlens=cu)[0]
 
 
+def timed_fn(impl, op, mode, t, cu):
+    """What one sample of a cell calls, on leaf copies of the inputs `t`: fwd (the training forward:
+    inputs that need gradients), infer (no grad), fwdbwd (forward, then autograd backward with a fixed
+    random do). FLA's GDN forward runs without grad (FLA refuses its backward here)."""
+    grad = mode != "infer" and not (impl == "fla" and op == "chunk_gdn")
+    ti = {n: x.detach().clone().requires_grad_(grad and n in ("q", "k", "v", "g", "beta")) for n, x in t.items()}
+    o = call(impl, op, ti, cu)
+    do = torch.randn_like(o)
+    if mode == "fwdbwd":
+        leaves = [x for x in ti.values() if x.requires_grad]
+        fn = lambda: torch.autograd.grad(call(impl, op, ti, cu), leaves, do)  # noqa: E731
+        fn()
+        return fn
+    if grad:
+        return lambda: call(impl, op, ti, cu)
+
+    def no_grad_fn():
+        with torch.no_grad():
+            return call(impl, op, ti, cu)
+    return no_grad_fn
+
+
 class Timer:
     def __init__(self, args):
         self.args = args
@@ -171,21 +193,8 @@ def run_cell(args, timer, op, mode, shape, cu=None):
         if impl == "fla" and op == "chunk_gdn" and mode != "fwd":
             rows.append(dict(row_common, impl="fla-triton", skipped="FLA refuses chunk_gated_delta_rule backward on Triton 3.6 / Hopper"))
             continue
-        grad = mode != "infer" and not (impl == "fla" and op == "chunk_gdn")
-        ti = {n: x.detach().clone().requires_grad_(grad and n in ("q", "k", "v", "g", "beta")) for n, x in t.items()}
         try:
-            o = call(impl, op, ti, cu)
-            do = torch.randn_like(o)
-            if mode == "fwdbwd":
-                leaves = [x for x in ti.values() if x.requires_grad]
-                fn = lambda: torch.autograd.grad(call(impl, op, ti, cu), leaves, do)  # noqa: E731
-                fn()
-            elif grad:
-                fn = lambda: call(impl, op, ti, cu)  # noqa: E731
-            else:
-                def fn():
-                    with torch.no_grad():
-                        return call(impl, op, ti, cu)
+            fn = timed_fn(impl, op, mode, t, cu)
             torch.cuda.synchronize()
             base_mem = torch.cuda.memory_allocated()
             torch.cuda.reset_peak_memory_stats()

@@ -43,15 +43,7 @@ class TimedLibrary:
 
 def probe(impl, op, shape, mode, n, timed_lib, profile=False):
     B, T, H, D = sbs.parse_shape(shape)
-    t = sbs.make_inputs(op, B, T, H, D, 42)
-    grad = mode == "fwdbwd" or not (impl == "fla" and op == "chunk_gdn")
-    ti = {k: x.detach().clone().requires_grad_(grad and k in ("q", "k", "v", "g", "beta")) for k, x in t.items()}
-    if mode == "fwdbwd":
-        leaves = [x for x in ti.values() if x.requires_grad]
-        do = torch.randn_like(sbs.call(impl, op, ti, None))
-        fn = lambda: torch.autograd.grad(sbs.call(impl, op, ti, None), leaves, do)  # noqa: E731
-    else:
-        fn = lambda: sbs.call(impl, op, ti, None)  # noqa: E731
+    fn = sbs.timed_fn(impl, op, mode, sbs.make_inputs(op, B, T, H, D, 42), None)  # as the side-by-side times it
     for _ in range(3):
         fn()
     torch.cuda.synchronize()

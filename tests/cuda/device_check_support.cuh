@@ -9,13 +9,25 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <string>
 #include <utility>
 #include <vector>
 
+#include "harness/accuracy.h"
 #include "lina/dtype.h"
 #include "lina/tensor.h"
 
 namespace lina_test {
+
+// A check program's failure count, and one comparison line in FLA's metric (harness/accuracy.h).
+inline int g_failures = 0;
+inline lina::harness::Closeness report(const std::string& what, const std::vector<double>& ref,
+                                       const std::vector<double>& out, double tol) {
+  const lina::harness::Closeness c = lina::harness::assert_close(ref, out, tol);
+  std::printf("  %-44s %s\n", what.c_str(), c.str().c_str());
+  if (!c.pass) ++g_failures;
+  return c;
+}
 
 // A CUDA error ends the check program (exit 3): nothing after it can be trusted.
 inline void ck(cudaError_t e, const char* what) {

@@ -33,19 +33,12 @@ using lina_test::DTensor;
 using lina_test::fill;
 using lina_test::to_host;
 using lina_test::HostOut;
+using lina_test::g_failures;
+using lina_test::report;
 
 namespace {
 
-int g_failures = 0;
 constexpr double kTol = 0.005;
-
-
-
-void report(const std::string& what, const std::vector<double>& ref, const std::vector<double>& out, double tol) {
-  const harness::Closeness c = harness::assert_close(ref, out, tol);
-  std::printf("  %-30s %s\n", what.c_str(), c.str().c_str());
-  if (!c.pass) ++g_failures;
-}
 
 // Device-side err_ratio for big tensors: sums of (ref - out)^2 and ref^2 in fp64, NaN count.
 __global__ void err_kernel(const float* ref, const void* out, int out_bf16, std::int64_t n, double* acc) {
@@ -175,7 +168,6 @@ void check_small(const std::string& name, const HostCfg& cfg, int gate_kind, boo
     for (int i = 0; i < 5; ++i) report(std::string(names[i]) + " vs host fp64", *hh[i], ho[i], kTol);
   }
 }
-
 
 void run(bool small_only) {
   cudaDeviceProp prop{};

@@ -33,19 +33,10 @@ using lina_test::DTensor;
 using lina_test::fill;
 using lina_test::to_host;
 using lina_test::HostOut;
+using lina_test::g_failures;
+using lina_test::report;
 
 namespace {
-
-int g_failures = 0;
-
-
-
-harness::Closeness report(const std::string& what, const std::vector<double>& ref, const std::vector<double>& out, double tol) {
-  const harness::Closeness c = harness::assert_close(ref, out, tol);
-  std::printf("  %-44s %s\n", what.c_str(), c.str().c_str());
-  if (!c.pass) ++g_failures;
-  return c;
-}
 
 // ---------------- one problem on the device ----------------
 struct Problem {
@@ -239,7 +230,6 @@ FwdResult check_gla_fwd(const std::string& name, HostCfg cfg, int gate_kind, DTy
   }
   return r;
 }
-
 
 struct BenchShape {
   const char* name;

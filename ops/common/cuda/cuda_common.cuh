@@ -56,8 +56,8 @@ struct SeqTable {
   }
 };
 
-// The problem's sequences for the kernels; `owned` (varlen only) is freed on the stream with
-// workspace_free.
+// The problem's sequences for the kernels; `ptr` (when a table was uploaded) is freed on the stream
+// with workspace_free.
 struct DeviceSeqs {
   SeqDesc* ptr = nullptr;  // owned device table, or nullptr
   SeqTable view;
@@ -68,16 +68,18 @@ struct DeviceSeqs {
 // Dense: no table (the kernels compute each sequence); varlen (or `always_table`): a copy of the
 // descriptors through pinned staging into lina's pool (ops/common/cuda/workspace.h).
 inline DeviceSeqs upload_sequences(const Problem& p, cudaStream_t stream, bool always_table = false) {
-  std::vector<SeqDesc> h(static_cast<std::size_t>(p.N));
+  const bool table = p.N > 0 && (p.varlen || always_table);
+  std::vector<SeqDesc> h;  // built only when it is uploaded
+  if (table) h.reserve(static_cast<std::size_t>(p.N));
   DeviceSeqs d;
   for (std::int64_t n = 0; n < p.N; ++n) {
     const auto& s = p.sequences[static_cast<std::size_t>(n)];
-    h[static_cast<std::size_t>(n)] = {s.row_begin, static_cast<int>(s.length), d.total_chunks};
+    if (table) h.push_back({s.row_begin, static_cast<int>(s.length), d.total_chunks});
     d.total_chunks += static_cast<int>((s.length + 63) / 64);
     d.max_len = std::max(d.max_len, static_cast<int>(s.length));
   }
   d.view.uniform_len = static_cast<int>(p.T);
-  if (h.empty() || (!p.varlen && !always_table)) return d;
+  if (!table) return d;
   d.ptr = static_cast<SeqDesc*>(upload_table(h.data(), h.size() * sizeof(SeqDesc), stream, "sequence table"));
   d.view.table = d.ptr;
   return d;

@@ -10,15 +10,11 @@
 #include "ops/common/cuda/cuda_common.cuh"
 
 namespace lina::detail::cuda_util {
-namespace {
-
 int current_device() {
   int d = 0;
   check(cudaGetDevice(&d), "cudaGetDevice");
   return d;
 }
-
-}  // namespace
 
 int sm_count() {
   static std::mutex mu;

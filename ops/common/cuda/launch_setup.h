@@ -7,6 +7,9 @@
 
 namespace lina::detail::cuda_util {
 
+// cudaGetDevice; a failure throws lina::Error.
+int current_device();
+
 // SM count of the current device, queried once per device.
 int sm_count();
 

@@ -11,16 +11,12 @@
 
 #include "lina/workspace.h"
 #include "ops/common/cuda/cuda_common.cuh"
+#include "ops/common/cuda/launch_setup.h"
 
 namespace lina {
 namespace {
 
-int resolve(int device) {
-  if (device >= 0) return device;
-  int d = 0;
-  detail::cuda_util::check(cudaGetDevice(&d), "cudaGetDevice");
-  return d;
-}
+int resolve(int device) { return device >= 0 ? device : detail::cuda_util::current_device(); }
 
 cudaMemPool_t pool_of(int device) {
   static std::mutex mu;

@@ -216,6 +216,46 @@ __device__ __forceinline__ void load_rows(float* dst, int pitch, const float* sr
   });
 }
 
+// X = (I + L)^-1 (unit lower triangular). The 16x16 diagonal blocks by forward substitution (64
+// threads: block tid/16, column tid%16, a 136-FMA chain), then the off-diagonal blocks diagonal by
+// diagonal: X_ij = -X_ii sum_{m=j}^{i-1} L_im X_mj (block rows of (I+L) X = I).
+// L_s, X_s: [64][kP64] fp32; Y_s: 16 x 17 floats of scratch. Ends with a barrier.
+__device__ __forceinline__ void invert_unit_lower(const float* L_s, float* X_s, float* Y_s) {
+  const int tid = threadIdx.x;
+  for (int i = tid; i < kC * kC; i += kNT) X_s[(i >> 6) * kP64 + (i & 63)] = 0.f;
+  __syncthreads();
+  if (tid < kC) {
+    const int o = 16 * (tid >> 4), c = tid & 15;
+    float x[16];
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      float acc = (i == c) ? 1.f : 0.f;
+#pragma unroll
+      for (int j = 0; j < i; ++j) acc -= L_s[(o + i) * kP64 + o + j] * x[j];
+      x[i] = acc;
+    }
+#pragma unroll
+    for (int i = 0; i < 16; ++i) X_s[(o + i) * kP64 + o + c] = x[i];
+  }
+  __syncthreads();
+  {
+    const int r = tid >> 4, c = tid & 15;
+    for (int d = 1; d < 4; ++d)
+      for (int bj = 0; bj + d < 4; ++bj) {
+        const int bi = bj + d;
+        float y = 0.f;
+        for (int m = 16 * bj; m < 16 * bi; ++m) y += L_s[(16 * bi + r) * kP64 + m] * X_s[m * kP64 + 16 * bj + c];
+        Y_s[r * 17 + c] = y;
+        __syncthreads();
+        float x = 0.f;
+#pragma unroll
+        for (int m = 0; m < 16; ++m) x -= X_s[(16 * bi + r) * kP64 + 16 * bi + m] * Y_s[m * 17 + c];
+        X_s[(16 * bi + r) * kP64 + 16 * bj + c] = x;
+        __syncthreads();
+      }
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // A: per (chunk, value head) forward quantities. smem: q, k, b [64][K+1]; L, X [64][65]; v tile [64][65]
 template <int K>
@@ -298,42 +338,7 @@ __global__ void __launch_bounds__(kNT, 1) chunk_prep_kernel(const Params p) {
   }
   __syncthreads();
 
-  // X = (I + L)^-1 (unit lower triangular). The 16x16 diagonal blocks by forward substitution (64
-  // threads: block tid/16, column tid%16, a 136-FMA chain), then the off-diagonal blocks diagonal by
-  // diagonal: X_ij = -X_ii sum_{m=j}^{i-1} L_im X_mj (block rows of (I+L) X = I).
-  for (int i = tid; i < kC * kC; i += kNT) X_s[(i >> 6) * kP64 + (i & 63)] = 0.f;
-  __syncthreads();
-  if (tid < kC) {
-    const int o = 16 * (tid >> 4), c = tid & 15;
-    float x[16];
-#pragma unroll
-    for (int i = 0; i < 16; ++i) {
-      float acc = (i == c) ? 1.f : 0.f;
-#pragma unroll
-      for (int j = 0; j < i; ++j) acc -= L_s[(o + i) * kP64 + o + j] * x[j];
-      x[i] = acc;
-    }
-#pragma unroll
-    for (int i = 0; i < 16; ++i) X_s[(o + i) * kP64 + o + c] = x[i];
-  }
-  __syncthreads();
-  {
-    float* Y_s = v_s;  // 16 x 17 scratch; v_s is free until u
-    const int r = tid >> 4, c = tid & 15;
-    for (int d = 1; d < 4; ++d)
-      for (int bj = 0; bj + d < 4; ++bj) {
-        const int bi = bj + d;
-        float y = 0.f;
-        for (int m = 16 * bj; m < 16 * bi; ++m) y += L_s[(16 * bi + r) * kP64 + m] * X_s[m * kP64 + 16 * bj + c];
-        Y_s[r * 17 + c] = y;
-        __syncthreads();
-        float x = 0.f;
-#pragma unroll
-        for (int m = 0; m < 16; ++m) x -= X_s[(16 * bi + r) * kP64 + 16 * bi + m] * Y_s[m * 17 + c];
-        X_s[(16 * bi + r) * kP64 + 16 * bj + c] = x;
-        __syncthreads();
-      }
-  }
+  invert_unit_lower(L_s, X_s, v_s);  // v_s is free until u
   for (int i = tid; i < kC * kC; i += kNT) {
     const int r = i >> 6, j = i & 63;
     if (r < Cn) p.Tinv[((t0 + r) * p.HV + hv) * kC + j] = X_s[r * kP64 + j];
@@ -518,10 +523,251 @@ struct StateTiles {
       : sm0(16 * (warp % WR)), sc0((64 / WC) * (warp / WR)), r0(16 * (warp >> 1)), c0(32 * (warp & 1)) {}
 };
 
+// The block of a state pass: its 64-column V tile, value head, sequence, and the q/k head of hv.
+struct StateBlock {
+  int vt, hv, n, h;
+  __device__ explicit StateBlock(const Params& p) {
+    int bid = blockIdx.x;
+    vt = bid % p.nvt;
+    bid /= p.nvt;
+    hv = bid % p.HV;
+    n = bid / p.HV;
+    h = hv / p.G;
+  }
+};
+
 // ---------------------------------------------------------------------------------------------
 // B: forward state pass per (sequence, value head, 64-column V tile). H (fp32) lives in MMA
 // accumulators; per chunk: H_n -> global (fp32) and shared (hi + lo); v_new = u - w H_n;
 // H = diag(e^bL) H + kg^T v_new, kg = k e^(bL-b).
+// ---------------------------------------------------------------------------------------------
+// A on tensor cores (chunk_prep_tc_kernel; LINA_DELTA_BWD_SIMT=1 selects chunk_prep_kernel). Same
+// outputs; the C x C x K products run on mma.sync with hi + lo operands:
+//  - Aqk / L off the diagonal: row block ib (rows n = 16 ib ..) against the earlier keys j < n
+//    through the reference row n (spec section 5): A = q_r e^(b_r - b_n), k_r e^(b_r - b_n),
+//    B = k_j e^(b_n - b_j), every factor e^(non-positive) <= 1, one exp per (row, channel) and
+//    reference instead of one per (r, j, c). The diagonal 16x16 blocks keep exact exps (SIMT).
+//  - w = X (k e^b beta) and u = X (v beta), X lower triangular: k16 steps above the warp's rows skipped.
+// The inverse itself (forward substitution + merges) is the SIMT code shared with chunk_prep_kernel.
+template <int K>
+struct PrepTcSmem {
+  static constexpr int KP = K + 1, KB = K + 8;  // fp32 pitch (odd), bf16 pitch (16-byte rows, no conflicts)
+  float q[kC][KP];
+  float k[kC][KP];
+  float b[kC][KP];
+  float L[kC][kP64];
+  float X[kC][kP64];
+  float beta[kC];
+  float bs[kC];  // GDN: the scalar cumsum before its broadcast into b
+  union U {
+    struct {                      // one off-diagonal row block of Aqk / L
+      alignas(16) bf16 qa[2][16][KB];  // q e^(b - b_n), hi / lo
+      alignas(16) bf16 ka[2][16][KB];  // k e^(b - b_n)
+      alignas(16) bf16 kb[2][48][KB];  // k_j e^(b_n - b_j), j < n
+    } a;
+    float Y[16][17];  // inverse merge scratch
+    struct {
+      alignas(16) bf16 X[2][kC][72];   // Tinv
+      alignas(16) bf16 kbe[2][kC][KB];  // k e^b beta
+      alignas(16) bf16 v[2][kC][72];   // v beta, one 64-column tile
+    } w;
+  } u;
+};
+
+template <int K>
+__global__ void __launch_bounds__(kNT, 1) chunk_prep_tc_kernel(const Params p) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  auto& s = *reinterpret_cast<PrepTcSmem<K>*>(smem_raw);
+  constexpr int KP = K + 1, KB = K + 8;
+  const int hv = blockIdx.y, h = hv / p.G, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const ChunkInfo ci = chunk_info(p, blockIdx.x);
+  const i64 t0 = ci.t0;
+  const int Cn = ci.Cn;
+  float* const Aqk = p.Aqk + (t0 * p.HV + hv) * kC;  // row r at Aqk[r * HV * kC]
+  const i64 arow = static_cast<i64>(p.HV) * kC;
+
+  load_rows<K>(&s.q[0][0], KP, p.qn, t0, Cn, p.H, h, K, 0);
+  load_rows<K>(&s.k[0][0], KP, p.kn, t0, Cn, p.H, h, K, 0);
+  if (tid < kC) {
+    float bt = 0.f;
+    if (tid < Cn) {
+      bt = load_as_float(p.beta, p.beta_t, (t0 + tid) * p.HV + hv);
+      if (p.beta_sigmoid) bt = p.beta_mult * sigmoidf_(bt);
+      p.bt[(t0 + tid) * p.HV + hv] = bt;
+    }
+    s.beta[tid] = bt;
+  }
+  // gate activation + chunk-local cumsum (padded rows add 0): 16 raw gates in flight per thread
+  if (tid < p.Kg) {
+    const int c = tid;
+    float cum = 0.f;
+#pragma unroll 1
+    for (int r0 = 0; r0 < kC; r0 += 16) {
+      float raw[16];
+#pragma unroll
+      for (int i = 0; i < 16; ++i)
+        raw[i] = r0 + i < Cn ? load_as_float(p.g, p.g_t, ((t0 + r0 + i) * p.HV + hv) * p.Kg + c) : 0.f;
+#pragma unroll
+      for (int i = 0; i < 16; ++i) {
+        const int r = r0 + i;
+        if (r < Cn) {
+          cum += gate_act(p, raw[i], hv, c);
+          p.b[((t0 + r) * p.HV + hv) * p.Kg + c] = cum;
+        }
+        if (p.kda) s.b[r][c] = cum;
+        else s.bs[r] = cum;
+      }
+    }
+  }
+  __syncthreads();
+  if (!p.kda)
+    for (int i = tid; i < kC * K; i += kNT) s.b[i / K][i % K] = s.bs[i / K];
+  __syncthreads();
+
+  // Diagonal 16x16 blocks, exact exps: block ib, pair (tid / 16, tid % 16); zeros above the diagonal.
+#pragma unroll 1
+  for (int ib = 0; ib < 4; ++ib) {
+    const int r = 16 * ib + (tid >> 4), j = 16 * ib + (tid & 15);
+    float a = 0.f, l = 0.f;
+    if (j <= r && r < Cn) {  // r < Cn: padded rows are zero anyway
+      if (p.kda) {
+#pragma unroll 8
+        for (int c = 0; c < K; ++c) {
+          const float e = __expf(s.b[r][c] - s.b[j][c]) * s.k[j][c];
+          a += s.q[r][c] * e;
+          l += s.k[r][c] * e;
+        }
+      } else {
+#pragma unroll 8
+        for (int c = 0; c < K; ++c) {
+          a += s.q[r][c] * s.k[j][c];
+          l += s.k[r][c] * s.k[j][c];
+        }
+        const float e = __expf(s.b[r][0] - s.b[j][0]);
+        a *= e;
+        l *= e;
+      }
+      a *= p.scale;
+      l = (j < r) ? l * s.beta[r] : 0.f;
+    }
+    s.L[r][j] = l;
+    if (r < Cn) Aqk[r * arow + j] = a;
+  }
+  for (int i = tid; i < kC * kC; i += kNT) {  // Aqk above the diagonal blocks
+    const int r = i >> 6, j = i & 63;
+    if ((j >> 4) > (r >> 4) && r < Cn) Aqk[r * arow + j] = 0.f;
+  }
+  // Off-diagonal row blocks ib = 1..3 on tensor cores, one per round (operand tiles reused).
+#pragma unroll 1
+  for (int ib = 1; ib < 4; ++ib) {
+    const int n = 16 * ib;
+    // operands: rows 0..15 = row block ib (A: q, k), rows 16.. = keys j = row - 16 < n (B); column pairs
+    for (int i = tid; i < (16 + n) * (K / 2); i += kNT) {
+      const int rr = i / (K / 2), c = 2 * (i % (K / 2));
+      const float bn0 = s.b[n][c], bn1 = s.b[n][c + 1];
+      std::uint32_t h0, l0;
+      if (rr < 16) {
+        const int r = n + rr;
+        const float e0 = __expf(s.b[r][c] - bn0), e1 = __expf(s.b[r][c + 1] - bn1);
+        cuda_util::pack_bf16_split(s.q[r][c] * e0, s.q[r][c + 1] * e1, h0, l0);
+        st_u32(&s.u.a.qa[0][rr][c], h0);
+        st_u32(&s.u.a.qa[1][rr][c], l0);
+        cuda_util::pack_bf16_split(s.k[r][c] * e0, s.k[r][c + 1] * e1, h0, l0);
+        st_u32(&s.u.a.ka[0][rr][c], h0);
+        st_u32(&s.u.a.ka[1][rr][c], l0);
+      } else {
+        const int j = rr - 16;
+        const float e0 = __expf(bn0 - s.b[j][c]), e1 = __expf(bn1 - s.b[j][c + 1]);
+        cuda_util::pack_bf16_split(s.k[j][c] * e0, s.k[j][c + 1] * e1, h0, l0);
+        st_u32(&s.u.a.kb[0][j][c], h0);
+        st_u32(&s.u.a.kb[1][j][c], l0);
+      }
+    }
+    __syncthreads();
+    if (warp < 2 * ib) {  // warp: product (even Aqk, odd L), 16 key columns 16 (warp / 2) ..
+      const bool is_l = warp & 1;
+      const int n0 = 16 * (warp >> 1);
+      const bf16* xa = is_l ? &s.u.a.ka[0][0][0] : &s.u.a.qa[0][0][0];
+      float acc[2][4] = {};
+      warp_mma_split<2, false, true>(acc, xa, xa + 16 * KB, KB, 0, &s.u.a.kb[0][0][0], &s.u.a.kb[1][0][0], KB, n0, 0, K / 16,
+                                     lane);
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+          const int r = n + g + 8 * hf, j = n0 + 8 * nt + 2 * t;
+          if (is_l) {
+            s.L[r][j] = s.beta[r] * acc[nt][2 * hf];
+            s.L[r][j + 1] = s.beta[r] * acc[nt][2 * hf + 1];
+          } else if (r < Cn) {
+            st2(Aqk + r * arow + j, p.scale * acc[nt][2 * hf], p.scale * acc[nt][2 * hf + 1]);
+          }
+        }
+    }
+    __syncthreads();
+  }
+
+  invert_unit_lower(&s.L[0][0], &s.X[0][0], &s.u.Y[0][0]);
+  // Tinv to HBM and as hi + lo; k e^b beta as hi + lo
+  for (int i = tid; i < kC * kC / 2; i += kNT) {
+    const int r = i >> 5, j = 2 * (i & 31);
+    const float x0 = s.X[r][j], x1 = s.X[r][j + 1];
+    if (r < Cn) st2(p.Tinv + ((t0 + r) * p.HV + hv) * kC + j, x0, x1);
+    std::uint32_t hi, lo;
+    cuda_util::pack_bf16_split(x0, x1, hi, lo);
+    st_u32(&s.u.w.X[0][r][j], hi);
+    st_u32(&s.u.w.X[1][r][j], lo);
+  }
+  for (int i = tid; i < kC * K / 2; i += kNT) {
+    const int r = i / (K / 2), c = 2 * (i % (K / 2));
+    std::uint32_t hi, lo;
+    cuda_util::pack_bf16_split(s.k[r][c] * __expf(s.b[r][c]) * s.beta[r], s.k[r][c + 1] * __expf(s.b[r][c + 1]) * s.beta[r], hi,
+                               lo);
+    st_u32(&s.u.w.kbe[0][r][c], hi);
+    st_u32(&s.u.w.kbe[1][r][c], lo);
+  }
+  __syncthreads();
+  const int m0 = 16 * (warp & 3), ks1 = (warp & 3) + 1;  // X's k16 steps past the warp's rows are zero
+  {  // w = X kbe: warp (m0, key columns nk0 .. nk0 + K/2)
+    constexpr int NK = K / 16;
+    const int nk0 = (K / 2) * (warp >> 2);
+    float acc[NK][4] = {};
+    warp_mma_split<NK, false, false>(acc, &s.u.w.X[0][0][0], &s.u.w.X[1][0][0], 72, m0, &s.u.w.kbe[0][0][0],
+                                     &s.u.w.kbe[1][0][0], KB, nk0, 0, ks1, lane);
+#pragma unroll
+    for (int nt = 0; nt < NK; ++nt)
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        const int r = m0 + g + 8 * hf;
+        if (r < Cn) st2(p.w + ((t0 + r) * p.HV + hv) * K + nk0 + 8 * nt + 2 * t, acc[nt][2 * hf], acc[nt][2 * hf + 1]);
+      }
+  }
+  // u = X (v beta), per 64-column tile: warp (m0, columns n64 .. n64 + 32)
+  const int n64 = 32 * (warp >> 2);
+#pragma unroll 1
+  for (int vt = 0; vt < p.nvt; ++vt) {
+    if (vt > 0) __syncthreads();  // the previous tile is consumed
+    fill_split<kC, kVT, 72>(&s.u.w.v[0][0][0], &s.u.w.v[1][0][0], [&](int r, int c) {
+      if (r >= Cn) return kZero4;
+      const float4 x = load4_as_float(p.v, p.v_t, ((t0 + r) * p.HV + hv) * p.V + vt * kVT + c);
+      const float bt = s.beta[r];
+      return make_float4(x.x * bt, x.y * bt, x.z * bt, x.w * bt);
+    });
+    __syncthreads();
+    float acc[4][4] = {};
+    warp_mma_split<4, false, false>(acc, &s.u.w.X[0][0][0], &s.u.w.X[1][0][0], 72, m0, &s.u.w.v[0][0][0], &s.u.w.v[1][0][0], 72,
+                                    n64, 0, ks1, lane);
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        const int r = m0 + g + 8 * hf;
+        if (r < Cn)
+          st2(p.vn + ((t0 + r) * p.HV + hv) * p.V + vt * kVT + n64 + 8 * nt + 2 * t, acc[nt][2 * hf], acc[nt][2 * hf + 1]);
+      }
+  }
+}
+
 template <int K>
 struct StateFwdSmem {
   alignas(16) bf16 H[2][K][72];
@@ -538,10 +784,8 @@ __global__ void __launch_bounds__(kNT, 1) state_fwd_kernel(const Params p) {
   constexpr int NTS = TL::NTS;
   const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const TL tl(tid >> 5);
-  int bid = blockIdx.x;
-  const int vt = bid % p.nvt;
-  bid /= p.nvt;
-  const int hv = bid % p.HV, n = bid / p.HV, h = hv / p.G;
+  const StateBlock blk(p);
+  const int vt = blk.vt, hv = blk.hv, n = blk.n, h = blk.h;
   const cuda_util::SeqDesc sd = p.seqs[n];
   const int V = p.V, vc0 = vt * kVT;
   float hacc[NTS][4];
@@ -636,10 +880,8 @@ __global__ void __launch_bounds__(kNT, 1) state_bwd_kernel(const Params p) {
   constexpr int NTS = TL::NTS;
   const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const TL tl(tid >> 5);
-  int bid = blockIdx.x;
-  const int vt = bid % p.nvt;
-  bid /= p.nvt;
-  const int hv = bid % p.HV, n = bid / p.HV, h = hv / p.G;
+  const StateBlock blk(p);
+  const int vt = blk.vt, hv = blk.hv, n = blk.n, h = blk.h;
   const cuda_util::SeqDesc sd = p.seqs[n];
   const int V = p.V, vc0 = vt * kVT;
   float dacc[NTS][4];
@@ -887,6 +1129,133 @@ __global__ void __launch_bounds__(kNT, 1) grad_v_kernel(const Params p) {
   if (tid < Cn) p.dbp[(t0 + tid) * p.HV + hv] = s.dbp[tid];
 }
 
+// grad_k's intra-chunk terms, the last row's bL terms and the reverse cumsum -> dg, dbeta (shared by
+// grad_k_kernel and grad_k_tc_kernel). q_s, k_s, b_s, dw_s (db on entry): [64][K+1]; dA_s, dT_s (dAkk):
+// [64][65]; red_s: 64 floats of scratch. Starts after a barrier.
+template <int K>
+__device__ __forceinline__ void grad_k_intra_tail(const Params& p, const ChunkInfo& ci, int hv, const float* q_s,
+                                                  const float* k_s, const float* b_s, float* dw_s, const float* dA_s,
+                                                  const float* dT_s, const float* beta_s, float* dbt_s, const float* bL_s,
+                                                  const float* cs_s, float* red_s) {
+  constexpr int KP = K + 1;
+  const int tid = threadIdx.x, Cn = ci.Cn;
+  const i64 t0 = ci.t0;
+  // Intra-chunk terms, thread per (channel c, 16-row sub-chunk X of rows x0 + i); a warp covers 32
+  // channels of one X (K % 32 == 0). Pairs across sub-chunks factor through a reference row between
+  // them (spec section 5): row x0 for the rows of X as queries of earlier keys, row x0 + 15 for them
+  // as keys of later rows, so both factors are e^(non-positive) and one exp serves 16 rows. Pairs
+  // inside X take the exact e^(b_i - b_j), shared by the query and the key direction.
+  //   dqi[x] = sum_{j<=x} dA[x][j] k_j e^(b_x-b_j),  kr[x] = sum_{j<x} dAkk[x][j] k_j e^(b_x-b_j),
+  //   dkt[x] = sum_{r>=x} (dA[r][x] q_r + dAkk[r][x] beta_r k_r) e^(b_r-b_x)
+#pragma unroll 1
+  for (int item = tid; item < 4 * K; item += kNT) {
+    const int c = item % K, x0 = 16 * (item / K);
+    if (x0 >= Cn) continue;  // warp-uniform
+    float bq[16], kq[16], qq[16], dq0[16], dk0[16];
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      const int x = x0 + i;
+      bq[i] = b_s[x * KP + c];
+      kq[i] = k_s[x * KP + c];
+      qq[i] = q_s[x * KP + c];
+      const i64 gx = ((t0 + x) * p.HV + hv) * K + c;
+      dq0[i] = x < Cn ? p.dqe[gx] : 0.f;  // issued early, used at the end
+      dk0[i] = x < Cn ? p.dke[gx] : 0.f;
+    }
+    float dqi[16] = {}, kr[16] = {}, dkt[16] = {};
+    {  // earlier keys j < x0, reference row x0
+      const float bref = bq[0];
+#pragma unroll 2
+      for (int j = 0; j < x0; ++j) {
+        const float kt = k_s[j * KP + c] * __expf(bref - b_s[j * KP + c]);
+#pragma unroll
+        for (int i = 0; i < 16; ++i) {
+          dqi[i] += dA_s[(x0 + i) * kP64 + j] * kt;
+          kr[i] += dT_s[(x0 + i) * kP64 + j] * kt;
+        }
+      }
+#pragma unroll
+      for (int i = 1; i < 16; ++i) {
+        const float e = __expf(bq[i] - bref);
+        dqi[i] *= e;
+        kr[i] *= e;
+      }
+    }
+    {  // later rows r > x0 + 15, reference row x0 + 15 (padded rows carry the last valid gate)
+      const float bref = bq[15];
+#pragma unroll 2
+      for (int r = x0 + 16; r < Cn; ++r) {
+        const float e = __expf(b_s[r * KP + c] - bref);
+        const float qt = q_s[r * KP + c] * e, kt = beta_s[r] * k_s[r * KP + c] * e;
+#pragma unroll
+        for (int i = 0; i < 16; ++i) dkt[i] += dA_s[r * kP64 + x0 + i] * qt + dT_s[r * kP64 + x0 + i] * kt;
+      }
+#pragma unroll
+      for (int i = 0; i < 15; ++i) dkt[i] *= __expf(bref - bq[i]);
+    }
+    // pairs inside X (i >= j)
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      const float a_row = qq[i], l_row = beta_s[x0 + i] * kq[i];
+#pragma unroll
+      for (int j = 0; j <= i; ++j) {
+        const float e = __expf(bq[i] - bq[j]);
+        const float a = dA_s[(x0 + i) * kP64 + x0 + j], l = dT_s[(x0 + i) * kP64 + x0 + j];  // dAkk[i][i] = 0
+        dqi[i] += a * kq[j] * e;
+        kr[i] += l * kq[j] * e;
+        dkt[j] += (a * a_row + l * l_row) * e;
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      const int x = x0 + i;
+      if (x < Cn) {  // warp-uniform
+        const i64 gx = ((t0 + x) * p.HV + hv) * K + c;
+        const float dkrow = beta_s[x] * kr[i];
+        p.dqe[gx] = dq0[i] + dqi[i];
+        p.dke[gx] = dk0[i] + dkrow + dkt[i];
+        dw_s[x * KP + c] += qq[i] * dqi[i] + (dkrow - dkt[i]) * kq[i];
+        const float bsum = warp_sum(kr[i] * kq[i]);
+        if ((tid & 31) == 0) atomicAdd(&dbt_s[x], bsum);
+      }
+    }
+  }
+  __syncthreads();
+  // last row: the terms through bL, e^bL rowsum(H dh) + colsum(k dk_e); reverse cumsum -> dg
+  if (tid < K) {
+    const int c = tid;
+    dw_s[(Cn - 1) * KP + c] += __expf(bL_s[c]) * p.hd[(static_cast<i64>(ci.gidx) * p.HV + hv) * K + c] + cs_s[c];
+  }
+  __syncthreads();
+  if (p.kda) {
+    if (tid < K) {
+      const int c = tid;
+      float acc = 0.f;
+      for (int r = Cn - 1; r >= 0; --r) {
+        acc += dw_s[r * KP + c];
+        p.dgv[((t0 + r) * p.HV + hv) * K + c] = acc;
+      }
+    }
+  } else {
+    // GDN: row sums, then the reverse cumsum
+    for (int r = threadIdx.x >> 5; r < Cn; r += kNT / 32) {
+      float s = 0.f;
+      for (int c = threadIdx.x & 31; c < K; c += 32) s += dw_s[r * KP + c];
+      s = warp_sum(s);
+      if ((threadIdx.x & 31) == 0) red_s[r] = s;
+    }
+    __syncthreads();
+    if (tid == 0) {
+      float acc = 0.f;
+      for (int r = Cn - 1; r >= 0; --r) {
+        acc += red_s[r];
+        p.dgv[(t0 + r) * p.HV + hv] = acc;
+      }
+    }
+  }
+  if (tid < Cn) p.dbp[(t0 + tid) * p.HV + hv] = dbt_s[tid];
+}
+
 // ---------------------------------------------------------------------------------------------
 // D2: per (chunk, value head) WY backward, intra-chunk gated products, db -> dg.
 // smem: q, k, b, dw(then db) [64][K+1]; Tinv, dAqk, dT(then dAkk), X [64][65]; beta, dbeta [64]
@@ -1028,120 +1397,180 @@ __global__ void __launch_bounds__(kNT, 1) grad_k_kernel(const Params p) {
     for (int j = 0; j < TN; ++j) atomicAdd(&cs_s[tx + 16 * j], csum[j]);
   }
   __syncthreads();
-  // Intra-chunk terms, thread per (channel c, 16-row sub-chunk X of rows x0 + i); a warp covers 32
-  // channels of one X (K % 32 == 0). Pairs across sub-chunks factor through a reference row between
-  // them (spec section 5): row x0 for the rows of X as queries of earlier keys, row x0 + 15 for them
-  // as keys of later rows, so both factors are e^(non-positive) and one exp serves 16 rows. Pairs
-  // inside X take the exact e^(b_i - b_j), shared by the query and the key direction.
-  //   dqi[x] = sum_{j<=x} dA[x][j] k_j e^(b_x-b_j),  kr[x] = sum_{j<x} dAkk[x][j] k_j e^(b_x-b_j),
-  //   dkt[x] = sum_{r>=x} (dA[r][x] q_r + dAkk[r][x] beta_r k_r) e^(b_r-b_x)
-#pragma unroll 1
-  for (int item = tid; item < 4 * K; item += kNT) {
-    const int c = item % K, x0 = 16 * (item / K);
-    if (x0 >= Cn) continue;  // warp-uniform
-    float bq[16], kq[16], qq[16], dq0[16], dk0[16];
+  grad_k_intra_tail<K>(p, ci, hv, q_s, k_s, b_s, dw_s, dA_s, dT_s, beta_s, dbt_s, bL_s, cs_s, X_s);
+}
+
+// ---------------------------------------------------------------------------------------------
+// D2 on tensor cores (grad_k_tc_kernel; LINA_DELTA_BWD_SIMT=1 selects grad_k_kernel). The four
+// C x C x K / C x C x C products of the WY backward run on mma.sync with hi + lo operands:
+//   dT = tril_strict((dw kgb^T + dTv) beta_j), kgb = k e^b;  X = Tinv^T dT;  dAkk = -tril_strict(X Tinv^T);
+//   dkgb = Tinv^T dw (kept in the accumulators through the db epilogue).
+// Warp tiles: rows m0 = 16 (warp % 4), columns 32 (warp / 4) of [64][64] (dT, X, dAkk) or K/2 (warp / 4)
+// of [64][K] (dkgb); k16 steps that only meet zeros of the triangular factors are skipped. The intra
+// loop, the bL terms and the reverse cumsum are grad_k_intra_tail, as in grad_k_kernel.
+template <int K>
+struct GradKTcSmem {
+  static constexpr int KP = K + 1, KB = K + 8;
+  float q[kC][KP];
+  float k[kC][KP];
+  float b[kC][KP];
+  union R1 {
+    alignas(16) bf16 dw[2][kC][KB];  // dw hi / lo, dead after dkgb
+    float db[kC][KP];    // then db (fits: 4 (K + 8) >= 4 (K + 1) bytes per row)
+  } r1;
+  union R2 {
+    alignas(16) bf16 kgb[2][kC][KB];  // k e^b, dead after dT
+    bf16 dT[2][kC][72];   // then dT, dead after X
+    bf16 X[2][kC][72];    // then X = Tinv^T dT
+  } r2;
+  alignas(16) bf16 T[2][kC][72];  // Tinv [r][j]
+  float dA[kC][kP64];
+  float dAkk[kC][kP64];  // dTv first, then dAkk
+  float beta[kC], dbt[kC], red[kC];
+  float bL[K], cs[K];
+};
+
+template <int K>
+__global__ void __launch_bounds__(kNT, 1) grad_k_tc_kernel(const Params p) {
+  // Declared as the SIMT kernels' float array: through the __align__(16) byte array (grad_v's) the
+  // inlined intra loop spills at 255 registers, through this one it does not (ptxas, CUDA 13.0). The
+  // dynamic shared window starts 16-byte aligned (no static shared memory here), as ldmatrix needs.
+  extern __shared__ float sm[];
+  auto& s = *reinterpret_cast<GradKTcSmem<K>*>(sm);
+  constexpr int KP = K + 1, KB = K + 8, NK = K / 16;
+  const int hv = blockIdx.y, h = hv / p.G, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const int wr = warp & 3, m0 = 16 * wr, n0 = 32 * (warp >> 2), nk0 = (K / 2) * (warp >> 2);
+  const ChunkInfo ci = chunk_info(p, blockIdx.x);
+  const i64 t0 = ci.t0;
+  const int Cn = ci.Cn;
+  const auto row = [&](int r) { return (t0 + r) * p.HV + hv; };
+  load_rows<K>(&s.q[0][0], KP, p.qn, t0, Cn, p.H, h, K, 0);
+  load_rows<K>(&s.k[0][0], KP, p.kn, t0, Cn, p.H, h, K, 0);
+  load_gate_rows<K>(p, &s.b[0][0], s.bL, t0, Cn, hv);
+  fill_split<kC, K, KB>(&s.r1.dw[0][0][0], &s.r1.dw[1][0][0],
+                        [&](int r, int c) { return r < Cn ? ld4(p.dw + row(r) * K + c) : kZero4; });
+  fill_split<kC, kC, 72>(&s.T[0][0][0], &s.T[1][0][0], [&](int r, int c) { return r < Cn ? ld4(p.Tinv + row(r) * kC + c) : kZero4; });
+  load_rows<kC>(&s.dA[0][0], kP64, p.dAqk, t0, Cn, p.HV, hv, kC, 0);
+  load_rows<kC>(&s.dAkk[0][0], kP64, p.dTv, t0, Cn, p.HV, hv, kC, 0);
+  if (tid < kC) {
+    s.beta[tid] = tid < Cn ? p.bt[row(tid)] : 0.f;
+    s.dbt[tid] = tid < Cn ? p.dbp[row(tid)] : 0.f;
+  }
+  if (tid < K) s.cs[tid] = 0.f;
+  __syncthreads();
+  // kgb = k e^b (GDN: b is the broadcast scalar cumsum)
+  for (int i = tid; i < kC * K / 2; i += kNT) {
+    const int r = i / (K / 2), c = 2 * (i % (K / 2));
+    std::uint32_t hi, lo;
+    cuda_util::pack_bf16_split(s.k[r][c] * __expf(s.b[r][c]), s.k[r][c + 1] * __expf(s.b[r][c + 1]), hi, lo);
+    st_u32(&s.r2.kgb[0][r][c], hi);
+    st_u32(&s.r2.kgb[1][r][c], lo);
+  }
+  __syncthreads();
+  // dT = tril_strict((dw kgb^T + dTv) * beta_j); tiles entirely above the diagonal are zero
+  const bool upper = n0 >= m0 + 16;
+  float acc[4][4] = {};
+  if (!upper)
+    warp_mma_split<4, false, true>(acc, &s.r1.dw[0][0][0], &s.r1.dw[1][0][0], KB, m0, &s.r2.kgb[0][0][0], &s.r2.kgb[1][0][0], KB,
+                                   n0, 0, K / 16, lane);
 #pragma unroll
-    for (int i = 0; i < 16; ++i) {
-      const int x = x0 + i;
-      bq[i] = b_s[x * KP + c];
-      kq[i] = k_s[x * KP + c];
-      qq[i] = q_s[x * KP + c];
-      const i64 gx = ((t0 + x) * p.HV + hv) * K + c;
-      dq0[i] = x < Cn ? p.dqe[gx] : 0.f;  // issued early, used at the end
-      dk0[i] = x < Cn ? p.dke[gx] : 0.f;
-    }
-    float dqi[16] = {}, kr[16] = {}, dkt[16] = {};
-    {  // earlier keys j < x0, reference row x0
-      const float bref = bq[0];
-#pragma unroll 2
-      for (int j = 0; j < x0; ++j) {
-        const float kt = k_s[j * KP + c] * __expf(bref - b_s[j * KP + c]);
+  for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
-        for (int i = 0; i < 16; ++i) {
-          dqi[i] += dA_s[(x0 + i) * kP64 + j] * kt;
-          kr[i] += dT_s[(x0 + i) * kP64 + j] * kt;
+    for (int hf = 0; hf < 2; ++hf)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int r = m0 + g + 8 * hf, j = n0 + 8 * nt + 2 * t + e;
+        acc[nt][2 * hf + e] = (j < r && r < Cn) ? (acc[nt][2 * hf + e] + s.dAkk[r][j]) * s.beta[j] : 0.f;
+      }
+  __syncthreads();  // kgb is consumed
+  store_split<4, 72>(&s.r2.dT[0][0][0], &s.r2.dT[1][0][0], acc, m0, n0, lane);
+  __syncthreads();
+  // X = Tinv^T dT (Tinv^T[r][m] = 0 for m < r: k16 steps from the warp's row block on) and
+  // dkgb = Tinv^T dw
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[nt][e] = 0.f;
+  warp_mma_split<4, true, false>(acc, &s.T[0][0][0], &s.T[1][0][0], 72, m0, &s.r2.dT[0][0][0], &s.r2.dT[1][0][0], 72, n0, wr, 4,
+                                 lane);
+  float dkgb[NK][4] = {};
+  warp_mma_split<NK, true, false>(dkgb, &s.T[0][0][0], &s.T[1][0][0], 72, m0, &s.r1.dw[0][0][0], &s.r1.dw[1][0][0], KB, nk0, wr,
+                                  4, lane);
+  __syncthreads();  // dT and dw are consumed
+  store_split<4, 72>(&s.r2.X[0][0][0], &s.r2.X[1][0][0], acc, m0, n0, lane);
+  // db (into dw's space) and the dk partial, from dkgb's accumulators: rows m0 + g (+8), columns
+  // nk0 + 8 nt + 2 t (+1)
+  {
+    float rsum[2] = {}, csum[NK][2] = {};
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      const int r = m0 + g + 8 * hf;
+      const float br = s.beta[r];
+#pragma unroll
+      for (int nt = 0; nt < NK; ++nt) {
+        const int c = nk0 + 8 * nt + 2 * t;
+        float db[2] = {0.f, 0.f};
+        if (r < Cn) {
+          const i64 x = row(r) * K + c;
+          const float2 dke = ld2(p.dke + x), dqe = ld2(p.dqe + x);  // dke: still the pure inter part dk_e
+          const float dk2[2] = {dke.x, dke.y}, dq2[2] = {dqe.x, dqe.y};
+          float nd[2];
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const float d = dkgb[nt][2 * hf + e];
+            const float eb = __expf(s.b[r][c + e]), kv = s.k[r][c + e], kgb = kv * eb;
+            rsum[hf] += d * kgb;
+            csum[nt][e] += kv * dk2[e];
+            db[e] = s.q[r][c + e] * dq2[e] - kv * dk2[e] + kgb * d * br;
+            nd[e] = dk2[e] + d * eb * br;
+          }
+          st2(p.dke + x, nd[0], nd[1]);  // dk partial (per value head)
         }
-      }
-#pragma unroll
-      for (int i = 1; i < 16; ++i) {
-        const float e = __expf(bq[i] - bref);
-        dqi[i] *= e;
-        kr[i] *= e;
-      }
-    }
-    {  // later rows r > x0 + 15, reference row x0 + 15 (padded rows carry the last valid gate)
-      const float bref = bq[15];
-#pragma unroll 2
-      for (int r = x0 + 16; r < Cn; ++r) {
-        const float e = __expf(b_s[r * KP + c] - bref);
-        const float qt = q_s[r * KP + c] * e, kt = beta_s[r] * k_s[r * KP + c] * e;
-#pragma unroll
-        for (int i = 0; i < 16; ++i) dkt[i] += dA_s[r * kP64 + x0 + i] * qt + dT_s[r * kP64 + x0 + i] * kt;
-      }
-#pragma unroll
-      for (int i = 0; i < 15; ++i) dkt[i] *= __expf(bref - bq[i]);
-    }
-    // pairs inside X (i >= j)
-#pragma unroll
-    for (int i = 0; i < 16; ++i) {
-      const float a_row = qq[i], l_row = beta_s[x0 + i] * kq[i];
-#pragma unroll
-      for (int j = 0; j <= i; ++j) {
-        const float e = __expf(bq[i] - bq[j]);
-        const float a = dA_s[(x0 + i) * kP64 + x0 + j], l = dT_s[(x0 + i) * kP64 + x0 + j];  // dAkk[i][i] = 0
-        dqi[i] += a * kq[j] * e;
-        kr[i] += l * kq[j] * e;
-        dkt[j] += (a * a_row + l * l_row) * e;
+        s.r1.db[r][c] = db[0];
+        s.r1.db[r][c + 1] = db[1];
       }
     }
 #pragma unroll
-    for (int i = 0; i < 16; ++i) {
-      const int x = x0 + i;
-      if (x < Cn) {  // warp-uniform
-        const i64 gx = ((t0 + x) * p.HV + hv) * K + c;
-        const float dkrow = beta_s[x] * kr[i];
-        p.dqe[gx] = dq0[i] + dqi[i];
-        p.dke[gx] = dk0[i] + dkrow + dkt[i];
-        dw_s[x * KP + c] += qq[i] * dqi[i] + (dkrow - dkt[i]) * kq[i];
-        const float bsum = warp_sum(kr[i] * kq[i]);
-        if ((tid & 31) == 0) atomicAdd(&dbt_s[x], bsum);
-      }
+    for (int hf = 0; hf < 2; ++hf) {
+      float v = rsum[hf];
+      v += __shfl_xor_sync(0xffffffffu, v, 1);
+      v += __shfl_xor_sync(0xffffffffu, v, 2);
+      const int r = m0 + g + 8 * hf;
+      if (t == 0 && r < Cn) atomicAdd(&s.dbt[r], v);
     }
+#pragma unroll
+    for (int nt = 0; nt < NK; ++nt)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        float v = csum[nt][e];
+        v += __shfl_xor_sync(0xffffffffu, v, 4);
+        v += __shfl_xor_sync(0xffffffffu, v, 8);
+        v += __shfl_xor_sync(0xffffffffu, v, 16);
+        if (g == 0) atomicAdd(&s.cs[nk0 + 8 * nt + 2 * t + e], v);
+      }
   }
+  __syncthreads();  // X is written
+  // dAkk = -tril_strict(X Tinv^T) over dTv (consumed above): columns c < r only meet m <= c < r,
+  // i.e. the k16 steps up to the warp's row block
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[nt][e] = 0.f;
+  if (!upper)
+    warp_mma_split<4, false, true>(acc, &s.r2.X[0][0][0], &s.r2.X[1][0][0], 72, m0, &s.T[0][0][0], &s.T[1][0][0], 72, n0, 0, wr + 1,
+                                   lane);
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      const int r = m0 + g + 8 * hf, c = n0 + 8 * nt + 2 * t;
+      // two scalar stores: the odd fp32 pitch (kP64) leaves &dAkk[r][c] only 4-byte aligned on odd rows
+      s.dAkk[r][c] = c < r ? -acc[nt][2 * hf] : 0.f;
+      s.dAkk[r][c + 1] = c + 1 < r ? -acc[nt][2 * hf + 1] : 0.f;
+    }
   __syncthreads();
-  // last row: the terms through bL, e^bL rowsum(H dh) + colsum(k dk_e); reverse cumsum -> dg
-  if (tid < K) {
-    const int c = tid;
-    dw_s[(Cn - 1) * KP + c] += __expf(bL_s[c]) * p.hd[(static_cast<i64>(ci.gidx) * p.HV + hv) * K + c] + cs_s[c];
-  }
-  __syncthreads();
-  if (p.kda) {
-    if (tid < K) {
-      const int c = tid;
-      float acc = 0.f;
-      for (int r = Cn - 1; r >= 0; --r) {
-        acc += dw_s[r * KP + c];
-        p.dgv[((t0 + r) * p.HV + hv) * K + c] = acc;
-      }
-    }
-  } else {
-    // GDN: row sums, then the reverse cumsum
-    for (int r = threadIdx.x >> 5; r < Cn; r += kNT / 32) {
-      float s = 0.f;
-      for (int c = threadIdx.x & 31; c < K; c += 32) s += dw_s[r * KP + c];
-      s = warp_sum(s);
-      if ((threadIdx.x & 31) == 0) X_s[r] = s;
-    }
-    __syncthreads();
-    if (tid == 0) {
-      float acc = 0.f;
-      for (int r = Cn - 1; r >= 0; --r) {
-        acc += X_s[r];
-        p.dgv[(t0 + r) * p.HV + hv] = acc;
-      }
-    }
-  }
-  if (tid < Cn) p.dbp[(t0 + tid) * p.HV + hv] = dbt_s[tid];
+  grad_k_intra_tail<K>(p, ci, hv, &s.q[0][0], &s.k[0][0], &s.b[0][0], &s.r1.db[0][0], &s.dA[0][0], &s.dAkk[0][0], s.beta, s.dbt,
+                       s.bL, s.cs, s.red);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1258,7 +1687,11 @@ struct SmemSize {
   static constexpr size_t C = sizeof(StateBwdSmem<K>);
   static constexpr size_t D1 = sizeof(GradVSmem<K>);
   static constexpr size_t D2 = sizeof(float) * (4 * kC * KP + 4 * kC * kP64 + 2 * kC + 2 * K);
+  static constexpr size_t Atc = sizeof(PrepTcSmem<K>);
+  static constexpr size_t D2tc = sizeof(GradKTcSmem<K>);
 };
+static_assert(SmemSize<128>::D2tc <= 227 * 1024, "grad_k_tc_kernel<128> shared memory over the sm_90 limit");
+static_assert(SmemSize<128>::Atc <= 227 * 1024, "chunk_prep_tc_kernel<128> shared memory over the sm_90 limit");
 static_assert(SmemSize<128>::D2 <= 227 * 1024, "grad_k_kernel<128> shared memory over the sm_90 limit");
 static_assert(SmemSize<128>::C <= 227 * 1024, "state_bwd_kernel<128> shared memory over the sm_90 limit");
 
@@ -1275,6 +1708,16 @@ void launch(Kern kern, dim3 grid, int threads, size_t smem, cudaStream_t st, con
 bool stage_timing() {
   static const bool on = [] {
     const char* e = std::getenv("LINA_DELTA_BWD_STAGES");
+    return e && *e && *e != '0';
+  }();
+  return on;
+}
+
+// LINA_DELTA_BWD_SIMT=1 runs the fp32 SIMT chunk_prep / grad_k kernels instead of the tensor-core ones
+// (the comparison for accuracy and time).
+bool simt_chunk_kernels() {
+  static const bool on = [] {
+    const char* e = std::getenv("LINA_DELTA_BWD_SIMT");
     return e && *e && *e != '0';
   }();
   return on;
@@ -1300,7 +1743,15 @@ void run_pipeline(const Params& prm, int total_chunks, cudaStream_t st) {
   mark("start");
   launch(prep_qk_kernel, warps(prm.R * prm.H), 256, 0, st, prm, "delta_bwd prep_qk");
   mark("prep_qk");
-  launch(chunk_prep_kernel<K>, chunk_grid, kNT, S::A, st, prm, "delta_bwd chunk_prep");
+  const bool simt = simt_chunk_kernels();
+  // K = 64 keeps the SIMT chunk_prep: on the H200 it measured 0.35 ms against the tensor-core kernel's
+  // 0.45 ms at KDA B8_T1024_H8_D64 (K = 128: 10.2 vs 7.0 ms at B1_T8192_H96), so <64> is not built.
+  if constexpr (K == 64)
+    launch(chunk_prep_kernel<K>, chunk_grid, kNT, S::A, st, prm, "delta_bwd chunk_prep");
+  else if (simt)
+    launch(chunk_prep_kernel<K>, chunk_grid, kNT, S::A, st, prm, "delta_bwd chunk_prep");
+  else
+    launch(chunk_prep_tc_kernel<K>, chunk_grid, kNT, S::Atc, st, prm, "delta_bwd chunk_prep");
   mark("chunk_prep");
   launch(state_fwd_kernel<K>, seq_grid, kNT, S::B, st, prm, "delta_bwd state_fwd");
   mark("state_fwd");
@@ -1308,7 +1759,10 @@ void run_pipeline(const Params& prm, int total_chunks, cudaStream_t st) {
   mark("state_bwd");
   launch(grad_v_kernel<K>, chunk_grid, kNT, S::D1, st, prm, "delta_bwd grad_v");
   mark("grad_v");
-  launch(grad_k_kernel<K>, chunk_grid, kNT, S::D2, st, prm, "delta_bwd grad_k");
+  if (simt)
+    launch(grad_k_kernel<K>, chunk_grid, kNT, S::D2, st, prm, "delta_bwd grad_k");
+  else
+    launch(grad_k_tc_kernel<K>, chunk_grid, kNT, S::D2tc, st, prm, "delta_bwd grad_k");
   mark("grad_k");
   launch(post_qk_kernel, warps(prm.R * prm.H), 256, 0, st, prm, "delta_bwd post_qk");
   mark("post_qk");
