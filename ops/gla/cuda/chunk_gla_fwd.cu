@@ -560,18 +560,22 @@ __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fw
 
 // ---------------------------------------------------------------------------------------------------
 // v5 (K = 128, VT = 128; LINA_GLA_FWD_VERSION=5, docs/kernels/chunk_gla_fwd.md "Next version"):
-// warp-specialised, chunks overlapped. 4 producer warps load chunk n+1 (cp.async), scan its gate, make
+// warp-specialised, chunks overlapped. 8 producer warps load chunk n+1 (cp.async), scan its gate, make
 // qe, kr, ke in place and A = causal(qe kr^T) as bf16 hi + lo, while 8 consumer warps run the o and state
 // GEMMs of chunk n. Three stages of {q/qe, k/ke, v, g/kr/A, 2^rho, 2^bL, steep flags}; hand-over through
 // mbarriers only (landed: cp.async done, full: operands ready, empty: consumers done), no CTA barrier in
 // the chunk loop. The consumers hold the state transposed, H^T [VT][K] (warp w: value columns 16w..16w+15,
 // all K channels), so its accumulator layout is the B fragment layout of o = qe @ (2^rho H): no bf16 copy
 // of H through shared memory and no barrier between the state and o. Same operands, roundings and steep
-// fallback as v4.
+// fallback as v4. Registers: launched at 512 threads (128 each); the producer warpgroups give theirs
+// down to kProducerRegs and the consumer warpgroups take kConsumerRegs (setmaxnreg), because the H200
+// profile of the 4-producer version (384 threads) showed the consumers waiting on `full` for half the
+// chunk: one latency-bound producer warp per scheduler was the bound.
 namespace v5 {
 constexpr int K = 128, VT = 128;
-constexpr int NCW = 8, NPW = 4;               // consumer, producer warps
-constexpr int NT = (NCW + NPW) * 32;          // 384 threads: 168 registers each at 1 CTA / SM
+constexpr int NCW = 8, NPW = 8;               // consumer, producer warps (two warpgroups each)
+constexpr int NT = (NCW + NPW) * 32;          // 512 threads: 128 registers each at launch, 1 CTA / SM
+constexpr int kConsumerRegs = 160, kProducerRegs = 96;  // setmaxnreg: 256 x (168 + 88) = 65,536
 constexpr int NCT = NCW * 32, NPT = NPW * 32;
 constexpr int STAGES = 3;
 constexpr int kQ = K + 8, kVs = VT + 8, kAs = kC + 8;
@@ -581,7 +585,7 @@ constexpr std::size_t a_bytes = 1ull * kC * kAs * 2;          // A hi or A lo
 constexpr std::size_t ga_bytes = tile > 2 * a_bytes ? tile : 2 * a_bytes;  // g, then kr, then A hi + lo
 constexpr std::size_t off_k = tile, off_v = 2 * tile, off_g = 3 * tile, off_re = off_g + ga_bytes;
 constexpr std::size_t off_dl = off_re + K * 4, off_flag = off_dl + K * 4;
-constexpr std::size_t stage_bytes = off_flag + 16;           // 4 int flags (one per producer warp)
+constexpr std::size_t stage_bytes = off_flag + 4 * NPW;      // one int steep flag per producer warp
 constexpr std::size_t off_ck = STAGES * stage_bytes;         // [K] 2^(bL - rho), producer-private
 constexpr std::size_t off_bar = off_ck + K * 4;              // full[3], empty[3], landed[3], producer barrier
 constexpr std::size_t smem = off_bar + (3 * STAGES + 1) * 8;
@@ -589,6 +593,15 @@ static_assert(kQ == kVs, "v tile shares the q/k tile size");
 static_assert(stage_bytes % 16 == 0 && off_bar % 8 == 0, "alignment");
 static_assert(smem <= 227ull * 1024, "shared memory per CTA");
 static_assert(CGP * NPW * 8 == K && NCW * 16 == VT, "warp layout");
+static_assert(NCW % 4 == 0 && NPW % 4 == 0, "setmaxnreg acts per warpgroup: each role is whole warpgroups");
+static_assert(NCW * 32 * kConsumerRegs + NPW * 32 * kProducerRegs <= 65536, "register file");
+constexpr int kABlocks = (10 + NPW - 1) / NPW;  // causal 16x16 blocks of A per producer warp
+__device__ __forceinline__ bool any_steep(const int* flags) {
+  int f = 0;
+#pragma unroll
+  for (int w = 0; w < NPW; ++w) f |= flags[w];
+  return f != 0;
+}
 }  // namespace v5
 
 __global__ void __launch_bounds__(v5::NT, 1) chunk_gla_fwd_ws(Params p) {
@@ -621,9 +634,10 @@ __global__ void __launch_bounds__(v5::NT, 1) chunk_gla_fwd_ws(Params p) {
 
   if (warp >= NCW) {
     // ================= producer warps: loads, gate scan, operands, A =================
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegs));
     const int pw = warp - NCW, ptid = tid - NCT;
     std::uint32_t pphase = 0;
-    auto psync = [&]() {  // the 4 producer warps (mbarrier, so consumers are not involved)
+    auto psync = [&]() {  // the producer warps (mbarrier, so consumers are not involved)
       mbar_arrive(pbar);
       mbar_wait(pbar, pphase);
       pphase ^= 1u;
@@ -714,7 +728,7 @@ __global__ void __launch_bounds__(v5::NT, 1) chunk_gla_fwd_ws(Params p) {
       bad = __any_sync(0xffffffffu, bad);
       if (lane == 0) sFlag[pw] = bad ? 1 : 0;
       psync();  // flags, sCk and the raw tiles' reads of the scan are complete
-      const bool steep = sFlag[0] | sFlag[1] | sFlag[2] | sFlag[3];
+      const bool steep = any_steep(sFlag);
 
       if (!steep) {
         // ---- operands in place: q -> qe, g -> kr, k -> ke (v4's arithmetic).
@@ -744,10 +758,10 @@ __global__ void __launch_bounds__(v5::NT, 1) chunk_gla_fwd_ws(Params p) {
         }
         if (want_o) {
           psync();  // qe and kr complete
-          // ---- A = causal(qe kr^T): the 10 causal 16x16 blocks (rb >= jb), block i = pw + 4 bi.
-          float aacc[3][2][4];
+          // ---- A = causal(qe kr^T): the 10 causal 16x16 blocks (rb >= jb), block i = pw + NPW bi.
+          float aacc[kABlocks][2][4];
 #pragma unroll
-          for (int bi = 0; bi < 3; ++bi) {
+          for (int bi = 0; bi < kABlocks; ++bi) {
             const int i = pw + NPW * bi;
             const int rb = (i >= 1) + (i >= 3) + (i >= 6), jb = i - rb * (rb + 1) / 2;
 #pragma unroll
@@ -767,7 +781,7 @@ __global__ void __launch_bounds__(v5::NT, 1) chunk_gla_fwd_ws(Params p) {
           __nv_bfloat16* sAh = sg;
           __nv_bfloat16* sAl = sg + kC * kAs;
 #pragma unroll
-          for (int bi = 0; bi < 3; ++bi) {
+          for (int bi = 0; bi < kABlocks; ++bi) {
             const int i = pw + NPW * bi;
             if (i >= 10) continue;
             const int rb = (i >= 1) + (i >= 3) + (i >= 6), jb = i - rb * (rb + 1) / 2;
@@ -808,6 +822,7 @@ __global__ void __launch_bounds__(v5::NT, 1) chunk_gla_fwd_ws(Params p) {
   }
 
   // ================= consumer warps: o and the state, value columns vc0 .. vc0 + 15 =================
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegs));
   const int vc0 = warp * 16;
   // ht[nt][e]: H[ch][v] with ch = nt * 8 + 2 t4 + (e & 1), v = vc0 + g8 + (e >= 2 ? 8 : 0) (tile columns).
   float ht[K / 8][4];
@@ -838,7 +853,7 @@ __global__ void __launch_bounds__(v5::NT, 1) chunk_gla_fwd_ws(Params p) {
     const __nv_bfloat16 *sq = bf(st, 0), *sk = bf(st, off_k), *sv = bf(st, off_v), *sg = bf(st, off_g);
     const float *sRe = fl(st, off_re), *sDl = fl(st, off_dl);
     const int* sFlag = reinterpret_cast<const int*>(st_ptr(st, off_flag));
-    const bool steep = sFlag[0] | sFlag[1] | sFlag[2] | sFlag[3];
+    const bool steep = any_steep(sFlag);
     if (!steep) {
       if (want_o) {
         // ---- o = qe @ (2^rho H): B fragments straight from the state registers (bf16(2^rho H), as v4's H^T).
