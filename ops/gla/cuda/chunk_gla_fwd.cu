@@ -579,20 +579,20 @@ constexpr int kConsumerRegs = 160, kProducerRegs = 96;  // setmaxnreg: 256 x (16
 constexpr int NCT = NCW * 32, NPT = NPW * 32;
 constexpr int STAGES = 3;
 constexpr int kQ = K + 8, kVs = VT + 8, kAs = kC + 8;
-constexpr int CGP = K / 8 / NPW;              // 8-channel groups per producer warp
 constexpr std::size_t tile = 1ull * kC * kQ * 2;             // q, k, g tiles (kQ == kVs: v too)
 constexpr std::size_t a_bytes = 1ull * kC * kAs * 2;          // A hi or A lo
 constexpr std::size_t ga_bytes = tile > 2 * a_bytes ? tile : 2 * a_bytes;  // g, then kr, then A hi + lo
 constexpr std::size_t off_k = tile, off_v = 2 * tile, off_g = 3 * tile, off_re = off_g + ga_bytes;
 constexpr std::size_t off_dl = off_re + K * 4, off_flag = off_dl + K * 4;
 constexpr std::size_t stage_bytes = off_flag + 4 * NPW;      // one int steep flag per producer warp
-constexpr std::size_t off_ck = STAGES * stage_bytes;         // [K] 2^(bL - rho), producer-private
-constexpr std::size_t off_bar = off_ck + K * 4;              // full[3], empty[3], landed[3], producer barrier
+constexpr std::size_t off_tot = STAGES * stage_bytes;        // [4][K] quarter gate sums, producer-private
+constexpr std::size_t off_bar = off_tot + 4 * K * 4;         // full[3], empty[3], landed[3], producer barrier
 constexpr std::size_t smem = off_bar + (3 * STAGES + 1) * 8;
 static_assert(kQ == kVs, "v tile shares the q/k tile size");
 static_assert(stage_bytes % 16 == 0 && off_bar % 8 == 0, "alignment");
 static_assert(smem <= 227ull * 1024, "shared memory per CTA");
-static_assert(CGP * NPW * 8 == K && NCW * 16 == VT, "warp layout");
+static_assert(NPW == 8 && K == 2 * 64 && kC == 4 * 16 && NCW * 16 == VT,
+              "warp layout: producers 2 channel halves (2 per lane) x 4 row quarters; consumers 16 value columns");
 static_assert(NCW % 4 == 0 && NPW % 4 == 0, "setmaxnreg acts per warpgroup: each role is whole warpgroups");
 static_assert(NCW * 32 * kConsumerRegs + NPW * 32 * kProducerRegs <= 65536, "register file");
 constexpr int kABlocks = (10 + NPW - 1) / NPW;  // causal 16x16 blocks of A per producer warp
@@ -609,7 +609,7 @@ __global__ void __launch_bounds__(v5::NT, 1) chunk_gla_fwd_ws(Params p) {
   extern __shared__ __align__(16) unsigned char smem[];
   std::uint64_t* bar = reinterpret_cast<std::uint64_t*>(smem + off_bar);
   std::uint64_t *full = bar, *empty = bar + STAGES, *landed = bar + 2 * STAGES, *pbar = bar + 3 * STAGES;
-  float* sCk = reinterpret_cast<float*>(smem + off_ck);
+  float* sTot = reinterpret_cast<float*>(smem + off_tot);
   auto st_ptr = [&](int s, std::size_t off) { return smem + s * stage_bytes + off; };
   auto bf = [&](int s, std::size_t off) { return reinterpret_cast<__nv_bfloat16*>(st_ptr(s, off)); };
   auto fl = [&](int s, std::size_t off) { return reinterpret_cast<float*>(st_ptr(s, off)); };
@@ -662,9 +662,11 @@ __global__ void __launch_bounds__(v5::NT, 1) chunk_gla_fwd_ws(Params p) {
       }
       mbar_arrive_cp_async(landed + st);
     };
-    float segdec[CGP];  // mode 1: lane e < 8 keeps the product of 2^bL of channel (group cgi) * 8 + e
-#pragma unroll
-    for (int cgi = 0; cgi < CGP; ++cgi) segdec[cgi] = 1.f;
+    // Scan layout: warp pw owns channels c, c + 1 (c = 64 (pw & 1) + 2 lane) over the 16 rows of
+    // quarter pw >> 1; a thread scans its rows serially and the quarters meet through sTot (the
+    // shuffle scan of v4 was half of the producer time in the H200 profile of the 8-producer version).
+    const int cp = 64 * (pw & 1) + 2 * lane, quarter = pw >> 1, qr0 = 16 * quarter;
+    float2 segdec = make_float2(1.f, 1.f);  // mode 1, quarter 0: the product of 2^bL of channels cp, cp + 1
     if (nchunks > 0) issue(0, 0);
     for (int m = 0; m < nchunks; ++m) {
       const int st = m % STAGES;
@@ -679,82 +681,61 @@ __global__ void __launch_bounds__(v5::NT, 1) chunk_gla_fwd_ws(Params p) {
       float *sRe = fl(st, off_re), *sDl = fl(st, off_dl);
       int* sFlag = reinterpret_cast<int*>(st_ptr(st, off_flag));
 
-      // ---- cumsum (the scan of v4: lane l rows 2l, 2l+1, shuffle scan over lanes), groups pw + 4 cgi.
-      __syncwarp();  // the previous chunk's sCk reads of this warp are done before lanes 0..7 rewrite it
-      float hd0[CGP][8], hd1[CGP][8], fdl[CGP];
-      bool bad = false;
+      // ---- pass 1: the quarter's gate sums (log2 units) and the range of its running sums.
+      float2 run = make_float2(0.f, 0.f), lo = make_float2(0.f, 0.f), hi = make_float2(0.f, 0.f);
 #pragma unroll
-      for (int cgi = 0; cgi < CGP; ++cgi) {
-        const int c0 = (pw + cgi * NPW) * 8, r0 = 2 * lane;
-        float x0[8], x1[8], inc[8], rho[8], bl[8];
-        unpack8(*reinterpret_cast<const uint4*>(sg + r0 * kQ + c0), x0);
-        unpack8(*reinterpret_cast<const uint4*>(sg + (r0 + 1) * kQ + c0), x1);
+      for (int i = 0; i < 16; ++i) {
+        const float2 x = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(sg + (qr0 + i) * kQ + cp));
+        run.x += x.x * kLog2e;
+        run.y += x.y * kLog2e;
+        lo = i ? make_float2(fminf(lo.x, run.x), fminf(lo.y, run.y)) : run;
+        hi = i ? make_float2(fmaxf(hi.x, run.x), fmaxf(hi.y, run.y)) : run;
+      }
+      *reinterpret_cast<float2*>(sTot + quarter * K + cp) = run;
+      psync();  // every quarter's sum is in sTot
+      // ---- rho = b at row 31, bL = b at row 63; this quarter's running sums start at off (relative to rho)
+      float2 tq[4];
 #pragma unroll
-        for (int e = 0; e < 8; ++e) {
-          x0[e] *= kLog2e;
-          x1[e] *= kLog2e;
-          inc[e] = x0[e] + x1[e];
+      for (int u = 0; u < 4; ++u) tq[u] = *reinterpret_cast<const float2*>(sTot + u * K + cp);
+      const float2 rho = make_float2(tq[0].x + tq[1].x, tq[0].y + tq[1].y);
+      const float2 bL = make_float2(rho.x + tq[2].x + tq[3].x, rho.y + tq[2].y + tq[3].y);
+      float2 off = make_float2(-rho.x, -rho.y);
+#pragma unroll
+      for (int u = 0; u < 3; ++u)  // (a runtime bound would put tq in local memory)
+        if (u < quarter) {
+          off.x += tq[u].x;
+          off.y += tq[u].y;
         }
-#pragma unroll
-        for (int o = 1; o < 32; o <<= 1)
-#pragma unroll
-          for (int e = 0; e < 8; ++e) {
-            const float y = __shfl_up_sync(0xffffffffu, inc[e], o);
-            if (lane >= o) inc[e] += y;
-          }
-#pragma unroll
-        for (int e = 0; e < 8; ++e) {
-          rho[e] = __shfl_sync(0xffffffffu, inc[e], 15);
-          bl[e] = __shfl_sync(0xffffffffu, inc[e], 31);
-          hd0[cgi][e] = inc[e] - x1[e] - rho[e];
-          hd1[cgi][e] = inc[e] - rho[e];
-          bad |= !(fabsf(hd0[cgi][e]) <= kLim) || !(fabsf(hd1[cgi][e]) <= kLim);
-        }
-        // Lane e < 8 exponentiates channel e (the same ex2 of the same values as v4).
-        float rl = rho[0], bll = bl[0];
-#pragma unroll
-        for (int e = 1; e < 8; ++e)
-          if ((lane & 7) == e) {
-            rl = rho[e];
-            bll = bl[e];
-          }
-        fdl[cgi] = ex2(bll);
-        if (lane < 8) {
-          sRe[c0 + lane] = ex2(rl);
-          sDl[c0 + lane] = fdl[cgi];
-          sCk[c0 + lane] = ex2(bll - rl);
-        }
+      // |b_r - rho| over the quarter is largest at its lowest or highest running sum; the last sum
+      // carries a NaN of any row (fminf / fmaxf drop NaN).
+      bool bad = !(fabsf(off.x + lo.x) <= kLim) || !(fabsf(off.x + hi.x) <= kLim) || !(fabsf(off.x + run.x) <= kLim) ||
+                 !(fabsf(off.y + lo.y) <= kLim) || !(fabsf(off.y + hi.y) <= kLim) || !(fabsf(off.y + run.y) <= kLim);
+      const float2 dl = make_float2(ex2(bL.x), ex2(bL.y));
+      if (quarter == 0) {
+        *reinterpret_cast<float2*>(sRe + cp) = make_float2(ex2(rho.x), ex2(rho.y));
+        *reinterpret_cast<float2*>(sDl + cp) = dl;
       }
       bad = __any_sync(0xffffffffu, bad);
       if (lane == 0) sFlag[pw] = bad ? 1 : 0;
-      psync();  // flags, sCk and the raw tiles' reads of the scan are complete
+      psync();  // flags complete; every sTot read of this chunk is done
       const bool steep = any_steep(sFlag);
 
       if (!steep) {
-        // ---- operands in place: q -> qe, g -> kr, k -> ke (v4's arithmetic).
-#pragma unroll
-        for (int cgi = 0; cgi < CGP; ++cgi) {
-          const int c0 = (pw + cgi * NPW) * 8;
-          float ckl[8];
-#pragma unroll
-          for (int e = 0; e < 8; ++e) ckl[e] = sCk[c0 + e];
-#pragma unroll
-          for (int hr = 0; hr < 2; ++hr) {
-            const int r = 2 * lane + hr;
-            float q[8], k[8], qe[8], kr[8], ke[8];
-            unpack8(*reinterpret_cast<const uint4*>(sq + r * kQ + c0), q);
-            unpack8(*reinterpret_cast<const uint4*>(sk + r * kQ + c0), k);
-#pragma unroll
-            for (int e = 0; e < 8; ++e) {
-              const float d = hr ? hd1[cgi][e] : hd0[cgi][e];
-              qe[e] = q[e] * ex2(d);
-              kr[e] = k[e] * ex2(-d);
-              ke[e] = kr[e] * ckl[e];
-            }
-            *reinterpret_cast<uint4*>(sq + r * kQ + c0) = pack8(qe);
-            *reinterpret_cast<uint4*>(sg + r * kQ + c0) = pack8(kr);
-            *reinterpret_cast<uint4*>(sk + r * kQ + c0) = pack8(ke);
-          }
+        // ---- pass 2, operands in place: q -> qe = q 2^(b - rho), g -> kr = k 2^(rho - b), k -> ke = kr 2^(bL - rho).
+        const float2 ck = make_float2(ex2(bL.x - rho.x), ex2(bL.y - rho.y));
+        float2 d = off;
+#pragma unroll 4
+        for (int i = 0; i < 16; ++i) {
+          const int o = (qr0 + i) * kQ + cp;
+          const float2 x = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(sg + o));
+          d.x += x.x * kLog2e;
+          d.y += x.y * kLog2e;
+          const float2 q = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(sq + o));
+          const float2 k = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(sk + o));
+          const float krx = k.x * ex2(-d.x), kry = k.y * ex2(-d.y);
+          *reinterpret_cast<std::uint32_t*>(sq + o) = pack_bf16(q.x * ex2(d.x), q.y * ex2(d.y));
+          *reinterpret_cast<std::uint32_t*>(sg + o) = pack_bf16(krx, kry);
+          *reinterpret_cast<std::uint32_t*>(sk + o) = pack_bf16(krx * ck.x, kry * ck.y);
         }
         if (want_o) {
           psync();  // qe and kr complete
@@ -799,24 +780,25 @@ __global__ void __launch_bounds__(v5::NT, 1) chunk_gla_fwd_ws(Params p) {
               }
           }
         }
-        if (p.mode == 1)
-#pragma unroll
-          for (int cgi = 0; cgi < CGP; ++cgi) segdec[cgi] *= fdl[cgi];
-      } else if (p.mode == 1 && lane < 8) {
+        if (p.mode == 1) {
+          segdec.x *= dl.x;
+          segdec.y *= dl.y;
+        }
+      } else if (p.mode == 1 && quarter == 0) {
         // Steep chunk: the consumers run the token recurrence on the raw tiles; the segment decay is
         // the product of the per-token factors, in token order as in v4.
-#pragma unroll
-        for (int cgi = 0; cgi < CGP; ++cgi) {
-          const int c = (pw + cgi * NPW) * 8 + lane;
-          for (int t = 0; t < cn; ++t) segdec[cgi] *= ex2(__bfloat162float(sg[t * kQ + c]) * kLog2e);
+        for (int t = 0; t < cn; ++t) {
+          const float2 x = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(sg + t * kQ + cp));
+          segdec.x *= ex2(x.x * kLog2e);
+          segdec.y *= ex2(x.y * kLog2e);
         }
       }
       mbar_arrive(full + st);  // operands (or the raw tiles of a steep chunk) ready for the consumers
     }
-    if (p.mode == 1 && lane < 8) {
+    if (p.mode == 1 && quarter == 0) {
       const std::int64_t sb = (static_cast<std::int64_t>(s.slot0 + s.seg) * p.H + h) * K;
-#pragma unroll
-      for (int cgi = 0; cgi < CGP; ++cgi) p.seg_decay[sb + (pw + cgi * NPW) * 8 + lane] = segdec[cgi];
+      p.seg_decay[sb + cp] = segdec.x;
+      p.seg_decay[sb + cp + 1] = segdec.y;
     }
     return;
   }
