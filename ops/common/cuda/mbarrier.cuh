@@ -1,0 +1,38 @@
+// Shared-memory mbarriers (sm_90) for producer / consumer hand-over inside a CTA: init, arrive, parity
+// wait, and the cp.async completion arrive. Used where warps of one CTA work on different chunks at
+// once (a __syncthreads would tie them together again).
+#pragma once
+#include <cstdint>
+
+#include "ops/common/cuda/mma_primitives.cuh"
+
+namespace lina::detail::cuda_util {
+
+// One thread initialises; a __syncthreads must follow before any other thread uses the barrier.
+__device__ __forceinline__ void mbar_init(std::uint64_t* bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count) : "memory");
+}
+// Arrive (release at CTA scope: this thread's earlier shared-memory accesses are ordered before it).
+__device__ __forceinline__ void mbar_arrive(std::uint64_t* bar) {
+  asm volatile("{\n .reg .b64 st;\n mbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(smem_u32(bar)) : "memory");
+}
+// Arrive once every cp.async this thread issued so far has landed (counts against the init count).
+__device__ __forceinline__ void mbar_arrive_cp_async(std::uint64_t* bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_u32(bar)) : "memory");
+}
+__device__ __forceinline__ bool mbar_try_wait(std::uint64_t* bar, std::uint32_t parity) {
+  std::uint32_t done;
+  asm volatile(
+      "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(done)
+      : "r"(smem_u32(bar)), "r"(parity)
+      : "memory");
+  return done != 0;
+}
+// Wait (acquire) until the phase with this parity has completed.
+__device__ __forceinline__ void mbar_wait(std::uint64_t* bar, std::uint32_t parity) {
+  while (!mbar_try_wait(bar, parity)) {
+  }
+}
+
+}  // namespace lina::detail::cuda_util
