@@ -1687,11 +1687,13 @@ struct SmemSize {
   static constexpr size_t C = sizeof(StateBwdSmem<K>);
   static constexpr size_t D1 = sizeof(GradVSmem<K>);
   static constexpr size_t D2 = sizeof(float) * (4 * kC * KP + 4 * kC * kP64 + 2 * kC + 2 * K);
-  static constexpr size_t Atc = sizeof(PrepTcSmem<K>);
   static constexpr size_t D2tc = sizeof(GradKTcSmem<K>);
 };
 static_assert(SmemSize<128>::D2tc <= 227 * 1024, "grad_k_tc_kernel<128> shared memory over the sm_90 limit");
-static_assert(SmemSize<128>::Atc <= 227 * 1024, "chunk_prep_tc_kernel<128> shared memory over the sm_90 limit");
+// a function, not a SmemSize member: K = 64 does not build the tensor-core chunk_prep
+template <int K>
+constexpr size_t prep_tc_smem() { return sizeof(PrepTcSmem<K>); }
+static_assert(prep_tc_smem<128>() <= 227 * 1024, "chunk_prep_tc_kernel<128> shared memory over the sm_90 limit");
 static_assert(SmemSize<128>::D2 <= 227 * 1024, "grad_k_kernel<128> shared memory over the sm_90 limit");
 static_assert(SmemSize<128>::C <= 227 * 1024, "state_bwd_kernel<128> shared memory over the sm_90 limit");
 
@@ -1751,7 +1753,7 @@ void run_pipeline(const Params& prm, int total_chunks, cudaStream_t st) {
   else if (simt)
     launch(chunk_prep_kernel<K>, chunk_grid, kNT, S::A, st, prm, "delta_bwd chunk_prep");
   else
-    launch(chunk_prep_tc_kernel<K>, chunk_grid, kNT, S::Atc, st, prm, "delta_bwd chunk_prep");
+    launch(chunk_prep_tc_kernel<K>, chunk_grid, kNT, prep_tc_smem<K>(), st, prm, "delta_bwd chunk_prep");
   mark("chunk_prep");
   launch(state_fwd_kernel<K>, seq_grid, kNT, S::B, st, prm, "delta_bwd state_fwd");
   mark("state_fwd");
