@@ -138,7 +138,7 @@ if has verify; then
   for op in ${VERIFY_OPS:-chunk_gla}; do
     log "verify $op --base $base"
     timeout "${VERIFY_S:-240}" $L verify --op "$op" --base "$base" ${bexe:+$([ -x $bexe ] && echo --base-exe $bexe)} --repo "$repo" \
-      --modes fwd --shapes "${VERIFY_SHAPES:-B1_T8192_H96_D128,B4_T2048_H16_D128,B8_T1024_H8_D64}" --rounds 2 \
+      --modes "${VERIFY_MODES:-fwd}" --shapes "${VERIFY_SHAPES:-B1_T8192_H96_D128,B4_T2048_H16_D128,B8_T1024_H8_D64}" --rounds 2 \
       --json "$OUT/verify_$op.json" > "$OUT/logs/verify_$op.log" 2>&1; echo "rc=$?"
     grep -vE '^round ' "$OUT/logs/verify_$op.log" | tail -${VERIFY_TAIL:-22}
   done
