@@ -245,7 +245,7 @@ def machine():
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--ops", default="chunk_gla")
-    ap.add_argument("--modes", nargs="+", default=["fwd", "fwdbwd"])
+    ap.add_argument("--modes", nargs="+", default=["fwd", "fwdbwd"], help="fwd, fwdbwd (space or comma separated)")
     ap.add_argument("--shapes", default=",".join(DEFAULT_SHAPES))
     ap.add_argument("--varlen-tokens", type=int, default=32768, help="longtail varlen set at H16_D128 (0: none)")
     ap.add_argument("--impls", default="lina,fla")
@@ -279,6 +279,11 @@ def main():
         Path(args.out + ".json").write_text(json.dumps(doc, indent=1))
         Path(args.out + ".md").write_text(markdown(doc))
 
+    # "fwd,fwdbwd" was once taken as one mode and timed as fwd under that label: split and refuse unknowns
+    args.modes = [m for arg in args.modes for m in arg.split(",") if m]
+    bad = [m for m in args.modes if m not in ("fwd", "fwdbwd")]
+    if bad:
+        ap.error(f"--modes: {bad} not supported, expected fwd or fwdbwd")
     for op in args.ops.split(","):
         for mode in args.modes:
             for shape in filter(None, args.shapes.split(",")):
