@@ -259,6 +259,11 @@ def main():
                     help="add this invocation's rows to an existing OUT.json (same machine, same session) and "
                          "rewrite OUT.md over all of them; each invocation's command is kept")
     args = ap.parse_args()
+    # "fwd,fwdbwd" was once taken as one mode and timed as fwd under that label: split and refuse unknowns
+    args.modes = [m for arg in args.modes for m in arg.split(",") if m]
+    bad = [m for m in args.modes if m not in ("fwd", "fwdbwd")]
+    if bad:
+        ap.error(f"--modes: {bad} not supported, expected fwd or fwdbwd")
     args.impls = args.impls.split(",")
     timer = Timer(args)
     sha = os.environ.get("LINA_GIT_SHA", "")
@@ -279,11 +284,6 @@ def main():
         Path(args.out + ".json").write_text(json.dumps(doc, indent=1))
         Path(args.out + ".md").write_text(markdown(doc))
 
-    # "fwd,fwdbwd" was once taken as one mode and timed as fwd under that label: split and refuse unknowns
-    args.modes = [m for arg in args.modes for m in arg.split(",") if m]
-    bad = [m for m in args.modes if m not in ("fwd", "fwdbwd")]
-    if bad:
-        ap.error(f"--modes: {bad} not supported, expected fwd or fwdbwd")
     for op in args.ops.split(","):
         for mode in args.modes:
             for shape in filter(None, args.shapes.split(",")):
