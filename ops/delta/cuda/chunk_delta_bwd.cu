@@ -216,6 +216,26 @@ __device__ __forceinline__ void load_rows(float* dst, int pitch, const float* sr
   });
 }
 
+// The chunk's normalised q and k rows of head h and beta of value head hv (sigmoid applied here when
+// the op asks for it, and written to p.bt), as chunk_prep and grad_k (SIMT and tensor-core) read them.
+template <int K>
+__device__ __forceinline__ void load_chunk_qk_beta(const Params& p, float* q_s, float* k_s, float* beta_s, i64 t0, int Cn, int h,
+                                                   int hv) {
+  constexpr int KP = K + 1;
+  const int tid = threadIdx.x;
+  load_rows<K>(q_s, KP, p.qn, t0, Cn, p.H, h, K, 0);
+  load_rows<K>(k_s, KP, p.kn, t0, Cn, p.H, h, K, 0);
+  if (tid < kC) {
+    float bt = 0.f;
+    if (tid < Cn) {
+      bt = load_as_float(p.beta, p.beta_t, (t0 + tid) * p.HV + hv);
+      if (p.beta_sigmoid) bt = p.beta_mult * sigmoidf_(bt);
+      p.bt[(t0 + tid) * p.HV + hv] = bt;
+    }
+    beta_s[tid] = bt;
+  }
+}
+
 // X = (I + L)^-1 (unit lower triangular). The 16x16 diagonal blocks by forward substitution (64
 // threads: block tid/16, column tid%16, a 136-FMA chain), then the off-diagonal blocks diagonal by
 // diagonal: X_ij = -X_ii sum_{m=j}^{i-1} L_im X_mj (block rows of (I+L) X = I).
@@ -274,17 +294,7 @@ __global__ void __launch_bounds__(kNT, 1) chunk_prep_kernel(const Params p) {
   const i64 t0 = ci.t0;
   const int Cn = ci.Cn;
 
-  load_rows<K>(q_s, KP, p.qn, t0, Cn, p.H, h, K, 0);
-  load_rows<K>(k_s, KP, p.kn, t0, Cn, p.H, h, K, 0);
-  if (tid < kC) {
-    float bt = 0.f;
-    if (tid < Cn) {
-      bt = load_as_float(p.beta, p.beta_t, (t0 + tid) * p.HV + hv);
-      if (p.beta_sigmoid) bt = p.beta_mult * sigmoidf_(bt);
-      p.bt[(t0 + tid) * p.HV + hv] = bt;
-    }
-    beta_s[tid] = bt;
-  }
+  load_chunk_qk_beta<K>(p, q_s, k_s, beta_s, t0, Cn, h, hv);
   // gate activation + chunk-local cumsum (padded rows add 0)
   if (tid < p.Kg) {
     const int c = tid;
@@ -578,7 +588,7 @@ template <int K>
 __global__ void __launch_bounds__(kNT, 1) chunk_prep_tc_kernel(const Params p) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   auto& s = *reinterpret_cast<PrepTcSmem<K>*>(smem_raw);
-  constexpr int KP = K + 1, KB = K + 8;
+  constexpr int KB = K + 8;
   const int hv = blockIdx.y, h = hv / p.G, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const ChunkInfo ci = chunk_info(p, blockIdx.x);
   const i64 t0 = ci.t0;
@@ -586,17 +596,7 @@ __global__ void __launch_bounds__(kNT, 1) chunk_prep_tc_kernel(const Params p) {
   float* const Aqk = p.Aqk + (t0 * p.HV + hv) * kC;  // row r at Aqk[r * HV * kC]
   const i64 arow = static_cast<i64>(p.HV) * kC;
 
-  load_rows<K>(&s.q[0][0], KP, p.qn, t0, Cn, p.H, h, K, 0);
-  load_rows<K>(&s.k[0][0], KP, p.kn, t0, Cn, p.H, h, K, 0);
-  if (tid < kC) {
-    float bt = 0.f;
-    if (tid < Cn) {
-      bt = load_as_float(p.beta, p.beta_t, (t0 + tid) * p.HV + hv);
-      if (p.beta_sigmoid) bt = p.beta_mult * sigmoidf_(bt);
-      p.bt[(t0 + tid) * p.HV + hv] = bt;
-    }
-    s.beta[tid] = bt;
-  }
+  load_chunk_qk_beta<K>(p, &s.q[0][0], &s.k[0][0], s.beta, t0, Cn, h, hv);
   // gate activation + chunk-local cumsum (padded rows add 0): 16 raw gates in flight per thread
   if (tid < p.Kg) {
     const int c = tid;

@@ -118,6 +118,24 @@ __device__ __forceinline__ void unpack8(const uint4& u, float (&x)[8]) {
     x[2 * e + 1] = f.y;
   }
 }
+// One 16x16 block (rb, jb) of A from its two m16n8 accumulators: the causal mask by select (the masked
+// side may be inf), then A = hi + lo in bf16 at pitch `pitch` (v4 and v5 write A the same way).
+__device__ __forceinline__ void store_causal_block_split(__nv_bfloat16* hi_s, __nv_bfloat16* lo_s, int pitch,
+                                                         const float (&acc)[2][4], int rb, int jb, int g8, int t4) {
+#pragma unroll
+  for (int t = 0; t < 2; ++t)
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      const int r = rb * 16 + g8 + hh * 8, jc = jb * 16 + t * 8 + 2 * t4;
+      const float x0 = jc > r ? 0.f : acc[t][2 * hh];
+      const float x1 = jc + 1 > r ? 0.f : acc[t][2 * hh + 1];
+      const std::uint32_t hi = pack_bf16(x0, x1);
+      const float2 hf = unpack_bf16(hi);
+      *reinterpret_cast<std::uint32_t*>(hi_s + r * pitch + jc) = hi;
+      *reinterpret_cast<std::uint32_t*>(lo_s + r * pitch + jc) = pack_bf16(x0 - hf.x, x1 - hf.y);
+    }
+}
+
 __device__ __forceinline__ uint4 pack8(const float (&x)[8]) {
   return make_uint4(pack_bf16(x[0], x[1]), pack_bf16(x[2], x[3]), pack_bf16(x[4], x[5]), pack_bf16(x[6], x[7]));
 }
@@ -408,18 +426,7 @@ __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fw
         for (int jj = 0; jj < C::NJB; ++jj) {
           const int jb = op + jj * C::OPARTS;
           if (jb > rb) continue;
-#pragma unroll
-          for (int t = 0; t < 2; ++t)
-#pragma unroll
-            for (int hh = 0; hh < 2; ++hh) {
-              const int r = rb * 16 + g8 + hh * 8, jc = jb * 16 + t * 8 + 2 * t4;
-              const float x0 = jc > r ? 0.f : aacc[jj][t][2 * hh];
-              const float x1 = jc + 1 > r ? 0.f : aacc[jj][t][2 * hh + 1];
-              const std::uint32_t hi = pack_bf16(x0, x1);
-              const float2 hf = unpack_bf16(hi);
-              *reinterpret_cast<std::uint32_t*>(sAh + r * C::kAs + jc) = hi;
-              *reinterpret_cast<std::uint32_t*>(sAl + r * C::kAs + jc) = pack_bf16(x0 - hf.x, x1 - hf.y);
-            }
+          store_causal_block_split(sAh, sAl, C::kAs, aacc[jj], rb, jb, g8, t4);
         }
       }  // want_o
       __syncthreads();
@@ -772,18 +779,7 @@ __global__ void __launch_bounds__(v5::NT, 1) chunk_gla_fwd_ws(Params p) {
             const int i = pw + NPW * bi;
             if (i >= 10) continue;
             const int rb = (i >= 1) + (i >= 3) + (i >= 6), jb = i - rb * (rb + 1) / 2;
-#pragma unroll
-            for (int t = 0; t < 2; ++t)
-#pragma unroll
-              for (int hh = 0; hh < 2; ++hh) {
-                const int r = rb * 16 + g8 + hh * 8, jc = jb * 16 + t * 8 + 2 * t4;
-                const float x0 = jc > r ? 0.f : aacc[bi][t][2 * hh];
-                const float x1 = jc + 1 > r ? 0.f : aacc[bi][t][2 * hh + 1];
-                const std::uint32_t hi = pack_bf16(x0, x1);
-                const float2 hf = unpack_bf16(hi);
-                *reinterpret_cast<std::uint32_t*>(sAh + r * kAs + jc) = hi;
-                *reinterpret_cast<std::uint32_t*>(sAl + r * kAs + jc) = pack_bf16(x0 - hf.x, x1 - hf.y);
-              }
+            store_causal_block_split(sAh, sAl, kAs, aacc[bi], rb, jb, g8, t4);
           }
         }
         if (p.mode == 1) {
