@@ -546,6 +546,35 @@ struct StateBlock {
   }
 };
 
+// Both state passes, per chunk: the warp's fp32 state tile to HBM (row r at out[r * V]) and as a
+// bf16 hi + lo pair to shared memory for the chunk's products.
+template <int NTS>
+__device__ __forceinline__ void publish_state(float* out, int V, const float (&acc)[NTS][4], bf16* hi, bf16* lo, int sm0, int sc0,
+                                              int lane) {
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int nt = 0; nt < NTS; ++nt)
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      const int r = sm0 + g + 8 * hf, c = sc0 + nt * 8 + 2 * t;
+      st2(out + static_cast<i64>(r) * V + c, acc[nt][2 * hf], acc[nt][2 * hf + 1]);
+    }
+  store_split<NTS, 72>(hi, lo, acc, sm0, sc0, lane);
+}
+
+// Both state passes: kg = k e^(bL - b) of the chunk's rows t0 .. t0 + Cn (zero past Cn) as hi + lo;
+// bLrow is the chunk's last row (its cumulative gate bL). e^(non-positive) <= 1 by the clamp.
+template <int K>
+__device__ __forceinline__ void fill_kg(bf16* hi, bf16* lo, const Params& p, i64 t0, int Cn, int h, int hv, i64 bLrow) {
+  fill_split<kC, K, K + 8, 4>(hi, lo, [&](int r, int c) {
+    if (r >= Cn) return kZero4;
+    const float4 k = ld4(p.kn + ((t0 + r) * p.H + h) * K + c);
+    const float4 b = gate4(p, (t0 + r) * p.HV + hv, c), bl = gate4(p, bLrow, c);
+    return make_float4(k.x * __expf(fminf(bl.x - b.x, 0.f)), k.y * __expf(fminf(bl.y - b.y, 0.f)),
+                       k.z * __expf(fminf(bl.z - b.z, 0.f)), k.w * __expf(fminf(bl.w - b.w, 0.f)));
+  });
+}
+
 // ---------------------------------------------------------------------------------------------
 // B: forward state pass per (sequence, value head, 64-column V tile). H (fp32) lives in MMA
 // accumulators; per chunk: H_n -> global (fp32) and shared (hi + lo); v_new = u - w H_n;
@@ -806,24 +835,11 @@ __global__ void __launch_bounds__(kNT, 1) state_fwd_kernel(const Params p) {
     const i64 bLrow = (t0 + Cn - 1) * p.HV + hv;
     float* Hout = p.Hs + (static_cast<i64>(gidx) * p.HV + hv) * K * V + vc0;
     __syncthreads();  // previous chunk's readers are done
-#pragma unroll
-    for (int nt = 0; nt < NTS; ++nt)
-#pragma unroll
-      for (int hf = 0; hf < 2; ++hf) {
-        const int r = tl.sm0 + g + 8 * hf, c = tl.sc0 + nt * 8 + 2 * t;
-        st2(Hout + static_cast<i64>(r) * V + c, hacc[nt][2 * hf], hacc[nt][2 * hf + 1]);
-      }
-    store_split<NTS, 72>(&s.H[0][0][0], &s.H[1][0][0], hacc, tl.sm0, tl.sc0, lane);
+    publish_state<NTS>(Hout, V, hacc, &s.H[0][0][0], &s.H[1][0][0], tl.sm0, tl.sc0, lane);
     fill_split<kC, K, K + 8>(&s.w[0][0][0], &s.w[1][0][0], [&](int r, int c) {
       return r < Cn ? ld4(p.w + ((t0 + r) * p.HV + hv) * K + c) : kZero4;
     });
-    fill_split<kC, K, K + 8, 4>(&s.kg[0][0][0], &s.kg[1][0][0], [&](int r, int c) {
-      if (r >= Cn) return kZero4;
-      const float4 k = ld4(p.kn + ((t0 + r) * p.H + h) * K + c);
-      const float4 b = gate4(p, (t0 + r) * p.HV + hv, c), bl = gate4(p, bLrow, c);
-      return make_float4(k.x * __expf(fminf(bl.x - b.x, 0.f)), k.y * __expf(fminf(bl.y - b.y, 0.f)),
-                         k.z * __expf(fminf(bl.z - b.z, 0.f)), k.w * __expf(fminf(bl.w - b.w, 0.f)));
-    });
+    fill_kg<K>(&s.kg[0][0][0], &s.kg[1][0][0], p, t0, Cn, h, hv, bLrow);
     // -u into this warp's v_new accumulators: v_new = -(-u + w H)
     float acc[4][4];
 #pragma unroll
@@ -902,26 +918,13 @@ __global__ void __launch_bounds__(kNT, 1) state_bwd_kernel(const Params p) {
     const i64 bLrow = (t0 + Cn - 1) * p.HV + hv;
     float* Dout = p.dHs + (static_cast<i64>(gidx) * p.HV + hv) * K * V + vc0;
     __syncthreads();  // previous chunk's readers are done
-#pragma unroll
-    for (int nt = 0; nt < NTS; ++nt)
-#pragma unroll
-      for (int hf = 0; hf < 2; ++hf) {
-        const int r = tl.sm0 + g + 8 * hf, c = tl.sc0 + nt * 8 + 2 * t;
-        st2(Dout + static_cast<i64>(r) * V + c, dacc[nt][2 * hf], dacc[nt][2 * hf + 1]);
-      }
-    store_split<NTS, 72>(&s.D[0][0][0], &s.D[1][0][0], dacc, tl.sm0, tl.sc0, lane);
+    publish_state<NTS>(Dout, V, dacc, &s.D[0][0][0], &s.D[1][0][0], tl.sm0, tl.sc0, lane);
     fill_split<kC, K, K + 8>(&s.w[0][0][0], &s.w[1][0][0], [&](int r, int c) {
       if (r >= Cn) return kZero4;
       const float4 x = ld4(p.w + ((t0 + r) * p.HV + hv) * K + c);
       return make_float4(-x.x, -x.y, -x.z, -x.w);
     });
-    fill_split<kC, K, K + 8, 4>(&s.kg[0][0][0], &s.kg[1][0][0], [&](int r, int c) {
-      if (r >= Cn) return kZero4;
-      const float4 k = ld4(p.kn + ((t0 + r) * p.H + h) * K + c);
-      const float4 b = gate4(p, (t0 + r) * p.HV + hv, c), bl = gate4(p, bLrow, c);
-      return make_float4(k.x * __expf(fminf(bl.x - b.x, 0.f)), k.y * __expf(fminf(bl.y - b.y, 0.f)),
-                         k.z * __expf(fminf(bl.z - b.z, 0.f)), k.w * __expf(fminf(bl.w - b.w, 0.f)));
-    });
+    fill_kg<K>(&s.kg[0][0][0], &s.kg[1][0][0], p, t0, Cn, h, hv, bLrow);
     fill_split<kC, K, K + 8, 4>(&s.qg[0][0][0], &s.qg[1][0][0], [&](int r, int c) {
       if (r >= Cn) return kZero4;
       const float4 q = ld4(p.qn + ((t0 + r) * p.H + h) * K + c);
