@@ -5,9 +5,10 @@
 //    gated q e^b and k e^(bL-b), Aqk (bf16 hi + lo) and the decay e^bL, written to a workspace.
 //    Persistent grid (as many CTAs as fit): each CTA walks items with the next item's q, gate and k
 //    loads in flight during the current item's last two products.
-// 2. delta_state_kernel, one CTA per (sequence, value head, 64-column V tile), walks the chunks in
-//    order with the fp32 state tile H[K, 64] in registers and only does the state-dependent
-//    products: v_new = u - w H, o = scale (q e^b) H + Aqk v_new, H = e^bL H + (k e^(bL-b))^T v_new.
+// 2. delta_state_kernel, one CTA per (sequence, value head, VC-column V tile; VC = 64, or 32 where the
+//    64-column grid leaves SMs idle), walks the chunks in order with the fp32 state tile H[K, VC] in
+//    registers and only does the state-dependent products: v_new = u - w H,
+//    o = scale (q e^b) H + Aqk v_new, H = e^bL H + (k e^(bL-b))^T v_new.
 //    Two phases per chunk: the products with H_n (v_new and o's q e^b part), then the ones with
 //    v_new (H update and o's Aqk part); each phase's operands are loaded (cp.async) during the other.
 // Tensor-core products use mma.sync m16n8k16 bf16 -> fp32; the (I+L)^-1 block merges use mma.sync
@@ -198,7 +199,7 @@ __device__ __forceinline__ void copy_padded(bf16* dst, const bf16* src, int tid)
 // acc0 / acc1 (16 x 8NT warp tiles, NT n8 fragments each) = X0 / X1 [r0 .. r0+16, 0 .. K] @ H[0 .. K,
 // c0 .. c0+8NT]: the state kernel's two products with the chunk's entering state (w H_n and
 // (q e^b) H_n) in one pass, so each H fragment is loaded once and 8 independent mma chains interleave.
-template <int K, int NT, int HP = 72>  // HP: pitch of h (value columns + 8)
+template <int K, int NT, int HP>  // HP: pitch of h (the CTA's value columns + 8)
 __device__ __forceinline__ void rows2_times_state(float (&acc0)[NT][4], float (&acc1)[NT][4], const bf16* x0, const bf16* x1,
                                                   const bf16* h, int r0, int c0, int lane) {
 #pragma unroll
@@ -897,7 +898,7 @@ __global__ void __launch_bounds__(NW * 32, (K <= 128 && NW == 8) ? 2 : 1) delta_
     __syncthreads();      // ... for every thread; H_n visible; phase B(ci-1)'s reads of kg, Aqk, v_new done
     issue_ka(ci);
 
-    // ---- phase A: warp tile rows r0.., columns c0..c0+32; v_new as hi + lo to shared
+    // ---- phase A: warp tile rows r0.., columns c0..c0+8NT; v_new as hi + lo to shared
     float oacc[NT][4];
     {
       float acc[NT][4];
