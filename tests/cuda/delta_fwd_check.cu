@@ -50,13 +50,14 @@ struct Case {
   bool safe;
   bool beta_sigmoid;
   bool h0;
+  int Vdim = 0;  // value head dim; 0: V = D (K = D always)
 };
 
 double softplus(double x) { return x > 20 ? x : std::log1p(std::exp(x)); }
 
 int run_case(const Case& c, std::uint64_t seed) {
   testing::Rng rng(seed);
-  const int K = c.D, V = c.D, B = c.B, T = c.T, H = c.H, HV = c.HV, G = HV / H;
+  const int K = c.D, V = c.Vdim ? c.Vdim : c.D, B = c.B, T = c.T, H = c.H, HV = c.HV, G = HV / H;
   const bool varlen = !c.cu.empty();
   const int N = varlen ? static_cast<int>(c.cu.size()) - 1 : B;
   HostTensor q = testing::normal(rng, DType::bf16, {B, T, H, K});
@@ -292,6 +293,10 @@ int main(int argc, char** argv) {
         {"kda T150 B1 H2 HV2 D256 given safe h0", true, 1, 150, 2, 2, 256, {}, kGiven, true, false, true},
         {"kda T300 varlen H1 HV2 D256 lb gate", true, 1, 300, 1, 2, 256, vl, kLowerBound, true, true, true},
         {"kda T100 B1 H1 HV1 D256 given unsafe", true, 1, 100, 1, 1, 256, {}, kGiven, false, false, false},
+        // V != K: 32-column state tiles over V = 256 and V = 192 (six tiles), and 64-column ones at K = 256
+        {"gdn T200 B1 H2 HV4 K128 V256 h0", false, 1, 200, 2, 4, 128, {}, kGiven, false, false, true, 256},
+        {"kda T300 varlen H2 HV2 K64 V192 lb gate h0", true, 1, 300, 2, 2, 64, vl, kLowerBound, true, true, true, 192},
+        {"gdn T130 B1 H1 HV2 K256 V128 h0", false, 1, 130, 1, 2, 256, {}, kGiven, false, false, true, 128},
         // More (chunk, head) items than the persistent prep grid holds (2-3 CTAs per SM at K <= 128,
         // 1-2 at K = 256, 132 SMs): each CTA walks several items with the next item's loads in flight.
         {"kda T2048 B2 H2 HV8 D128 lb gate h0 multi-item prep", true, 2, 2048, 2, 8, 128, {}, kLowerBound, true, true, true},

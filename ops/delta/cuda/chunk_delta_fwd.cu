@@ -5,9 +5,10 @@
 //    gated q e^b and k e^(bL-b), Aqk (bf16 hi + lo) and the decay e^bL, written to a workspace.
 //    Persistent grid (as many CTAs as fit): each CTA walks items with the next item's q, gate and k
 //    loads in flight during the current item's last two products.
-// 2. delta_state_kernel, one CTA per (sequence, value head, 64-column V tile), walks the chunks in
-//    order with the fp32 state tile H[K, 64] in registers and only does the state-dependent
-//    products: v_new = u - w H, o = scale (q e^b) H + Aqk v_new, H = e^bL H + (k e^(bL-b))^T v_new.
+// 2. delta_state_kernel, one CTA per (sequence, value head, VC-column V tile; VC = 64, or 32 where the
+//    64-column grid leaves SMs idle), walks the chunks in order with the fp32 state tile H[K, VC] in
+//    registers and only does the state-dependent products: v_new = u - w H,
+//    o = scale (q e^b) H + Aqk v_new, H = e^bL H + (k e^(bL-b))^T v_new.
 //    Two phases per chunk: the products with H_n (v_new and o's q e^b part), then the ones with
 //    v_new (H update and o's Aqk part); each phase's operands are loaded (cp.async) during the other.
 // Tensor-core products use mma.sync m16n8k16 bf16 -> fp32; the (I+L)^-1 block merges use mma.sync
@@ -21,6 +22,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 
 #include "lina/chunk_delta.h"
@@ -122,14 +124,14 @@ __device__ __forceinline__ PrepItem prep_item(const Params& p, int item) {
   return PrepItem{sd.row_begin + static_cast<long>(ci) * kC, min(kC, sd.length - ci * kC), hv / p.G, hv};
 }
 
-template <int K>
+template <int K, int VC = kVT>  // VC: value columns per state CTA
 struct StateSmem {
   alignas(16) bf16 w[kC][K + 8];
   alignas(16) bf16 qg[kC][K + 8];
   alignas(16) bf16 kg[kC][K + 8];
-  alignas(16) bf16 a[2][kC][72];   // Aqk hi, lo
-  alignas(16) bf16 vn[2][kC][72];  // v_new hi, lo
-  alignas(16) bf16 H[K][72];       // bf16 copy of the state H_n (rows: key channel, cols: value)
+  alignas(16) bf16 a[2][kC][72];        // Aqk hi, lo
+  alignas(16) bf16 vn[2][kC][VC + 8];   // v_new hi, lo
+  alignas(16) bf16 H[K][VC + 8];        // bf16 copy of the state H_n (rows: key channel, cols: value)
 };
 
 static_assert(sizeof(PrepSmem<true, 128>) <= 113 * 1024, "KDA K=128 prep: two CTAs per SM");
@@ -197,7 +199,7 @@ __device__ __forceinline__ void copy_padded(bf16* dst, const bf16* src, int tid)
 // acc0 / acc1 (16 x 8NT warp tiles, NT n8 fragments each) = X0 / X1 [r0 .. r0+16, 0 .. K] @ H[0 .. K,
 // c0 .. c0+8NT]: the state kernel's two products with the chunk's entering state (w H_n and
 // (q e^b) H_n) in one pass, so each H fragment is loaded once and 8 independent mma chains interleave.
-template <int K, int NT>
+template <int K, int NT, int HP>  // HP: pitch of h (the CTA's value columns + 8)
 __device__ __forceinline__ void rows2_times_state(float (&acc0)[NT][4], float (&acc1)[NT][4], const bf16* x0, const bf16* x1,
                                                   const bf16* h, int r0, int c0, int lane) {
 #pragma unroll
@@ -212,7 +214,7 @@ __device__ __forceinline__ void rows2_times_state(float (&acc0)[NT][4], float (&
 #pragma unroll
     for (int np = 0; np < NT / 2; ++np) {
       uint32_t b[4];
-      ldsm_x4_trans(b, bt_src<72>(h, ks * 16, c0 + np * 16, lane));
+      ldsm_x4_trans(b, bt_src<HP>(h, ks * 16, c0 + np * 16, lane));
       mma_bf16_16816(acc0[2 * np], a0, b[0], b[1]);
       mma_bf16_16816(acc0[2 * np + 1], a0, b[2], b[3]);
       mma_bf16_16816(acc1[2 * np], a1, b[0], b[1]);
@@ -792,29 +794,30 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
 
 // NW warps (8 or 16 tile the same work; 16 measured slower at every benchmark shape, so the host
 // launches 8 only).
-template <int K, int NW>
+template <int K, int NW, int VC = kVT>  // VC: value columns per CTA (64, or 32 where the grid is small)
 __global__ void __launch_bounds__(NW * 32, (K <= 128 && NW == 8) ? 2 : 1) delta_state_kernel(const Params p) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  auto& s = *reinterpret_cast<StateSmem<K>*>(smem_raw);
+  auto& s = *reinterpret_cast<StateSmem<K, VC>*>(smem_raw);
   constexpr int NTH = NW * 32;
   constexpr int WR = K / 16 < NW ? K / 16 : NW;  // warps along the state's K rows
-  constexpr int WC = NW / WR;                     // warps along its 64 columns (1, 2 or 4)
+  constexpr int WC = NW / WR;                     // warps along its VC columns (1, 2 or 4)
   constexpr int RB = K / 16 / WR;                 // 16-row blocks per warp (1 or 2)
-  constexpr int NTS = 8 / WC;                     // n8 state tiles per row block
-  constexpr int NT = 8 / (NW / 4);                // n8 tiles of the warp's v_new / o tile (4 or 2)
+  constexpr int NTS = VC / 8 / WC;                // n8 state tiles per row block
+  constexpr int NT = VC / 8 / (NW / 4);           // n8 tiles of the warp's v_new / o tile
   static_assert(NTS % 2 == 0 && NT % 2 == 0 && WR * WC == NW, "state kernel warp tiling");
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-  const int sm0 = 16 * RB * (warp % WR), sc0 = (64 / WC) * (warp / WR);  // this warp's state tile
+  const int sm0 = 16 * RB * (warp % WR), sc0 = (VC / WC) * (warp / WR);  // this warp's state tile
   constexpr int LQ = NW == 16 ? 2 : 1;                                      // log2 of warps per 16-row block
   const int r0 = 16 * (warp >> LQ), c0 = 8 * NT * (warp & ((1 << LQ) - 1));  // its v_new / o tile (16 x 8NT)
 
   int bid = blockIdx.x;
-  const int vt = bid % p.nvt;
-  bid /= p.nvt;
+  const int nvt = VC == kVT ? p.nvt : p.V / VC;  // p.nvt counts the prep's 64-column tiles
+  const int vt = bid % nvt;
+  bid /= nvt;
   const int hv = bid % p.HV;
   const int n = bid / p.HV;
   const SeqDesc sd = p.seqs[n];
-  const int V = p.V, vcol0 = vt * kVT;
+  const int V = p.V, vcol0 = vt * VC;
   const int nchunks = (sd.length + kC - 1) / kC;
 
   float hacc[RB][NTS][4];
@@ -895,11 +898,11 @@ __global__ void __launch_bounds__(NW * 32, (K <= 128 && NW == 8) ? 2 : 1) delta_
     __syncthreads();      // ... for every thread; H_n visible; phase B(ci-1)'s reads of kg, Aqk, v_new done
     issue_ka(ci);
 
-    // ---- phase A: warp tile rows r0.., columns c0..c0+32; v_new as hi + lo to shared
+    // ---- phase A: warp tile rows r0.., columns c0..c0+8NT; v_new as hi + lo to shared
     float oacc[NT][4];
     {
       float acc[NT][4];
-      rows2_times_state<K, NT>(acc, oacc, &s.w[0][0], &s.qg[0][0], &s.H[0][0], r0, c0, lane);
+      rows2_times_state<K, NT, VC + 8>(acc, oacc, &s.w[0][0], &s.qg[0][0], &s.H[0][0], r0, c0, lane);
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
@@ -944,7 +947,7 @@ __global__ void __launch_bounds__(NW * 32, (K <= 128 && NW == 8) ? 2 : 1) delta_
 #pragma unroll
         for (int np = 0; np < NTS / 2; ++np) {
           uint32_t b[4];
-          ldsm_x4_trans(b, bt_src<72>(&s.vn[0][0][0], ks * 16, sc0 + np * 16, lane));
+          ldsm_x4_trans(b, bt_src<VC + 8>(&s.vn[0][0][0], ks * 16, sc0 + np * 16, lane));
           mma_bf16_16816(hacc[rb][2 * np], a, b[0], b[1]);
           mma_bf16_16816(hacc[rb][2 * np + 1], a, b[2], b[3]);
         }
@@ -955,8 +958,8 @@ __global__ void __launch_bounds__(NW * 32, (K <= 128 && NW == 8) ? 2 : 1) delta_
         ldsm_x4(al, a_src<72>(&s.a[1][0][0], r0, ks * 16, lane));
 #pragma unroll
         for (int np = 0; np < NT / 2; ++np) {
-          ldsm_x4_trans(bh[np], bt_src<72>(&s.vn[0][0][0], ks * 16, c0 + np * 16, lane));
-          ldsm_x4_trans(bl[np], bt_src<72>(&s.vn[1][0][0], ks * 16, c0 + np * 16, lane));
+          ldsm_x4_trans(bh[np], bt_src<VC + 8>(&s.vn[0][0][0], ks * 16, c0 + np * 16, lane));
+          ldsm_x4_trans(bl[np], bt_src<VC + 8>(&s.vn[1][0][0], ks * 16, c0 + np * 16, lane));
         }
         // per accumulator the same order as before (hi hi, lo hi, hi lo), four chains interleaved
 #pragma unroll
@@ -1009,11 +1012,23 @@ __global__ void __launch_bounds__(NW * 32, (K <= 128 && NW == 8) ? 2 : 1) delta_
 
 size_t align256(size_t x) { return (x + 255) & ~static_cast<size_t>(255); }
 
+// LINA_DELTA_STATE_VC=64 keeps 64-column state tiles where 32 would be chosen (measurement knob, read
+// once per process).
+bool narrow_state_tiles() {
+  static const bool on = [] {
+    const char* e = std::getenv("LINA_DELTA_STATE_VC");
+    return !(e && std::atoi(e) == 64);
+  }();
+  return on;
+}
+
 template <bool KDA, int K>
 void run(Params prm, const Problem& p, cudaStream_t st) {
   // Attributes and occupancy once per device (launch_setup), not per call.
   set_max_dynamic_smem(delta_prep_kernel<KDA, K>, static_cast<int>(sizeof(PrepSmem<KDA, K>)), "delta_prep_kernel");
   set_max_dynamic_smem(delta_state_kernel<K, 8>, static_cast<int>(sizeof(StateSmem<K>)), "delta_state_kernel");
+  if constexpr (K <= 128)
+    set_max_dynamic_smem(delta_state_kernel<K, 8, 32>, static_cast<int>(sizeof(StateSmem<K, 32>)), "delta_state_kernel");
   const int prep_per_sm = std::max(1, max_active_blocks(delta_prep_kernel<KDA, K>, kThreads, sizeof(PrepSmem<KDA, K>), "delta_prep_kernel"));
   const int sms = sm_count();
   const DeviceSeqs seqs = upload_sequences(p, st, /*always_table=*/true);
@@ -1041,7 +1056,14 @@ void run(Params prm, const Problem& p, cudaStream_t st) {
   if (grid > 0) {  // also with no chunks at all: ht = h0
     // 8 warps: 16-warp CTAs (same work per CTA, NW = 16) measured slower at every shape, also where
     // the grid leaves SMs idle (docs/kernels/chunk_delta_fwd.md), so only NW = 8 is instantiated.
-    delta_state_kernel<K, 8><<<static_cast<unsigned>(grid), 256, sizeof(StateSmem<K>), st>>>(prm);
+    // Where 64-column tiles leave SMs idle (K <= 128), 32-column tiles double the CTAs: each walks the
+    // same chunks with half the state and products (LINA_DELTA_STATE_VC=64 keeps 64; measurement knob).
+    if (K <= 128 && grid < sms && narrow_state_tiles()) {
+      if constexpr (K <= 128)
+        delta_state_kernel<K, 8, 32><<<static_cast<unsigned>(2 * grid), 256, sizeof(StateSmem<K, 32>), st>>>(prm);
+    } else {
+      delta_state_kernel<K, 8><<<static_cast<unsigned>(grid), 256, sizeof(StateSmem<K>), st>>>(prm);
+    }
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) cuda_fail("state kernel launch", e);
   }
