@@ -1056,9 +1056,11 @@ void run(Params prm, const Problem& p, cudaStream_t st) {
   if (grid > 0) {  // also with no chunks at all: ht = h0
     // 8 warps: 16-warp CTAs (same work per CTA, NW = 16) measured slower at every shape, also where
     // the grid leaves SMs idle (docs/kernels/chunk_delta_fwd.md), so only NW = 8 is instantiated.
-    // Where 64-column tiles leave SMs idle (K <= 128), 32-column tiles double the CTAs: each walks the
-    // same chunks with half the state and products (LINA_DELTA_STATE_VC=64 keeps 64; measurement knob).
-    if (K <= 128 && grid < sms && narrow_state_tiles()) {
+    // Where even twice the 64-column grid fits in one wave (K <= 128), 32-column tiles double the CTAs:
+    // each walks the same chunks with half the state and products. Measured on the H200: faster at 64
+    // CTAs (B2_T16384_H16, D64), slower at 128 (B4_T2048_H16: two CTAs per SM), so the bar is 2 x grid
+    // <= SMs (LINA_DELTA_STATE_VC=64 keeps 64; measurement knob).
+    if (K <= 128 && 2 * grid <= sms && narrow_state_tiles()) {
       if constexpr (K <= 128)
         delta_state_kernel<K, 8, 32><<<static_cast<unsigned>(2 * grid), 256, sizeof(StateSmem<K, 32>), st>>>(prm);
     } else {
