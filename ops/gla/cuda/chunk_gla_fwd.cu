@@ -1115,7 +1115,7 @@ __global__ void __launch_bounds__(d256::NT, 2) chunk_gla_fwd_d256_prep(D256Param
   const float2 bL = make_float2(rho.x + t1.x, rho.y + t1.y);  // b at row 63
   const float2 off = half ? make_float2(0.f, 0.f) : make_float2(-rho.x, -rho.y);
   const bool steep = __syncthreads_or(range_bad(off, run, lo, hi)) != 0;
-  if (tid == 0) reinterpret_cast<int*>(wm)[2 * K] = steep ? 1 : 0;
+  if (tid == 0) *reinterpret_cast<int4*>(wm + 2 * K) = make_int4(steep ? 1 : 0, 0, 0, 0);  // flag + pad: every copied byte defined
 
   if (!steep) {
     if (half == 0) {
