@@ -1063,7 +1063,8 @@ struct D256Params {
   unsigned char* ws;  // [total chunks][H] records of d256::rec_bytes
 };
 
-// One CTA per (global chunk, head). Thread: channel pair cp = 64 (warp & 3) + 2 lane, rows 32 (warp >> 2)
+// One CTA per (global chunk, head), record gc H + h = blockIdx.x (heads adjacent: neighbouring CTAs read
+// neighbouring q / k / g bytes of the same rows and write neighbouring records). Thread: channel pair cp = 64 (warp & 3) + 2 lane, rows 32 (warp >> 2)
 // .. + 31 (v5's producer layout with halves instead of quarters).
 __global__ void __launch_bounds__(d256::NT, 2) chunk_gla_fwd_d256_prep(D256Params dp) {
   using namespace d256;
@@ -1075,7 +1076,7 @@ __global__ void __launch_bounds__(d256::NT, 2) chunk_gla_fwd_d256_prep(D256Param
   float* sTot = reinterpret_cast<float*>(sg + kC * kQ);        // [2][K] half sums
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g8 = lane >> 2, t4 = lane & 3;
-  const int gc = blockIdx.x, h = blockIdx.y;
+  const int gc = static_cast<int>(blockIdx.x / static_cast<unsigned>(p.H)), h = static_cast<int>(blockIdx.x % static_cast<unsigned>(p.H));
   const int2 sc = dp.seqs.chunk(gc, dp.nseq);
   const SeqDesc sd = dp.seqs.at(sc.x);
   const int t0 = sc.y * kC, cn = min(kC, sd.length - t0);
@@ -1448,7 +1449,7 @@ std::vector<std::string> launch_d256(Params prm, int items, const Problem& p, bo
   set_max_dynamic_smem(chunk_gla_fwd_d256_prep, static_cast<int>(prep_smem), "chunk_gla_fwd_d256_prep");
   set_max_dynamic_smem(chunk_gla_fwd_d256_state, static_cast<int>(state_smem), "chunk_gla_fwd_d256_state");
   if (seqs.total_chunks > 0) {
-    chunk_gla_fwd_d256_prep<<<dim3(static_cast<unsigned>(seqs.total_chunks), static_cast<unsigned>(p.H)), NT, prep_smem, st>>>(dp);
+    chunk_gla_fwd_d256_prep<<<static_cast<unsigned>(seqs.total_chunks * p.H), NT, prep_smem, st>>>(dp);
     check(cudaGetLastError(), "chunk_gla_fwd_d256_prep launch");
   }
   const dim3 grid(static_cast<unsigned>(p.V / VT), static_cast<unsigned>(p.H), static_cast<unsigned>(items));
@@ -1471,8 +1472,9 @@ std::vector<std::string> launch_d256(Params prm, int items, const Problem& p, bo
   return {"chunk_gla_fwd_d256_prep", state};
 }
 
-// Bytes of the K = 256 operand workspace; past kD256MaxWorkspace v4 <256,64> runs instead (it needs none).
-constexpr std::size_t kD256MaxWorkspace = 4ull << 30;
+// Bytes of the K = 256 operand workspace (82 KB per chunk and head, below the 128 KB of FLA's bf16 chunk
+// states); past kD256MaxWorkspace v4 <256,64> runs instead (it needs none).
+constexpr std::size_t kD256MaxWorkspace = 8ull << 30;
 std::size_t d256_workspace_bytes(const Problem& p) {
   std::size_t chunks = 0;
   for (const auto& sq : p.sequences) chunks += static_cast<std::size_t>((sq.length + kC - 1) / kC);
@@ -1616,7 +1618,8 @@ RunInfo chunk_gla_forward(const Problem& p, const ChunkGlaArgs& a, const Attenti
   const int ni = static_cast<int>(plan.rows);
   // K = 256: prep + state (LINA_GLA_FWD_VERSION=4, or a workspace past kD256MaxWorkspace: v4 <256,64>).
   const std::size_t d256_ws = p.K == 256 ? d256_workspace_bytes(p) : 0;
-  if (p.K == 256 && use_v5() && d256_ws <= kD256MaxWorkspace) {
+  // (the prep grid is chunks x heads CTAs in one dimension: at most 2^31 - 1)
+  if (p.K == 256 && use_v5() && d256_ws <= kD256MaxWorkspace && d256_ws / d256::rec_bytes < (1ull << 31)) {
     std::vector<std::string> names = launch_d256(prm, ni, p, split, d256_ws, st);
     workspace_free(scratch, st, "chunk_gla fwd segment states");
     workspace_free(d_items, st, "chunk_gla fwd work items");
