@@ -3,7 +3,7 @@
 # whose binaries were built and staged without a GPU (modelled on glafwd-v5-k64's glafwd_branch_verify.sh).
 #   here:   bash bench/glafwd_d256_verify.sh --stage   (build, strip, xz into /work/main/.carry/glafwd-d256-prep/)
 #   device: bash .carry/glafwd-d256-prep/glafwd_d256_verify.sh .carry/glafwd-d256-prep [full]
-#           (carry [".carry/glafwd-d256-prep"]; quick: ~2 min, timeout_s 180; full adds the sanitizers and an
+#           (carry [".carry/glafwd-d256-prep"]; quick: steps capped at 175 s in all, timeout_s 180; full adds the sanitizers and an
 #           ncu split of prep vs state at B8_T2048_H32_D256: timeout_s 480)
 # Quick: --small checks (incl. the D256 varlen / steep split / mixed split cases), the bench shapes with the
 # branch default, B8_T2048_H32_D256 with LINA_GLA_FWD_VERSION=4 (v4 <256,64>) in the same binary, CUDA gate
@@ -29,10 +29,10 @@ MODE="${2:-quick}"
 L="$OUT"
 (cd "$D" && for f in *.xz; do [ -f "$f" ] && xz -d -f -T4 "$f"; done; chmod +x lina_*)
 nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader
-timeout 60 "$D/lina_cuda_gla_check" --small > "$L/small.log" 2>&1; echo "small rc=$?"
-timeout 90 "$D/lina_cuda_gla_check" --bench > "$L/bench_new.log" 2>&1; echo "bench (branch default) rc=$?"
-LINA_GLA_FWD_VERSION=4 timeout 40 "$D/lina_cuda_gla_check" --bench B8_T2048_H32_D256 > "$L/bench_v4_d256.log" 2>&1; echo "bench D256 (v4) rc=$?"
-timeout 60 "$D/lina_chunk_gla_gate" --gtest_filter='*Cuda*' --gtest_brief=1 > "$L/gate.log" 2>&1; echo "gate rc=$?"
+timeout 40 "$D/lina_cuda_gla_check" --small > "$L/small.log" 2>&1; echo "small rc=$?"
+timeout 70 "$D/lina_cuda_gla_check" --bench > "$L/bench_new.log" 2>&1; echo "bench (branch default) rc=$?"
+LINA_GLA_FWD_VERSION=4 timeout 25 "$D/lina_cuda_gla_check" --bench B8_T2048_H32_D256 > "$L/bench_v4_d256.log" 2>&1; echo "bench D256 (v4) rc=$?"
+timeout 40 "$D/lina_chunk_gla_gate" --gtest_filter='*Cuda*' --gtest_brief=1 > "$L/gate.log" 2>&1; echo "gate rc=$?"
 if [ "$MODE" = full ]; then
   S="compute-sanitizer --error-exitcode 9 --print-limit 20"
   for t in racecheck memcheck initcheck synccheck; do
