@@ -1444,7 +1444,14 @@ std::string launch_v5(Params prm, int items, const Problem& p, bool split, cudaS
 std::vector<std::string> launch_d256(Params prm, int items, const Problem& p, bool split, std::size_t ws_bytes, cudaStream_t st) {
   using namespace d256;
   const DeviceSeqs seqs = upload_sequences(p, st);
-  unsigned char* ws = workspace_alloc_as<unsigned char>(ws_bytes, st, "chunk_gla fwd D256 operands");
+  unsigned char* ws = nullptr;
+  try {
+    ws = workspace_alloc_as<unsigned char>(ws_bytes, st, "chunk_gla fwd D256 operands");
+  } catch (const Error&) {  // out of device memory: v4 <256,64> needs no operand workspace (the caller runs it)
+    (void)cudaGetLastError();
+    workspace_free(seqs.ptr, st, "sequence table");
+    return {};
+  }
   D256Params dp{prm, seqs.view, static_cast<int>(p.N), ws};
   set_max_dynamic_smem(chunk_gla_fwd_d256_prep, static_cast<int>(prep_smem), "chunk_gla_fwd_d256_prep");
   set_max_dynamic_smem(chunk_gla_fwd_d256_state, static_cast<int>(state_smem), "chunk_gla_fwd_d256_state");
@@ -1621,9 +1628,11 @@ RunInfo chunk_gla_forward(const Problem& p, const ChunkGlaArgs& a, const Attenti
   // (the prep grid is chunks x heads CTAs in one dimension: at most 2^31 - 1)
   if (p.K == 256 && use_v5() && d256_ws <= kD256MaxWorkspace && d256_ws / d256::rec_bytes < (1ull << 31)) {
     std::vector<std::string> names = launch_d256(prm, ni, p, split, d256_ws, st);
-    workspace_free(scratch, st, "chunk_gla fwd segment states");
-    workspace_free(d_items, st, "chunk_gla fwd work items");
-    return RunInfo{"cuda", std::move(names)};
+    if (!names.empty()) {
+      workspace_free(scratch, st, "chunk_gla fwd segment states");
+      workspace_free(d_items, st, "chunk_gla fwd work items");
+      return RunInfo{"cuda", std::move(names)};
+    }
   }
   switch (p.K) {
     case 64: name = launch<64, 64>(prm, ni, p, split, st); break;
