@@ -212,7 +212,9 @@ FwdResult check_gla_fwd(const std::string& name, HostCfg cfg, int gate_kind, DTy
   const RunInfo info = chunk_gla_forward(a, AttentionOutputs{o.view, ht.view}, mode, ExecOptions{Backend::cuda});
   gpu_reference::chunk_gla_forward(a, AttentionOutputs{ro.view, rht.view});
   ck(cudaDeviceSynchronize(), "gla fwd");
-  std::printf("  ran: %s %s\n", info.backend.c_str(), info.kernels.empty() ? "" : info.kernels[0].c_str());
+  std::string kernels;
+  for (const auto& kn : info.kernels) kernels += (kernels.empty() ? "" : " + ") + kn;
+  std::printf("  ran: %s %s\n", info.backend.c_str(), kernels.c_str());
   FwdResult r;
   const auto ho = to_host(o.view), hht = to_host(ht.view);
   const auto c1 = report("o vs GPU ref", to_host(ro.view), ho, 0.004);
@@ -302,6 +304,11 @@ void run_gpu(bool small_only, bool bench_only, const char* only_shape) {
   check_gla_fwd("steep gate T129 D64 B2 H3", gla_cfg(2, 129, 3, 64, 64, true), 2, DType::bf16, true);
   check_gla_fwd("K64 V256 T130 inference", gla_cfg(1, 130, 1, 64, 256, false), 1, DType::bf16, true, ForwardMode::inference);
   check_gla_fwd("K256 V64 T77 B3 h0", gla_cfg(3, 77, 1, 256, 64, true), 1, DType::bf16, true);
+  // K = 256 prep + state: varlen chunk numbering with an empty sequence and a split sequence, steep
+  // chunks in both split passes (segment decays from the per-token products), mixed paths over 8 segments.
+  check_gla_fwd("varlen [0,0,70,300] H2 D256 h0 (split)", gla_cfg(1, 300, 2, 256, 256, true, {0, 0, 70, 300}), 1, DType::bf16, true);
+  check_gla_fwd("steep gate T600 K256 V64 h0 (split 5)", gla_cfg(1, 600, 1, 256, 64, true), 2, DType::bf16, true);
+  check_gla_fwd("medium gate B2 T1000 H2 K256 V128 (split 8)", gla_cfg(2, 1000, 2, 256, 128, true), 6, DType::bf16, false);
   check_gla_fwd("B2 T1000 H4 D128 (B*H below SM count)", gla_cfg(2, 1000, 4, 128, 128, true), 1, DType::bf16, false);
   {  // f16 is refused, naming the dtype
     Problem P;

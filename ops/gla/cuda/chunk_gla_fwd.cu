@@ -140,6 +140,107 @@ __device__ __forceinline__ uint4 pack8(const float (&x)[8]) {
   return make_uint4(pack_bf16(x[0], x[1]), pack_bf16(x[2], x[3]), pack_bf16(x[4], x[5]), pack_bf16(x[6], x[7]));
 }
 
+// ---- Pieces shared by v5 (K = 128) and the K = 256 prep / state kernels (one definition each). ----
+
+// Serial gate scan of NR rows (log2 units) for the channel pair cp, cp + 1, from row r0 of a g tile at
+// pitch ld: the rows' sum `run` and the lowest / highest running sum (v5 producer pass 1).
+template <int NR>
+__device__ __forceinline__ void gate_rows_scan(const __nv_bfloat16* sg, int ld, int r0, int cp, float2& run, float2& lo, float2& hi) {
+  run = make_float2(0.f, 0.f);
+  lo = hi = run;
+#pragma unroll
+  for (int i = 0; i < NR; ++i) {
+    const float2 x = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(sg + (r0 + i) * ld + cp));
+    run.x += x.x * kLog2e;
+    run.y += x.y * kLog2e;
+    lo = i ? make_float2(fminf(lo.x, run.x), fminf(lo.y, run.y)) : run;
+    hi = i ? make_float2(fmaxf(hi.x, run.x), fmaxf(hi.y, run.y)) : run;
+  }
+}
+// Steep test of those rows, whose running sums start at `off` relative to rho: |b_r - rho| is largest
+// at the lowest or highest running sum; the last sum carries a NaN of any row (fminf / fmaxf drop NaN).
+// (v5 keeps the same test written out in place: through this call its SASS changed.)
+__device__ __forceinline__ bool range_bad(float2 off, float2 run, float2 lo, float2 hi) {
+  return !(fabsf(off.x + lo.x) <= kLim) || !(fabsf(off.x + hi.x) <= kLim) || !(fabsf(off.x + run.x) <= kLim) ||
+         !(fabsf(off.y + lo.y) <= kLim) || !(fabsf(off.y + hi.y) <= kLim) || !(fabsf(off.y + run.y) <= kLim);
+}
+
+// Consumer state layout (v5, D256 state kernel): a warp holds H^T for 16 value columns vc0.. and NCH
+// channels in m16n8 accumulators, ht[nt][e] = H[ch][v], ch = nt * 8 + 2 t4 + (e & 1) (relative to the
+// warp's first channel), v = vc0 + g8 + (e >= 2 ? 8 : 0).
+// o[rb] += qe[rows 16 rb.., NCH channels] @ bf16(2^rho H): the accumulator layout of H^T is the B
+// fragment layout of this product, so the fragments are built in registers. sRe, sq start at the
+// warp's first channel.
+template <int NCH>
+__device__ __forceinline__ void o_from_state(float (&oacc)[4][2][4], const float (&ht)[NCH / 8][4], const float* sRe,
+                                             const __nv_bfloat16* sq, int ldq, int lane) {
+  const int t4 = lane & 3;
+#pragma unroll
+  for (int ks = 0; ks < NCH / 16; ++ks) {
+    const float2 r0 = *reinterpret_cast<const float2*>(sRe + ks * 16 + 2 * t4);
+    const float2 r8 = *reinterpret_cast<const float2*>(sRe + ks * 16 + 8 + 2 * t4);
+    const std::uint32_t b00 = pack_bf16(ht[2 * ks][0] * r0.x, ht[2 * ks][1] * r0.y);
+    const std::uint32_t b01 = pack_bf16(ht[2 * ks + 1][0] * r8.x, ht[2 * ks + 1][1] * r8.y);
+    const std::uint32_t b10 = pack_bf16(ht[2 * ks][2] * r0.x, ht[2 * ks][3] * r0.y);
+    const std::uint32_t b11 = pack_bf16(ht[2 * ks + 1][2] * r8.x, ht[2 * ks + 1][3] * r8.y);
+#pragma unroll
+    for (int rb = 0; rb < 4; ++rb) {
+      std::uint32_t a[4];
+      ldsm_frag_a(a, sq, ldq, rb * 16, ks * 16, lane);
+      mma_bf16_16816(oacc[rb][0], a, b00, b01);
+      mma_bf16_16816(oacc[rb][1], a, b10, b11);
+    }
+  }
+}
+// o[rb] += A_hi @ v + A_lo @ v over the causal blocks kk <= rb, for the row blocks with own(rb) (per
+// accumulator the order of v4).
+template <class Own>
+__device__ __forceinline__ void o_add_av(float (&oacc)[4][2][4], const __nv_bfloat16* sAh, const __nv_bfloat16* sAl, int lda,
+                                         const __nv_bfloat16* sv, int ldv, int vc0, int lane, Own own) {
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    std::uint32_t b[4];
+    ldsm_frag_b_kn(b, sv, ldv, kk * 16, vc0, lane);
+#pragma unroll
+    for (int rb = 0; rb < 4; ++rb) {
+      if (rb < kk || !own(rb)) continue;
+      std::uint32_t ah[4], al[4];
+      ldsm_frag_a(ah, sAh, lda, rb * 16, kk * 16, lane);
+      ldsm_frag_a(al, sAl, lda, rb * 16, kk * 16, lane);
+      mma_bf16_16816(oacc[rb][0], ah, b[0], b[1]);
+      mma_bf16_16816(oacc[rb][1], ah, b[2], b[3]);
+      mma_bf16_16816(oacc[rb][0], al, b[0], b[1]);
+      mma_bf16_16816(oacc[rb][1], al, b[2], b[3]);
+    }
+  }
+}
+// H = diag(2^bL) H + ke^T @ v, as H^T = H^T diag(2^bL) + v^T @ ke. sDl, sk start at the warp's first channel.
+template <int NCH>
+__device__ __forceinline__ void state_update(float (&ht)[NCH / 8][4], const float* sDl, const __nv_bfloat16* sv, int ldv, int vc0,
+                                             const __nv_bfloat16* sk, int ldk, int lane) {
+  const int t4 = lane & 3;
+#pragma unroll
+  for (int nt = 0; nt < NCH / 8; ++nt) {
+    const float2 d = *reinterpret_cast<const float2*>(sDl + nt * 8 + 2 * t4);
+    ht[nt][0] *= d.x;
+    ht[nt][1] *= d.y;
+    ht[nt][2] *= d.x;
+    ht[nt][3] *= d.y;
+  }
+#pragma unroll
+  for (int ks = 0; ks < kC / 16; ++ks) {
+    std::uint32_t a[4];
+    ldsm_frag_a_trans(a, sv, ldv, vc0, ks * 16, lane);
+#pragma unroll
+    for (int np = 0; np < NCH / 16; ++np) {
+      std::uint32_t b[4];
+      ldsm_frag_b_kn(b, sk, ldk, ks * 16, np * 16, lane);
+      mma_bf16_16816(ht[2 * np], a, b[0], b[1]);
+      mma_bf16_16816(ht[2 * np + 1], a, b[2], b[3]);
+    }
+  }
+}
+
 template <int K, int VT>
 __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fwd_fused(Params p) {
   using C = Cfg<K, VT>;
@@ -695,15 +796,8 @@ __global__ void __launch_bounds__(v5::NT, 1) chunk_gla_fwd_ws(Params p) {
       int* sFlag = reinterpret_cast<int*>(st_ptr(st, off_flag));
 
       // ---- pass 1: the quarter's gate sums (log2 units) and the range of its running sums.
-      float2 run = make_float2(0.f, 0.f), lo = make_float2(0.f, 0.f), hi = make_float2(0.f, 0.f);
-#pragma unroll
-      for (int i = 0; i < 16; ++i) {
-        const float2 x = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(sg + (qr0 + i) * kQ + cp));
-        run.x += x.x * kLog2e;
-        run.y += x.y * kLog2e;
-        lo = i ? make_float2(fminf(lo.x, run.x), fminf(lo.y, run.y)) : run;
-        hi = i ? make_float2(fmaxf(hi.x, run.x), fmaxf(hi.y, run.y)) : run;
-      }
+      float2 run, lo, hi;
+      gate_rows_scan<16>(sg, kQ, qr0, cp, run, lo, hi);
       *reinterpret_cast<float2*>(sTot + quarter * K + cp) = run;
       psync();  // every quarter's sum is in sTot
       // ---- rho = b at row 31, bL = b at row 63; this quarter's running sums start at off (relative to rho)
@@ -721,6 +815,7 @@ __global__ void __launch_bounds__(v5::NT, 1) chunk_gla_fwd_ws(Params p) {
         }
       // |b_r - rho| over the quarter is largest at its lowest or highest running sum; the last sum
       // carries a NaN of any row (fminf / fmaxf drop NaN).
+      // (range_bad spelled out: calling it here changed v5's register allocation and schedule.)
       bool bad = !(fabsf(off.x + lo.x) <= kLim) || !(fabsf(off.x + hi.x) <= kLim) || !(fabsf(off.x + run.x) <= kLim) ||
                  !(fabsf(off.y + lo.y) <= kLim) || !(fabsf(off.y + hi.y) <= kLim) || !(fabsf(off.y + run.y) <= kLim);
       const float2 dl = make_float2(ex2(bL.x), ex2(bL.y));
@@ -846,41 +941,9 @@ __global__ void __launch_bounds__(v5::NT, 1) chunk_gla_fwd_ws(Params p) {
         for (int rb = 0; rb < 4; ++rb)
 #pragma unroll
           for (int j = 0; j < 2; ++j) oacc[rb][j][0] = oacc[rb][j][1] = oacc[rb][j][2] = oacc[rb][j][3] = 0.f;
-#pragma unroll
-        for (int ks = 0; ks < K / 16; ++ks) {
-          const float2 r0 = *reinterpret_cast<const float2*>(sRe + ks * 16 + 2 * t4);
-          const float2 r8 = *reinterpret_cast<const float2*>(sRe + ks * 16 + 8 + 2 * t4);
-          const std::uint32_t b00 = pack_bf16(ht[2 * ks][0] * r0.x, ht[2 * ks][1] * r0.y);
-          const std::uint32_t b01 = pack_bf16(ht[2 * ks + 1][0] * r8.x, ht[2 * ks + 1][1] * r8.y);
-          const std::uint32_t b10 = pack_bf16(ht[2 * ks][2] * r0.x, ht[2 * ks][3] * r0.y);
-          const std::uint32_t b11 = pack_bf16(ht[2 * ks + 1][2] * r8.x, ht[2 * ks + 1][3] * r8.y);
-#pragma unroll
-          for (int rb = 0; rb < 4; ++rb) {
-            std::uint32_t a[4];
-            ldsm_frag_a(a, sq, kQ, rb * 16, ks * 16, lane);
-            mma_bf16_16816(oacc[rb][0], a, b00, b01);
-            mma_bf16_16816(oacc[rb][1], a, b10, b11);
-          }
-        }
-        // ---- o += A_hi @ v + A_lo @ v (blocks kk <= rb; per accumulator the order of v4).
-        const __nv_bfloat16* sAh = sg;
-        const __nv_bfloat16* sAl = sg + kC * kAs;
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk) {
-          std::uint32_t b[4];
-          ldsm_frag_b_kn(b, sv, kVs, kk * 16, vc0, lane);
-#pragma unroll
-          for (int rb = 0; rb < 4; ++rb) {
-            if (rb < kk) continue;
-            std::uint32_t ah[4], al[4];
-            ldsm_frag_a(ah, sAh, kAs, rb * 16, kk * 16, lane);
-            ldsm_frag_a(al, sAl, kAs, rb * 16, kk * 16, lane);
-            mma_bf16_16816(oacc[rb][0], ah, b[0], b[1]);
-            mma_bf16_16816(oacc[rb][1], ah, b[2], b[3]);
-            mma_bf16_16816(oacc[rb][0], al, b[0], b[1]);
-            mma_bf16_16816(oacc[rb][1], al, b[2], b[3]);
-          }
-        }
+        o_from_state<K>(oacc, ht, sRe, sq, kQ, lane);
+        // ---- o += A_hi @ v + A_lo @ v (blocks kk <= rb).
+        o_add_av(oacc, sg, sg + kC * kAs, kAs, sv, kVs, vc0, lane, [](int) { return true; });
 #pragma unroll
         for (int rb = 0; rb < 4; ++rb)
 #pragma unroll
@@ -896,26 +959,7 @@ __global__ void __launch_bounds__(v5::NT, 1) chunk_gla_fwd_ws(Params p) {
             }
       }  // want_o
       // ---- H = diag(2^bL) H + ke^T @ v, as H^T = H^T diag(2^bL) + v^T @ ke.
-#pragma unroll
-      for (int nt = 0; nt < K / 8; ++nt) {
-        const float2 d = *reinterpret_cast<const float2*>(sDl + nt * 8 + 2 * t4);
-        ht[nt][0] *= d.x;
-        ht[nt][1] *= d.y;
-        ht[nt][2] *= d.x;
-        ht[nt][3] *= d.y;
-      }
-#pragma unroll
-      for (int ks = 0; ks < kC / 16; ++ks) {
-        std::uint32_t a[4];
-        ldsm_frag_a_trans(a, sv, kVs, vc0, ks * 16, lane);
-#pragma unroll
-        for (int np = 0; np < K / 16; ++np) {
-          std::uint32_t b[4];
-          ldsm_frag_b_kn(b, sk, kQ, ks * 16, np * 16, lane);
-          mma_bf16_16816(ht[2 * np], a, b[0], b[1]);
-          mma_bf16_16816(ht[2 * np + 1], a, b[2], b[3]);
-        }
-      }
+      state_update<K>(ht, sDl, sv, kVs, vc0, sk, kQ, lane);
     } else {
       // ---- Steep chunk: the exact token recurrence (v4's per-element fp32 update); o of this warp's 16
       // columns is reduced over its own channels and quads, so no shared-memory scratch is needed.
@@ -976,6 +1020,406 @@ __global__ void __launch_bounds__(v5::NT, 1) chunk_gla_fwd_ws(Params p) {
   }
 }
 
+// ---------------------------------------------------------------------------------------------------
+// K = 256 (docs/kernels/chunk_gla_fwd.md, "D256 prep + state"): v4's <256,64> redid the gate scan, the
+// 32 k exps of qe / kr / ke and A over K = 256 in each of the four V-tile CTAs of a head. Here a
+// chunk-parallel prep kernel does that work once per (chunk, head) and writes the operands to a
+// workspace; a state kernel per (work item, head, 64-column V tile) walks the chunks and only runs the
+// o and state GEMMs (v5's consumer code) on the loaded operands. Same operands, roundings and steep
+// decision as v4 / v5.
+namespace d256 {
+constexpr int K = 256, VT = 64;
+constexpr int NT = 256;  // 8 warps, both kernels
+constexpr int kQ = K + 8, kVs = VT + 8, kAs = kC + 8;
+// Workspace record of one (global chunk, head), rows 0..63 of the chunk (rows past a sequence end zero):
+//   qe [64][256] bf16 | ke [64][256] bf16 | A hi [64][64], A lo [64][64] bf16 (causal 16x16 blocks only)
+//   | 2^rho [256] f32 | 2^bL [256] f32 (steep: the product of the per-token decays) | steep flag int, 3 pad
+constexpr std::size_t rec_qe = 0, rec_ke = 1ull * kC * K * 2, rec_a = 2 * rec_ke, rec_meta = rec_a + 2ull * kC * kC * 2;
+constexpr int kMeta = 2 * K + 4;  // 32-bit words
+constexpr std::size_t rec_bytes = rec_meta + kMeta * 4;
+// Prep: q -> qe, k, g -> kr -> A hi + lo tiles [64][kQ] and the half sums [2][K].
+constexpr std::size_t ptile = 1ull * kC * kQ * 2;
+constexpr std::size_t prep_smem = 3 * ptile + 2ull * K * 4;
+// State: 2 stages of {qe, ke [64][kQ], A hi, A lo [64][kAs], v [64][kVs], meta}, then the o exchange of
+// the warp pairs (8 warps x 2 row blocks x 1 KB).
+constexpr std::size_t s_ke = ptile, s_a = 2 * ptile, s_v = s_a + 2ull * kC * kAs * 2, s_meta = s_v + 1ull * kC * kVs * 2;
+constexpr std::size_t stage_bytes = s_meta + kMeta * 4;
+constexpr std::size_t state_smem = 2 * stage_bytes + 8ull * 2 * 32 * 8 * 4;
+static_assert(rec_bytes % 16 == 0 && stage_bytes % 16 == 0 && s_meta % 16 == 0, "16-byte copies");
+static_assert(2ull * kC * kAs * 2 <= ptile, "A hi + lo fit the kr tile");
+static_assert(2 * prep_smem + 2048 <= 228ull * 1024, "prep: 2 CTAs / SM");
+static_assert(state_smem <= 227ull * 1024, "state: shared memory per CTA");
+static_assert(8ull * 2 * 32 * 8 >= 4ull * kC * 16, "steep o scratch ([4 pairs][64][16] f32) fits the exchange");
+static_assert(NT == K, "state kernel: thread tid keeps the segment decay of channel tid");
+
+// Warp pair (vq, vq + 4) of the state kernel: named barrier 1 + vq over its 64 threads.
+__device__ __forceinline__ void pair_sync(int vq) { asm volatile("bar.sync %0, 64;\n" ::"r"(1 + vq) : "memory"); }
+}  // namespace d256
+
+struct D256Params {
+  Params p;        // inputs, outputs, work items, split (as v4 / v5)
+  SeqTable seqs;   // chunk numbering: sequence n's chunks are records seqs.at(n).chunk_off ..
+  int nseq;
+  unsigned char* ws;  // [total chunks][H] records of d256::rec_bytes
+};
+
+// One CTA per (global chunk, head), record gc H + h = blockIdx.x (heads adjacent: neighbouring CTAs read
+// neighbouring q / k / g bytes of the same rows and write neighbouring records). Thread: channel pair cp = 64 (warp & 3) + 2 lane, rows 32 (warp >> 2)
+// .. + 31 (v5's producer layout with halves instead of quarters).
+__global__ void __launch_bounds__(d256::NT, 2) chunk_gla_fwd_d256_prep(D256Params dp) {
+  using namespace d256;
+  const Params& p = dp.p;
+  extern __shared__ __align__(16) unsigned char smem[];
+  __nv_bfloat16* sq = reinterpret_cast<__nv_bfloat16*>(smem);  // q, then qe
+  __nv_bfloat16* sk = sq + kC * kQ;                            // k
+  __nv_bfloat16* sg = sk + kC * kQ;                            // g, then kr, then A hi + lo
+  float* sTot = reinterpret_cast<float*>(sg + kC * kQ);        // [2][K] half sums
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int g8 = lane >> 2, t4 = lane & 3;
+  const int gc = static_cast<int>(blockIdx.x / static_cast<unsigned>(p.H)), h = static_cast<int>(blockIdx.x % static_cast<unsigned>(p.H));
+  const int2 sc = dp.seqs.chunk(gc, dp.nseq);
+  const SeqDesc sd = dp.seqs.at(sc.x);
+  const int t0 = sc.y * kC, cn = min(kC, sd.length - t0);
+  const std::int64_t row0 = sd.row_begin + t0;
+  unsigned char* rec = dp.ws + (static_cast<std::int64_t>(gc) * p.H + h) * rec_bytes;
+  __nv_bfloat16* wq = reinterpret_cast<__nv_bfloat16*>(rec + rec_qe);
+  __nv_bfloat16* wk = reinterpret_cast<__nv_bfloat16*>(rec + rec_ke);
+  __nv_bfloat16* wa = reinterpret_cast<__nv_bfloat16*>(rec + rec_a);
+  float* wm = reinterpret_cast<float*>(rec + rec_meta);
+
+  {  // q, k, g: thread copies 16 bytes at column lc of rows lr + 8 j (rows past the end zero-filled)
+    const int lr = tid >> 5, lc = (tid & 31) * 8;
+    std::int64_t off = ((row0 + lr) * p.H + h) * K + lc;
+    const std::int64_t pass = 8ll * p.H * K;
+#pragma unroll
+    for (int j = 0; j < kC / 8; ++j) {
+      const int r = lr + 8 * j;
+      const bool ok = r < cn;
+      const int so = r * kQ + lc;
+      cp_async16(sq + so, p.q + (ok ? off : 0), ok);
+      cp_async16(sk + so, p.k + (ok ? off : 0), ok);
+      cp_async16(sg + so, p.g + (ok ? off : 0), ok);
+      off += pass;
+    }
+    cp_async_commit();
+    cp_async_wait<0>();
+    __syncthreads();
+  }
+
+  const int cp = 64 * (warp & 3) + 2 * lane, half = warp >> 2, r0 = 32 * half;
+  float2 run, lo, hi;
+  gate_rows_scan<32>(sg, kQ, r0, cp, run, lo, hi);
+  *reinterpret_cast<float2*>(sTot + half * K + cp) = run;
+  __syncthreads();
+  const float2 rho = *reinterpret_cast<const float2*>(sTot + cp);  // b at row 31
+  const float2 t1 = *reinterpret_cast<const float2*>(sTot + K + cp);
+  const float2 bL = make_float2(rho.x + t1.x, rho.y + t1.y);  // b at row 63
+  const float2 off = half ? make_float2(0.f, 0.f) : make_float2(-rho.x, -rho.y);
+  const bool steep = __syncthreads_or(range_bad(off, run, lo, hi)) != 0;
+  if (tid == 0) *reinterpret_cast<int4*>(wm + 2 * K) = make_int4(steep ? 1 : 0, 0, 0, 0);  // flag + pad: every copied byte defined
+
+  if (!steep) {
+    if (half == 0) {
+      *reinterpret_cast<float2*>(wm + cp) = make_float2(ex2(rho.x), ex2(rho.y));
+      *reinterpret_cast<float2*>(wm + K + cp) = make_float2(ex2(bL.x), ex2(bL.y));
+    }
+    // ---- qe = q 2^(b - rho) (smem for A, workspace), kr = k 2^(rho - b) (over g, for A), ke = kr 2^(bL - rho)
+    // (workspace). A warp stores 64 channels = 128 contiguous bytes of a row.
+    const float2 ck = make_float2(ex2(bL.x - rho.x), ex2(bL.y - rho.y));
+    float2 d = off;
+#pragma unroll 4
+    for (int i = 0; i < 32; ++i) {
+      const int r = r0 + i, o = r * kQ + cp;
+      const float2 x = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(sg + o));
+      d.x += x.x * kLog2e;
+      d.y += x.y * kLog2e;
+      const float2 q = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(sq + o));
+      const float2 k = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(sk + o));
+      const float krx = k.x * ex2(-d.x), kry = k.y * ex2(-d.y);
+      const std::uint32_t qe = pack_bf16(q.x * ex2(d.x), q.y * ex2(d.y));
+      *reinterpret_cast<std::uint32_t*>(sq + o) = qe;
+      *reinterpret_cast<std::uint32_t*>(sg + o) = pack_bf16(krx, kry);
+      *reinterpret_cast<std::uint32_t*>(wq + r * K + cp) = qe;
+      *reinterpret_cast<std::uint32_t*>(wk + r * K + cp) = pack_bf16(krx * ck.x, kry * ck.y);
+    }
+    __syncthreads();  // qe and kr complete
+    // ---- A = causal(qe kr^T): the 10 causal 16x16 blocks, block i on warp i % 8 (warps 0, 1 take two).
+    float aacc[2][2][4];
+#pragma unroll
+    for (int bi = 0; bi < 2; ++bi) {
+      const int i = warp + 8 * bi;
+      const int rb = (i >= 1) + (i >= 3) + (i >= 6), jb = i - rb * (rb + 1) / 2;
+#pragma unroll
+      for (int t = 0; t < 2; ++t) aacc[bi][t][0] = aacc[bi][t][1] = aacc[bi][t][2] = aacc[bi][t][3] = 0.f;
+      if (i < 10) {
+#pragma unroll 4
+        for (int ks = 0; ks < K / 16; ++ks) {
+          std::uint32_t a[4], b[4];
+          ldsm_frag_a(a, sq, kQ, rb * 16, ks * 16, lane);
+          ldsm_frag_b_nk(b, sg, kQ, jb * 16, ks * 16, lane);
+          mma_bf16_16816(aacc[bi][0], a, b[0], b[1]);
+          mma_bf16_16816(aacc[bi][1], a, b[2], b[3]);
+        }
+      }
+    }
+    __syncthreads();  // kr reads done: A hi + lo overwrite the kr tile
+    __nv_bfloat16* sAh = sg;
+    __nv_bfloat16* sAl = sg + kC * kAs;
+#pragma unroll
+    for (int bi = 0; bi < 2; ++bi) {
+      const int i = warp + 8 * bi;
+      if (i >= 10) continue;
+      const int rb = (i >= 1) + (i >= 3) + (i >= 6), jb = i - rb * (rb + 1) / 2;
+      store_causal_block_split(sAh, sAl, kAs, aacc[bi], rb, jb, g8, t4);
+    }
+    __syncthreads();
+    // Causal 16-byte units only (row r: columns < 16 (r / 16 + 1)); the state kernel loads the same set.
+    for (int u = tid; u < 2 * kC * 8; u += NT) {
+      const int hl = u >> 9, r = (u >> 3) & 63, c8 = u & 7;
+      if (c8 < 2 * ((r >> 4) + 1))
+        *reinterpret_cast<uint4*>(wa + hl * kC * kC + r * kC + c8 * 8) =
+            *reinterpret_cast<const uint4*>((hl ? sAl : sAh) + r * kAs + c8 * 8);
+    }
+  } else {
+    // Steep chunk: the state kernel runs the exact token recurrence on raw q, k, g. Its segment decay
+    // (split pass 1) is the product of the per-token decays in token order, as in v4.
+    if (half == 0) {
+      float2 dec = make_float2(1.f, 1.f);
+      for (int t = 0; t < cn; ++t) {
+        const float2 x = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(sg + t * kQ + cp));
+        dec.x *= ex2(x.x * kLog2e);
+        dec.y *= ex2(x.y * kLog2e);
+      }
+      *reinterpret_cast<float2*>(wm + cp) = make_float2(1.f, 1.f);
+      *reinterpret_cast<float2*>(wm + K + cp) = dec;
+    }
+    // The operands are not used; zeros keep every loaded byte defined.
+    const uint4 z = make_uint4(0u, 0u, 0u, 0u);
+    for (int u = tid; u < kC * K / 8; u += NT) {
+      reinterpret_cast<uint4*>(wq)[u] = z;
+      reinterpret_cast<uint4*>(wk)[u] = z;
+    }
+    for (int u = tid; u < 2 * kC * 8; u += NT) {
+      const int hl = u >> 9, r = (u >> 3) & 63, c8 = u & 7;
+      if (c8 < 2 * ((r >> 4) + 1)) *reinterpret_cast<uint4*>(wa + hl * kC * kC + r * kC + c8 * 8) = z;
+    }
+  }
+}
+
+// One CTA per (work item, head, 64-column V tile), 8 warps: warp w = (vq = w & 3, kh = w >> 2) holds
+// H^T for value columns 16 vq .. + 15 and channels 128 kh .. + 127 (64 accumulator registers; v5's
+// consumer layout with K split over the warp pair). o = qe @ bf16(2^rho H) is summed over the pair
+// through shared memory: kh = 0 finishes row blocks 0 and 3, kh = 1 row blocks 1 and 2 (A @ v for the
+// same blocks: 5 causal 16x16 blocks each). All threads load chunk m + 1 (cp.async, 2 stages) while
+// chunk m runs; one CTA barrier per chunk.
+__global__ void __launch_bounds__(d256::NT, 1) chunk_gla_fwd_d256_state(D256Params dp) {
+  using namespace d256;
+  const Params& p = dp.p;
+  extern __shared__ __align__(16) unsigned char smem[];
+  float* sX = reinterpret_cast<float*>(smem + 2 * stage_bytes);  // o exchange / steep o scratch
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int g8 = lane >> 2, t4 = lane & 3;
+  const int vq = warp & 3, kh = warp >> 2, vc0 = 16 * vq, cb = 128 * kh;
+  const int j0 = blockIdx.x * VT, h = blockIdx.y, n = blockIdx.z;
+  const WorkItem s = work_item(p, n);
+  if (p.mode == 1 && s.seg == s.nseg - 1) return;  // the last segment's local state is not needed
+  const std::int64_t state_base = (static_cast<std::int64_t>(s.seq) * p.H + h) * K * p.V;
+  const bool want_o = p.mode != 1;
+  const int nchunks = (s.length + kC - 1) / kC;
+  const SeqDesc sd = dp.seqs.at(s.seq);
+  const std::int64_t chunk0 = sd.chunk_off + (s.row_begin - sd.row_begin) / kC;  // the item's first record
+
+  float ht[16][4];
+#pragma unroll
+  for (int nt = 0; nt < 16; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int ch = cb + nt * 8 + 2 * t4 + (e & 1), v = vc0 + g8 + (e >= 2 ? 8 : 0);
+      ht[nt][e] = p.h0 && p.mode != 1 ? p.h0[state_base + static_cast<std::int64_t>(ch) * p.V + j0 + v] : 0.f;
+    }
+  if (p.mode == 2) {
+    for (int u = 0; u < s.seg; ++u) {
+      const std::int64_t sb = (static_cast<std::int64_t>(s.slot0 + u) * p.H + h) * K;
+#pragma unroll
+      for (int nt = 0; nt < 16; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int ch = cb + nt * 8 + 2 * t4 + (e & 1), v = vc0 + g8 + (e >= 2 ? 8 : 0);
+          ht[nt][e] = fmaf(p.seg_decay[sb + ch], ht[nt][e], p.seg_state[(sb + ch) * p.V + j0 + v]);
+        }
+    }
+  }
+  float segdec = 1.f;  // mode 1: product of 2^bL of channel tid
+
+  // Chunk m's record and v tile into stage st. qe / ke: thread copies 16-byte units tid + 256 j (rows
+  // tid / 32 + 8 j); A: the causal units; v: rows past the end zero-filled.
+  auto issue = [&](int m, int st) {
+    unsigned char* stg = smem + st * stage_bytes;
+    const unsigned char* rec = dp.ws + ((chunk0 + m) * p.H + h) * rec_bytes;
+    {
+      const int r = tid >> 5, c = (tid & 31) * 8;
+#pragma unroll
+      for (int j = 0; j < kC / 8; ++j) {
+        const int so = ((r + 8 * j) * kQ + c) * 2, go = (tid + NT * j) * 16;
+        cp_async16(stg + so, rec + rec_qe + go, true);
+        cp_async16(stg + s_ke + so, rec + rec_ke + go, true);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < 2 * kC * 8 / NT; ++j) {
+      const int u = tid + NT * j, hl = u >> 9, r = (u >> 3) & 63, c8 = u & 7;
+      if (c8 < 2 * ((r >> 4) + 1))
+        cp_async16(stg + s_a + hl * kC * kAs * 2 + (r * kAs + c8 * 8) * 2, rec + rec_a + (hl * kC * kC + r * kC + c8 * 8) * 2, true);
+    }
+    const int cn = min(kC, s.length - m * kC);
+    const std::int64_t row0 = s.row_begin + m * kC;
+#pragma unroll
+    for (int j = 0; j < kC * VT / 8 / NT; ++j) {
+      const int u = tid + NT * j, r = u >> 3, c = (u & 7) * 8;
+      const bool ok = r < cn;
+      cp_async16(stg + s_v + (r * kVs + c) * 2, p.v + (ok ? ((row0 + r) * p.H + h) * p.V + j0 + c : 0), ok);
+    }
+    if (tid < kMeta / 4) cp_async16(stg + s_meta + tid * 16, rec + rec_meta + tid * 16, true);
+  };
+  if (nchunks > 0) {
+    issue(0, 0);
+    cp_async_commit();
+  }
+  // Row blocks this warp finishes (the other two go to its partner through sX, slot rb >> 1).
+  auto own = [kh](int rb) { return kh ? (rb == 1 || rb == 2) : (rb == 0 || rb == 3); };
+  float* xmine = sX + (vq * 2 + kh) * 512;
+  const float* xpart = sX + (vq * 2 + (kh ^ 1)) * 512;
+  for (int m = 0; m < nchunks; ++m) {
+    cp_async_wait<0>();
+    __syncthreads();  // chunk m landed; every warp is done with chunk m - 1 (its stage and sX)
+    if (m + 1 < nchunks) {
+      issue(m + 1, (m + 1) & 1);
+      cp_async_commit();
+    }
+    const unsigned char* stg = smem + (m & 1) * stage_bytes;
+    const __nv_bfloat16* sQe = reinterpret_cast<const __nv_bfloat16*>(stg);
+    const __nv_bfloat16* sKe = reinterpret_cast<const __nv_bfloat16*>(stg + s_ke);
+    const __nv_bfloat16* sAh = reinterpret_cast<const __nv_bfloat16*>(stg + s_a);
+    const __nv_bfloat16* sAl = sAh + kC * kAs;
+    const __nv_bfloat16* sv = reinterpret_cast<const __nv_bfloat16*>(stg + s_v);
+    const float* sRe = reinterpret_cast<const float*>(stg + s_meta);
+    const float* sDl = sRe + K;
+    const bool steep = reinterpret_cast<const int*>(sRe)[2 * K] != 0;
+    const int cn = min(kC, s.length - m * kC);
+    const std::int64_t row0 = s.row_begin + m * kC;
+    if (p.mode == 1) segdec *= sDl[tid];
+    if (!steep) {
+      if (want_o) {
+        float oacc[4][2][4];
+#pragma unroll
+        for (int rb = 0; rb < 4; ++rb)
+#pragma unroll
+          for (int j = 0; j < 2; ++j) oacc[rb][j][0] = oacc[rb][j][1] = oacc[rb][j][2] = oacc[rb][j][3] = 0.f;
+        o_from_state<128>(oacc, ht, sRe + cb, sQe + cb, kQ, lane);  // this warp's 128 channels
+#pragma unroll
+        for (int rb = 0; rb < 4; ++rb)
+          if (!own(rb)) {
+            float4* x = reinterpret_cast<float4*>(xmine + (rb >> 1) * 256) + lane;  // [2][32 lanes] float4
+            x[0] = make_float4(oacc[rb][0][0], oacc[rb][0][1], oacc[rb][0][2], oacc[rb][0][3]);
+            x[32] = make_float4(oacc[rb][1][0], oacc[rb][1][1], oacc[rb][1][2], oacc[rb][1][3]);
+          }
+        o_add_av(oacc, sAh, sAl, kAs, sv, kVs, vc0, lane, own);
+        pair_sync(vq);  // the partner's partial sums of this warp's row blocks are in sX
+#pragma unroll
+        for (int rb = 0; rb < 4; ++rb) {
+          if (!own(rb)) continue;
+          const float4* x = reinterpret_cast<const float4*>(xpart + (rb >> 1) * 256) + lane;
+          const float4 a = x[0], b = x[32];
+          oacc[rb][0][0] += a.x;
+          oacc[rb][0][1] += a.y;
+          oacc[rb][0][2] += a.z;
+          oacc[rb][0][3] += a.w;
+          oacc[rb][1][0] += b.x;
+          oacc[rb][1][1] += b.y;
+          oacc[rb][1][2] += b.z;
+          oacc[rb][1][3] += b.w;
+#pragma unroll
+          for (int j = 0; j < 2; ++j)
+#pragma unroll
+            for (int hh = 0; hh < 2; ++hh) {
+              const int r = rb * 16 + g8 + hh * 8;
+              if (r < cn) {
+                const int col = j0 + vc0 + j * 8 + 2 * t4;
+                *reinterpret_cast<std::uint32_t*>(p.o + ((row0 + r) * p.H + h) * p.V + col) =
+                    pack_bf16(p.scale * oacc[rb][j][2 * hh], p.scale * oacc[rb][j][2 * hh + 1]);
+              }
+            }
+        }
+      }  // want_o
+      state_update<128>(ht, sDl + cb, sv, kVs, vc0, sKe + cb, kQ, lane);
+    } else {
+      // ---- Steep chunk: the exact token recurrence (v4 / v5) on raw q, k, g from global memory; o of
+      // the pair's 16 columns summed over its 256 channels with shared-memory atomics.
+      float* so = sX + vq * (kC * 16);  // [64 tokens][16 columns], this pair's exchange region
+      if (want_o) {
+        for (int i = kh * 32 + lane; i < kC * 16; i += 64) so[i] = 0.f;
+        pair_sync(vq);
+      }
+      for (int t = 0; t < cn; ++t) {
+        const std::int64_t gro = ((row0 + t) * p.H + h) * K + cb;
+        const float vlo = __bfloat162float(sv[t * kVs + vc0 + g8]), vhi = __bfloat162float(sv[t * kVs + vc0 + g8 + 8]);
+        float plo = 0.f, phi = 0.f;
+#pragma unroll
+        for (int nt = 0; nt < 16; ++nt) {
+          const int ch = nt * 8 + 2 * t4;
+          const float2 gg = load_bf16x2(p.g + gro + ch);
+          const float2 kk = load_bf16x2(p.k + gro + ch);
+          const float2 qq = load_bf16x2(p.q + gro + ch);
+          const float d0 = ex2(gg.x * kLog2e), d1 = ex2(gg.y * kLog2e);
+          ht[nt][0] = fmaf(ht[nt][0], d0, kk.x * vlo);
+          ht[nt][1] = fmaf(ht[nt][1], d1, kk.y * vlo);
+          ht[nt][2] = fmaf(ht[nt][2], d0, kk.x * vhi);
+          ht[nt][3] = fmaf(ht[nt][3], d1, kk.y * vhi);
+          plo = fmaf(qq.x, ht[nt][0], fmaf(qq.y, ht[nt][1], plo));
+          phi = fmaf(qq.x, ht[nt][2], fmaf(qq.y, ht[nt][3], phi));
+        }
+        if (!want_o) continue;
+#pragma unroll
+        for (int o = 1; o < 4; o <<= 1) {
+          plo += __shfl_xor_sync(0xffffffffu, plo, o);
+          phi += __shfl_xor_sync(0xffffffffu, phi, o);
+        }
+        if (t4 == 0) {
+          atomicAdd(so + t * 16 + g8, plo);
+          atomicAdd(so + t * 16 + g8 + 8, phi);
+        }
+      }
+      if (want_o) {
+        pair_sync(vq);  // both halves of the channels added
+        for (int i = kh * 32 + lane; i < cn * 8; i += 64) {
+          const int t = i >> 3, c = (i & 7) * 2;
+          *reinterpret_cast<std::uint32_t*>(p.o + ((row0 + t) * p.H + h) * p.V + j0 + vc0 + c) =
+              pack_bf16(p.scale * so[t * 16 + c], p.scale * so[t * 16 + c + 1]);
+        }
+      }
+    }
+  }
+  if (p.mode == 1) {
+    const std::int64_t sb = (static_cast<std::int64_t>(s.slot0 + s.seg) * p.H + h) * K;
+    if (blockIdx.x == 0) p.seg_decay[sb + tid] = segdec;
+#pragma unroll
+    for (int nt = 0; nt < 16; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int ch = cb + nt * 8 + 2 * t4 + (e & 1), v = vc0 + g8 + (e >= 2 ? 8 : 0);
+        p.seg_state[(sb + ch) * p.V + j0 + v] = ht[nt][e];
+      }
+  } else if (p.ht && s.seg == s.nseg - 1) {
+#pragma unroll
+    for (int nt = 0; nt < 16; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int ch = cb + nt * 8 + 2 * t4 + (e & 1), v = vc0 + g8 + (e >= 2 ? 8 : 0);
+        p.ht[state_base + static_cast<std::int64_t>(ch) * p.V + j0 + v] = ht[nt][e];
+      }
+  }
+}
+
 std::string launch_v5(Params prm, int items, const Problem& p, bool split, cudaStream_t st) {
   set_max_dynamic_smem(chunk_gla_fwd_ws, static_cast<int>(v5::smem), "chunk_gla_fwd_ws");
   const dim3 grid(static_cast<unsigned>(p.V / v5::VT), static_cast<unsigned>(p.H), static_cast<unsigned>(items));
@@ -995,9 +1439,58 @@ std::string launch_v5(Params prm, int items, const Problem& p, bool split, cudaS
   return name + " x2 (sequence split)";
 }
 
+// K = 256: the prep kernel (operands once per chunk and head) and the state kernel per 64-column V tile.
+// The workspace holds one record per (chunk, head): ~0.85x the bytes of q, k and g.
+std::vector<std::string> launch_d256(Params prm, int items, const Problem& p, bool split, std::size_t ws_bytes, cudaStream_t st) {
+  using namespace d256;
+  const DeviceSeqs seqs = upload_sequences(p, st);
+  unsigned char* ws = nullptr;
+  try {
+    ws = workspace_alloc_as<unsigned char>(ws_bytes, st, "chunk_gla fwd D256 operands");
+  } catch (const Error&) {  // out of device memory: v4 <256,64> needs no operand workspace (the caller runs it)
+    (void)cudaGetLastError();
+    workspace_free(seqs.ptr, st, "sequence table");
+    return {};
+  }
+  D256Params dp{prm, seqs.view, static_cast<int>(p.N), ws};
+  set_max_dynamic_smem(chunk_gla_fwd_d256_prep, static_cast<int>(prep_smem), "chunk_gla_fwd_d256_prep");
+  set_max_dynamic_smem(chunk_gla_fwd_d256_state, static_cast<int>(state_smem), "chunk_gla_fwd_d256_state");
+  if (seqs.total_chunks > 0) {
+    chunk_gla_fwd_d256_prep<<<static_cast<unsigned>(seqs.total_chunks * p.H), NT, prep_smem, st>>>(dp);
+    check(cudaGetLastError(), "chunk_gla_fwd_d256_prep launch");
+  }
+  const dim3 grid(static_cast<unsigned>(p.V / VT), static_cast<unsigned>(p.H), static_cast<unsigned>(items));
+  std::string state = "chunk_gla_fwd_d256_state<256,64>";
+  if (!split) {
+    dp.p.mode = 0;
+    chunk_gla_fwd_d256_state<<<grid, NT, state_smem, st>>>(dp);
+    check(cudaGetLastError(), "chunk_gla_fwd_d256_state launch");
+  } else {
+    dp.p.mode = 1;
+    chunk_gla_fwd_d256_state<<<grid, NT, state_smem, st>>>(dp);
+    check(cudaGetLastError(), "chunk_gla_fwd_d256_state launch (segment states)");
+    dp.p.mode = 2;
+    chunk_gla_fwd_d256_state<<<grid, NT, state_smem, st>>>(dp);
+    check(cudaGetLastError(), "chunk_gla_fwd_d256_state launch");
+    state += " x2 (sequence split)";
+  }
+  workspace_free(ws, st, "chunk_gla fwd D256 operands");
+  workspace_free(seqs.ptr, st, "sequence table");
+  return {"chunk_gla_fwd_d256_prep", state};
+}
+
+// Bytes of the K = 256 operand workspace (82 KB per chunk and head, below the 128 KB of FLA's bf16 chunk
+// states); past kD256MaxWorkspace v4 <256,64> runs instead (it needs none).
+constexpr std::size_t kD256MaxWorkspace = 8ull << 30;
+std::size_t d256_workspace_bytes(const Problem& p) {
+  std::size_t chunks = 0;
+  for (const auto& sq : p.sequences) chunks += static_cast<std::size_t>((sq.length + kC - 1) / kC);
+  return chunks * static_cast<std::size_t>(p.H) * d256::rec_bytes;
+}
+
 // v5 runs where it exists (K = 128 with 128-column V tiles): on the H200 it measured 0.683 vs v4's
-// 0.891 ms at B1_T8192_H96_D128. LINA_GLA_FWD_VERSION=4 selects v4 there (measurement knob, read on
-// every call).
+// 0.891 ms at B1_T8192_H96_D128; K = 256 runs prep + state. LINA_GLA_FWD_VERSION=4 selects v4 there
+// (measurement knob, read on every call).
 bool use_v5() {
   const char* e = std::getenv("LINA_GLA_FWD_VERSION");
   return !(e && std::atoi(e) == 4);
@@ -1130,6 +1623,17 @@ RunInfo chunk_gla_forward(const Problem& p, const ChunkGlaArgs& a, const Attenti
     prm.seg_decay = scratch + state_elems;
   }
   const int ni = static_cast<int>(plan.rows);
+  // K = 256: prep + state (LINA_GLA_FWD_VERSION=4, or a workspace past kD256MaxWorkspace: v4 <256,64>).
+  const std::size_t d256_ws = p.K == 256 ? d256_workspace_bytes(p) : 0;
+  // (the prep grid is chunks x heads CTAs in one dimension: at most 2^31 - 1)
+  if (p.K == 256 && use_v5() && d256_ws <= kD256MaxWorkspace && d256_ws / d256::rec_bytes < (1ull << 31)) {
+    std::vector<std::string> names = launch_d256(prm, ni, p, split, d256_ws, st);
+    if (!names.empty()) {
+      workspace_free(scratch, st, "chunk_gla fwd segment states");
+      workspace_free(d_items, st, "chunk_gla fwd work items");
+      return RunInfo{"cuda", std::move(names)};
+    }
+  }
   switch (p.K) {
     case 64: name = launch<64, 64>(prm, ni, p, split, st); break;
     case 128:
