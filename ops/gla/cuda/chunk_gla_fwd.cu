@@ -566,10 +566,11 @@ __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fw
 }
 
 // ---------------------------------------------------------------------------------------------------
-// v5 (K = 128, VT = 128, the default there; LINA_GLA_FWD_VERSION=4 selects v4; docs/kernels/chunk_gla_fwd.md):
-// warp-specialised, chunks overlapped. 8 producer warps load chunk n+1 (cp.async), scan its gate, make
-// qe, kr, ke in place and A = causal(qe kr^T) as bf16 hi + lo, while 8 consumer warps run the o and state
-// GEMMs of chunk n. Three stages of {q/qe, k/ke, v, g/kr/A, 2^rho, 2^bL, steep flags}; hand-over through
+// v5 (K = 128 with VT = 128 and, on this branch, K = 64 with VT = 64; LINA_GLA_FWD_VERSION=4 selects v4;
+// docs/kernels/chunk_gla_fwd.md): warp-specialised, chunks overlapped. Producer warps load chunk n+1
+// (cp.async), scan its gate, make qe, kr, ke in place and A = causal(qe kr^T) as bf16 hi + lo, while
+// consumer warps run the o and state GEMMs of chunk n. K = 128: 8 + 8 warps, three stages of {q/qe, k/ke,
+// v, g/kr/A, 2^rho, 2^bL, steep flags}; hand-over through
 // mbarriers only (landed: cp.async done, full: operands ready, empty: consumers done), no CTA barrier in
 // the chunk loop. The consumers hold the state transposed, H^T [VT][K] (warp w: value columns 16w..16w+15,
 // all K channels), so its accumulator layout is the B fragment layout of o = qe @ (2^rho H): no bf16 copy
@@ -578,8 +579,8 @@ __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fw
 // down to kProducerRegs and the consumer warpgroups take kConsumerRegs (setmaxnreg), because the H200
 // profile of the 4-producer version (384 threads) showed the consumers waiting on `full` for half the
 // chunk: one latency-bound producer warp per scheduler was the bound.
-// K = 64 (D64) uses the same kernel at 256 threads (4 consumer + 4 producer warps), two stages and two
-// CTAs per SM, without register reallocation.
+// K = 64 (D64): 4 consumer + 4 producer warps (256 threads), two stages, two CTAs per SM, no register
+// reallocation; the producers load chunk n+1 after handing chunk n over (see issue_next).
 template <int K_, int VT_>
 struct WsCfg {
   static constexpr int K = K_, VT = VT_;
@@ -693,14 +694,21 @@ __global__ void __launch_bounds__(WsCfg<K, VT>::NT, WsCfg<K, VT>::MINB) chunk_gl
     // shuffle scan of v4 was half of the producer time in the H200 profile of the 8-producer version).
     const int cp = 64 * (pw & (C::NH - 1)) + 2 * lane, quarter = pw >> C::LNH, qr0 = 16 * quarter;
     float2 segdec = make_float2(1.f, 1.f);  // mode 1, quarter 0: the product of 2^bL of channels cp, cp + 1
-    if (nchunks > 0) issue(0, 0);
-    for (int m = 0; m < nchunks; ++m) {
-      const int st = m % STAGES;
-      if (m + 1 < nchunks) {  // next chunk's loads run during this chunk's work
+    // Chunk m + 1's loads go into the stage of chunk m + 1 - STAGES once the consumers release it. With
+    // three stages that is issued before chunk m's work (the consumers are two chunks behind at most);
+    // with two it is chunk m - 1's stage, so it is issued after chunk m is handed over - waiting for it
+    // first would make the producers idle through the consumers' chunk m - 1.
+    auto issue_next = [&](int m) {
+      if (m + 1 < nchunks) {
         const int s1 = (m + 1) % STAGES;
         if (m + 1 >= STAGES) mbar_wait(empty + s1, static_cast<std::uint32_t>((m + 1) / STAGES - 1) & 1u);
         issue(m + 1, s1);
       }
+    };
+    if (nchunks > 0) issue(0, 0);
+    for (int m = 0; m < nchunks; ++m) {
+      const int st = m % STAGES;
+      if constexpr (STAGES > 2) issue_next(m);  // next chunk's loads run during this chunk's work
       mbar_wait(landed + st, static_cast<std::uint32_t>(m / STAGES) & 1u);
       const int cn = min(kC, s.length - m * kC);
       __nv_bfloat16 *sq = bf(st, 0), *sk = bf(st, off_k), *sg = bf(st, off_g);
@@ -809,6 +817,7 @@ __global__ void __launch_bounds__(WsCfg<K, VT>::NT, WsCfg<K, VT>::MINB) chunk_gl
         }
       }
       mbar_arrive(full + st);  // operands (or the raw tiles of a steep chunk) ready for the consumers
+      if constexpr (STAGES == 2) issue_next(m);
     }
     if (p.mode == 1 && quarter == 0) {
       const std::int64_t sb = (static_cast<std::int64_t>(s.slot0 + s.seg) * p.H + h) * K;
