@@ -667,10 +667,11 @@ __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fw
 }
 
 // ---------------------------------------------------------------------------------------------------
-// v5 (K = 128, VT = 128, the default there; LINA_GLA_FWD_VERSION=4 selects v4; docs/kernels/chunk_gla_fwd.md):
-// warp-specialised, chunks overlapped. 8 producer warps load chunk n+1 (cp.async), scan its gate, make
-// qe, kr, ke in place and A = causal(qe kr^T) as bf16 hi + lo, while 8 consumer warps run the o and state
-// GEMMs of chunk n. Three stages of {q/qe, k/ke, v, g/kr/A, 2^rho, 2^bL, steep flags}; hand-over through
+// v5 (K = 128 with VT = 128 and, on this branch, K = 64 with VT = 64; LINA_GLA_FWD_VERSION=4 selects v4;
+// docs/kernels/chunk_gla_fwd.md): warp-specialised, chunks overlapped. Producer warps load chunk n+1
+// (cp.async), scan its gate, make qe, kr, ke in place and A = causal(qe kr^T) as bf16 hi + lo, while
+// consumer warps run the o and state GEMMs of chunk n. K = 128: 8 + 8 warps, three stages of {q/qe, k/ke,
+// v, g/kr/A, 2^rho, 2^bL, steep flags}; hand-over through
 // mbarriers only (landed: cp.async done, full: operands ready, empty: consumers done), no CTA barrier in
 // the chunk loop. The consumers hold the state transposed, H^T [VT][K] (warp w: value columns 16w..16w+15,
 // all K channels), so its accumulator layout is the B fragment layout of o = qe @ (2^rho H): no bf16 copy
@@ -679,41 +680,54 @@ __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fw
 // down to kProducerRegs and the consumer warpgroups take kConsumerRegs (setmaxnreg), because the H200
 // profile of the 4-producer version (384 threads) showed the consumers waiting on `full` for half the
 // chunk: one latency-bound producer warp per scheduler was the bound.
-namespace v5 {
-constexpr int K = 128, VT = 128;
-constexpr int NCW = 8, NPW = 8;               // consumer, producer warps (two warpgroups each)
-constexpr int NT = (NCW + NPW) * 32;          // 512 threads: 128 registers each at launch, 1 CTA / SM
-constexpr int kConsumerRegs = 160, kProducerRegs = 96;  // setmaxnreg: 256 x (168 + 88) = 65,536
-constexpr int NCT = NCW * 32, NPT = NPW * 32;
-constexpr int STAGES = 3;
-constexpr int kQ = K + 8, kVs = VT + 8, kAs = kC + 8;
-constexpr std::size_t tile = 1ull * kC * kQ * 2;             // q, k, g tiles (kQ == kVs: v too)
-constexpr std::size_t a_bytes = 1ull * kC * kAs * 2;          // A hi or A lo
-constexpr std::size_t ga_bytes = tile > 2 * a_bytes ? tile : 2 * a_bytes;  // g, then kr, then A hi + lo
-constexpr std::size_t off_k = tile, off_v = 2 * tile, off_g = 3 * tile, off_re = off_g + ga_bytes;
-constexpr std::size_t off_dl = off_re + K * 4, off_flag = off_dl + K * 4;
-constexpr std::size_t stage_bytes = off_flag + 4 * NPW;      // one int steep flag per producer warp
-constexpr std::size_t off_tot = STAGES * stage_bytes;        // [4][K] quarter gate sums, producer-private
-constexpr std::size_t off_bar = off_tot + 4 * K * 4;         // full[3], empty[3], landed[3], producer barrier
-constexpr std::size_t smem = off_bar + (3 * STAGES + 1) * 8;
-static_assert(kQ == kVs, "v tile shares the q/k tile size");
-static_assert(stage_bytes % 16 == 0 && off_bar % 8 == 0, "alignment");
-static_assert(smem <= 227ull * 1024, "shared memory per CTA");
-static_assert(NPW == 8 && K == 2 * 64 && kC == 4 * 16 && NCW * 16 == VT,
-              "warp layout: producers 2 channel halves (2 per lane) x 4 row quarters; consumers 16 value columns");
-static_assert(NCW % 4 == 0 && NPW % 4 == 0, "setmaxnreg acts per warpgroup: each role is whole warpgroups");
-static_assert(NCW * 32 * kConsumerRegs + NPW * 32 * kProducerRegs <= 65536, "register file");
-constexpr int kABlocks = (10 + NPW - 1) / NPW;  // causal 16x16 blocks of A per producer warp
+// K = 64 (D64): 4 consumer + 4 producer warps (256 threads), two stages, two CTAs per SM, no register
+// reallocation; the producers load chunk n+1 after handing chunk n over (see issue_next).
+template <int K_, int VT_>
+struct WsCfg {
+  static constexpr int K = K_, VT = VT_;
+  static constexpr int NH = K / 64, LNH = NH == 2 ? 1 : 0;  // 64-channel halves; the scan's warp = (half, quarter)
+  static constexpr int NCW = VT / 16, NPW = 4 * NH;         // consumer, producer warps
+  static constexpr int NT = (NCW + NPW) * 32;
+  static constexpr int MINB = K == 64 ? 2 : 1;              // CTAs per SM
+  static constexpr bool kRealloc = K == 128;                // setmaxnreg between the roles
+  static constexpr int kConsumerRegs = 160, kProducerRegs = 96;  // K = 128: 256 x (160 + 96) = 65,536
+  static constexpr int NCT = NCW * 32, NPT = NPW * 32;
+  static constexpr int STAGES = K == 64 ? 2 : 3;
+  static constexpr int kQ = K + 8, kVs = VT + 8, kAs = kC + 8;
+  static constexpr std::size_t tile = 1ull * kC * kQ * 2;             // q, k, g tiles (kQ == kVs: v too)
+  static constexpr std::size_t a_bytes = 1ull * kC * kAs * 2;          // A hi or A lo
+  static constexpr std::size_t ga_bytes = tile > 2 * a_bytes ? tile : 2 * a_bytes;  // g, then kr, then A hi + lo
+  static constexpr std::size_t off_k = tile, off_v = 2 * tile, off_g = 3 * tile, off_re = off_g + ga_bytes;
+  static constexpr std::size_t off_dl = off_re + K * 4, off_flag = off_dl + K * 4;
+  static constexpr std::size_t stage_bytes = off_flag + 4 * NPW;      // one int steep flag per producer warp
+  static constexpr std::size_t off_tot = STAGES * stage_bytes;        // [4][K] quarter gate sums, producer-private
+  static constexpr std::size_t off_bar = off_tot + 4 * K * 4;         // full, empty, landed [STAGES], producer barrier
+  static constexpr std::size_t smem = off_bar + (3 * STAGES + 1) * 8;
+  static constexpr int kABlocks = (10 + NPW - 1) / NPW;  // causal 16x16 blocks of A per producer warp
+  static_assert(kQ == kVs, "v tile shares the q/k tile size");
+  static_assert(stage_bytes % 16 == 0 && off_bar % 8 == 0, "alignment");
+  static_assert(MINB * (smem + 1024) <= 228ull * 1024, "shared memory per SM");
+  static_assert((NH == 1 || NH == 2) && K == 64 * NH && kC == 4 * 16 && NCW * 16 == VT,
+                "warp layout: producers NH channel halves (2 per lane) x 4 row quarters; consumers 16 value columns");
+  static_assert(NCW % 4 == 0 && NPW % 4 == 0, "setmaxnreg acts per warpgroup: each role is whole warpgroups");
+  static_assert(!kRealloc || NCW * 32 * kConsumerRegs + NPW * 32 * kProducerRegs <= 65536, "register file");
+};
+
+template <int NPW>
 __device__ __forceinline__ bool any_steep(const int* flags) {
   int f = 0;
 #pragma unroll
   for (int w = 0; w < NPW; ++w) f |= flags[w];
   return f != 0;
 }
-}  // namespace v5
 
-__global__ void __launch_bounds__(v5::NT, 1) chunk_gla_fwd_ws(Params p) {
-  using namespace v5;
+template <int K, int VT>
+__global__ void __launch_bounds__(WsCfg<K, VT>::NT, WsCfg<K, VT>::MINB) chunk_gla_fwd_ws(Params p) {
+  using C = WsCfg<K, VT>;
+  constexpr int NCW = C::NCW, NPW = C::NPW, NCT = C::NCT, NPT = C::NPT, STAGES = C::STAGES;
+  constexpr int kQ = C::kQ, kVs = C::kVs, kAs = C::kAs, kABlocks = C::kABlocks;
+  constexpr std::size_t off_k = C::off_k, off_v = C::off_v, off_g = C::off_g, off_re = C::off_re, off_dl = C::off_dl;
+  constexpr std::size_t off_flag = C::off_flag, stage_bytes = C::stage_bytes, off_tot = C::off_tot, off_bar = C::off_bar;
   extern __shared__ __align__(16) unsigned char smem[];
   std::uint64_t* bar = reinterpret_cast<std::uint64_t*>(smem + off_bar);
   std::uint64_t *full = bar, *empty = bar + STAGES, *landed = bar + 2 * STAGES, *pbar = bar + 3 * STAGES;
@@ -742,7 +756,7 @@ __global__ void __launch_bounds__(v5::NT, 1) chunk_gla_fwd_ws(Params p) {
 
   if (warp >= NCW) {
     // ================= producer warps: loads, gate scan, operands, A =================
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegs));
+    if constexpr (C::kRealloc) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(C::kProducerRegs));
     const int pw = warp - NCW, ptid = tid - NCT;
     std::uint32_t pphase = 0;
     auto psync = [&]() {  // the producer warps (mbarrier, so consumers are not involved)
@@ -776,19 +790,26 @@ __global__ void __launch_bounds__(v5::NT, 1) chunk_gla_fwd_ws(Params p) {
       }
       mbar_arrive_cp_async(landed + st);
     };
-    // Scan layout: warp pw owns channels c, c + 1 (c = 64 (pw & 1) + 2 lane) over the 16 rows of
-    // quarter pw >> 1; a thread scans its rows serially and the quarters meet through sTot (the
+    // Scan layout: warp pw owns channels c, c + 1 (c = 64 (pw mod NH) + 2 lane) over the 16 rows of
+    // quarter pw / NH; a thread scans its rows serially and the quarters meet through sTot (the
     // shuffle scan of v4 was half of the producer time in the H200 profile of the 8-producer version).
-    const int cp = 64 * (pw & 1) + 2 * lane, quarter = pw >> 1, qr0 = 16 * quarter;
+    const int cp = 64 * (pw & (C::NH - 1)) + 2 * lane, quarter = pw >> C::LNH, qr0 = 16 * quarter;
     float2 segdec = make_float2(1.f, 1.f);  // mode 1, quarter 0: the product of 2^bL of channels cp, cp + 1
-    if (nchunks > 0) issue(0, 0);
-    for (int m = 0; m < nchunks; ++m) {
-      const int st = m % STAGES;
-      if (m + 1 < nchunks) {  // next chunk's loads run during this chunk's work
+    // Chunk m + 1's loads go into the stage of chunk m + 1 - STAGES once the consumers release it. With
+    // three stages that is issued before chunk m's work (the consumers are two chunks behind at most);
+    // with two it is chunk m - 1's stage, so it is issued after chunk m is handed over - waiting for it
+    // first would make the producers idle through the consumers' chunk m - 1.
+    auto issue_next = [&](int m) {
+      if (m + 1 < nchunks) {
         const int s1 = (m + 1) % STAGES;
         if (m + 1 >= STAGES) mbar_wait(empty + s1, static_cast<std::uint32_t>((m + 1) / STAGES - 1) & 1u);
         issue(m + 1, s1);
       }
+    };
+    if (nchunks > 0) issue(0, 0);
+    for (int m = 0; m < nchunks; ++m) {
+      const int st = m % STAGES;
+      if constexpr (STAGES > 2) issue_next(m);  // next chunk's loads run during this chunk's work
       mbar_wait(landed + st, static_cast<std::uint32_t>(m / STAGES) & 1u);
       const int cn = min(kC, s.length - m * kC);
       __nv_bfloat16 *sq = bf(st, 0), *sk = bf(st, off_k), *sg = bf(st, off_g);
@@ -826,7 +847,7 @@ __global__ void __launch_bounds__(v5::NT, 1) chunk_gla_fwd_ws(Params p) {
       bad = __any_sync(0xffffffffu, bad);
       if (lane == 0) sFlag[pw] = bad ? 1 : 0;
       psync();  // flags complete; every sTot read of this chunk is done
-      const bool steep = any_steep(sFlag);
+      const bool steep = any_steep<NPW>(sFlag);
 
       if (!steep) {
         // ---- pass 2, operands in place: q -> qe = q 2^(b - rho), g -> kr = k 2^(rho - b), k -> ke = kr 2^(bL - rho).
@@ -891,6 +912,7 @@ __global__ void __launch_bounds__(v5::NT, 1) chunk_gla_fwd_ws(Params p) {
         }
       }
       mbar_arrive(full + st);  // operands (or the raw tiles of a steep chunk) ready for the consumers
+      if constexpr (STAGES == 2) issue_next(m);
     }
     if (p.mode == 1 && quarter == 0) {
       const std::int64_t sb = (static_cast<std::int64_t>(s.slot0 + s.seg) * p.H + h) * K;
@@ -901,7 +923,7 @@ __global__ void __launch_bounds__(v5::NT, 1) chunk_gla_fwd_ws(Params p) {
   }
 
   // ================= consumer warps: o and the state, value columns vc0 .. vc0 + 15 =================
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegs));
+  if constexpr (C::kRealloc) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(C::kConsumerRegs));
   const int vc0 = warp * 16;
   // ht[nt][e]: H[ch][v] with ch = nt * 8 + 2 t4 + (e & 1), v = vc0 + g8 + (e >= 2 ? 8 : 0) (tile columns).
   float ht[K / 8][4];
@@ -932,7 +954,7 @@ __global__ void __launch_bounds__(v5::NT, 1) chunk_gla_fwd_ws(Params p) {
     const __nv_bfloat16 *sq = bf(st, 0), *sk = bf(st, off_k), *sv = bf(st, off_v), *sg = bf(st, off_g);
     const float *sRe = fl(st, off_re), *sDl = fl(st, off_dl);
     const int* sFlag = reinterpret_cast<const int*>(st_ptr(st, off_flag));
-    const bool steep = any_steep(sFlag);
+    const bool steep = any_steep<NPW>(sFlag);
     if (!steep) {
       if (want_o) {
         // ---- o = qe @ (2^rho H): B fragments straight from the state registers (bf16(2^rho H), as v4's H^T).
@@ -1420,21 +1442,23 @@ __global__ void __launch_bounds__(d256::NT, 1) chunk_gla_fwd_d256_state(D256Para
   }
 }
 
-std::string launch_v5(Params prm, int items, const Problem& p, bool split, cudaStream_t st) {
-  set_max_dynamic_smem(chunk_gla_fwd_ws, static_cast<int>(v5::smem), "chunk_gla_fwd_ws");
-  const dim3 grid(static_cast<unsigned>(p.V / v5::VT), static_cast<unsigned>(p.H), static_cast<unsigned>(items));
-  const std::string name = "chunk_gla_fwd_ws<128,128>";
+template <int K, int VT>
+std::string launch_ws(Params prm, int items, const Problem& p, bool split, cudaStream_t st) {
+  using C = WsCfg<K, VT>;
+  set_max_dynamic_smem(chunk_gla_fwd_ws<K, VT>, static_cast<int>(C::smem), "chunk_gla_fwd_ws");
+  const dim3 grid(static_cast<unsigned>(p.V / VT), static_cast<unsigned>(p.H), static_cast<unsigned>(items));
+  const std::string name = "chunk_gla_fwd_ws<" + std::to_string(K) + "," + std::to_string(VT) + ">";
   if (!split) {
     prm.mode = 0;
-    chunk_gla_fwd_ws<<<grid, v5::NT, v5::smem, st>>>(prm);
+    chunk_gla_fwd_ws<K, VT><<<grid, C::NT, C::smem, st>>>(prm);
     check(cudaGetLastError(), "chunk_gla_fwd_ws launch");
     return name;
   }
   prm.mode = 1;
-  chunk_gla_fwd_ws<<<grid, v5::NT, v5::smem, st>>>(prm);
+  chunk_gla_fwd_ws<K, VT><<<grid, C::NT, C::smem, st>>>(prm);
   check(cudaGetLastError(), "chunk_gla_fwd_ws launch (segment states)");
   prm.mode = 2;
-  chunk_gla_fwd_ws<<<grid, v5::NT, v5::smem, st>>>(prm);
+  chunk_gla_fwd_ws<K, VT><<<grid, C::NT, C::smem, st>>>(prm);
   check(cudaGetLastError(), "chunk_gla_fwd_ws launch");
   return name + " x2 (sequence split)";
 }
@@ -1488,8 +1512,9 @@ std::size_t d256_workspace_bytes(const Problem& p) {
   return chunks * static_cast<std::size_t>(p.H) * d256::rec_bytes;
 }
 
-// v5 runs where it exists (K = 128 with 128-column V tiles): on the H200 it measured 0.683 vs v4's
-// 0.891 ms at B1_T8192_H96_D128; K = 256 runs prep + state. LINA_GLA_FWD_VERSION=4 selects v4 there
+// v5 runs where it exists (K = 128 with 128-column V tiles: on the H200 0.635 vs v4's 0.891 ms at
+// B1_T8192_H96_D128; K = 64 with 64-column tiles: 0.045 vs 0.052 ms at B8_T1024_H8_D64); K = 256 runs
+// prep + state (1.46 vs v4's 2.74 ms at B8_T2048_H32_D256). LINA_GLA_FWD_VERSION=4 selects v4 there
 // (measurement knob, read on every call).
 bool use_v5() {
   const char* e = std::getenv("LINA_GLA_FWD_VERSION");
@@ -1635,9 +1660,9 @@ RunInfo chunk_gla_forward(const Problem& p, const ChunkGlaArgs& a, const Attenti
     }
   }
   switch (p.K) {
-    case 64: name = launch<64, 64>(prm, ni, p, split, st); break;
+    case 64: name = use_v5() ? launch_ws<64, 64>(prm, ni, p, split, st) : launch<64, 64>(prm, ni, p, split, st); break;
     case 128:
-      name = !wide ? launch<128, 64>(prm, ni, p, split, st) : use_v5() ? launch_v5(prm, ni, p, split, st) : launch<128, 128>(prm, ni, p, split, st);
+      name = !wide ? launch<128, 64>(prm, ni, p, split, st) : use_v5() ? launch_ws<128, 128>(prm, ni, p, split, st) : launch<128, 128>(prm, ni, p, split, st);
       break;
     default: name = launch<256, 64>(prm, ni, p, split, st); break;
   }
