@@ -29,6 +29,19 @@ __device__ __forceinline__ bool mbar_try_wait(std::uint64_t* bar, std::uint32_t 
       : "memory");
   return done != 0;
 }
+// Arrive and add `bytes` to the phase's expected transaction count (the bulk copies that complete it).
+__device__ __forceinline__ void mbar_arrive_expect_tx(std::uint64_t* bar, std::uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
+}
+// Orders the mbarrier.init of this thread before async-proxy (bulk copy) operations on the barrier.
+__device__ __forceinline__ void mbar_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
+// One bulk copy global -> shared (the TMA engine, no tensor map): `bytes` (a multiple of 16, both
+// addresses 16-byte aligned) land in dst and complete that many transaction bytes on `bar`.
+__device__ __forceinline__ void bulk_copy_g2s(void* dst, const void* src, std::uint32_t bytes, std::uint64_t* bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(smem_u32(dst)),
+               "l"(src), "r"(bytes), "r"(smem_u32(bar))
+               : "memory");
+}
 // Wait (acquire) until the phase with this parity has completed.
 __device__ __forceinline__ void mbar_wait(std::uint64_t* bar, std::uint32_t parity) {
   while (!mbar_try_wait(bar, parity)) {

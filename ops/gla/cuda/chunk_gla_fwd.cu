@@ -1053,21 +1053,25 @@ namespace d256 {
 constexpr int K = 256, VT = 64;
 constexpr int NT = 256;  // 8 warps, both kernels
 constexpr int kQ = K + 8, kVs = VT + 8, kAs = kC + 8;
-// Workspace record of one (global chunk, head), rows 0..63 of the chunk (rows past a sequence end zero):
-//   qe [64][256] bf16 | ke [64][256] bf16 | A hi [64][64], A lo [64][64] bf16 (causal 16x16 blocks only)
-//   | 2^rho [256] f32 | 2^bL [256] f32 (steep: the product of the per-token decays) | steep flag int, 3 pad
-constexpr std::size_t rec_qe = 0, rec_ke = 1ull * kC * K * 2, rec_a = 2 * rec_ke, rec_meta = rec_a + 2ull * kC * kC * 2;
-constexpr int kMeta = 2 * K + 4;  // 32-bit words
-constexpr std::size_t rec_bytes = rec_meta + kMeta * 4;
 // Prep: q -> qe, k, g -> kr -> A hi + lo tiles [64][kQ] and the half sums [2][K].
 constexpr std::size_t ptile = 1ull * kC * kQ * 2;
 constexpr std::size_t prep_smem = 3 * ptile + 2ull * K * 4;
-// State: 2 stages of {qe, ke [64][kQ], A hi, A lo [64][kAs], v [64][kVs], meta}, then the o exchange of
-// the warp pairs (8 warps x 2 row blocks x 1 KB).
-constexpr std::size_t s_ke = ptile, s_a = 2 * ptile, s_v = s_a + 2ull * kC * kAs * 2, s_meta = s_v + 1ull * kC * kVs * 2;
-constexpr std::size_t stage_bytes = s_meta + kMeta * 4;
-constexpr std::size_t state_smem = 2 * stage_bytes + 8ull * 2 * 32 * 8 * 4;
-static_assert(rec_bytes % 16 == 0 && stage_bytes % 16 == 0 && s_meta % 16 == 0, "16-byte copies");
+// Workspace record of one (global chunk, head), rows 0..63 of the chunk (rows past a sequence end zero),
+// laid out exactly as the state kernel's shared-memory stage (padded rows: ldmatrix without bank
+// conflicts), so that one bulk copy moves it:
+//   qe [64][kQ] bf16 | ke [64][kQ] bf16 | A hi [64][kAs], A lo [64][kAs] bf16 (non-causal 16x16 blocks
+//   zero) | 2^rho [256] f32 | 2^bL [256] f32 (steep: the product of the per-token decays) | steep flag,
+//   3 pad. Every byte is written (pad columns zero).
+constexpr std::size_t rec_qe = 0, rec_ke = ptile, rec_a = 2 * ptile, rec_meta = rec_a + 2ull * kC * kAs * 2;
+constexpr int kMeta = 2 * K + 4;  // 32-bit words
+constexpr std::size_t rec_bytes = rec_meta + kMeta * 4;
+// State: 2 stages of {record, v [64][kVs]}, the o exchange of the warp pairs (8 warps x 2 row blocks x
+// 1 KB), then one mbarrier per stage (the record's bulk copy).
+constexpr std::size_t s_v = rec_bytes;
+constexpr std::size_t stage_bytes = s_v + 1ull * kC * kVs * 2;
+constexpr std::size_t s_bar = 2 * stage_bytes + 8ull * 2 * 32 * 8 * 4;
+constexpr std::size_t state_smem = s_bar + 2 * 8;
+static_assert(rec_bytes % 16 == 0 && stage_bytes % 16 == 0 && s_bar % 8 == 0, "bulk copies: 16-byte sizes and addresses");
 static_assert(2ull * kC * kAs * 2 <= ptile, "A hi + lo fit the kr tile");
 static_assert(2 * prep_smem + 2048 <= 228ull * 1024, "prep: 2 CTAs / SM");
 static_assert(state_smem <= 227ull * 1024, "state: shared memory per CTA");
@@ -1161,8 +1165,8 @@ __global__ void __launch_bounds__(d256::NT, 2) chunk_gla_fwd_d256_prep(D256Param
       const std::uint32_t qe = pack_bf16(q.x * ex2(d.x), q.y * ex2(d.y));
       *reinterpret_cast<std::uint32_t*>(sq + o) = qe;
       *reinterpret_cast<std::uint32_t*>(sg + o) = pack_bf16(krx, kry);
-      *reinterpret_cast<std::uint32_t*>(wq + r * K + cp) = qe;
-      *reinterpret_cast<std::uint32_t*>(wk + r * K + cp) = pack_bf16(krx * ck.x, kry * ck.y);
+      *reinterpret_cast<std::uint32_t*>(wq + r * kQ + cp) = qe;
+      *reinterpret_cast<std::uint32_t*>(wk + r * kQ + cp) = pack_bf16(krx * ck.x, kry * ck.y);
     }
     __syncthreads();  // qe and kr complete
     // ---- A = causal(qe kr^T): the 10 causal 16x16 blocks, block i on warp i % 8 (warps 0, 1 take two).
@@ -1195,13 +1199,14 @@ __global__ void __launch_bounds__(d256::NT, 2) chunk_gla_fwd_d256_prep(D256Param
       store_causal_block_split(sAh, sAl, kAs, aacc[bi], rb, jb, g8, t4);
     }
     __syncthreads();
-    // Causal 16-byte units only (row r: columns < 16 (r / 16 + 1)); the state kernel loads the same set.
-    for (int u = tid; u < 2 * kC * 8; u += NT) {
-      const int hl = u >> 9, r = (u >> 3) & 63, c8 = u & 7;
-      if (c8 < 2 * ((r >> 4) + 1))
-        *reinterpret_cast<uint4*>(wa + hl * kC * kC + r * kC + c8 * 8) =
-            *reinterpret_cast<const uint4*>((hl ? sAl : sAh) + r * kAs + c8 * 8);
+    // Whole padded rows: the causal 16-byte units (row r: columns < 16 (r / 16 + 1)) from A, the rest zero.
+    for (int u = tid; u < 2 * kC * (kAs / 8); u += NT) {
+      const int hl = u / (kC * (kAs / 8)), r = (u / (kAs / 8)) % kC, c8 = u % (kAs / 8);
+      *reinterpret_cast<uint4*>(wa + (hl * kC + r) * kAs + c8 * 8) =
+          c8 < 2 * ((r >> 4) + 1) ? *reinterpret_cast<const uint4*>((hl ? sAl : sAh) + r * kAs + c8 * 8) : make_uint4(0u, 0u, 0u, 0u);
     }
+    if (tid < 2 * kC)  // the pad columns K .. kQ - 1 of the qe and ke rows
+      *reinterpret_cast<uint4*>((tid < kC ? wq : wk) + (tid % kC) * kQ + K) = make_uint4(0u, 0u, 0u, 0u);
   } else {
     // Steep chunk: the state kernel runs the exact token recurrence on raw q, k, g. Its segment decay
     // (split pass 1) is the product of the per-token decays in token order, as in v4.
@@ -1215,16 +1220,9 @@ __global__ void __launch_bounds__(d256::NT, 2) chunk_gla_fwd_d256_prep(D256Param
       *reinterpret_cast<float2*>(wm + cp) = make_float2(1.f, 1.f);
       *reinterpret_cast<float2*>(wm + K + cp) = dec;
     }
-    // The operands are not used; zeros keep every loaded byte defined.
+    // The operands are not used; zeros keep every copied byte defined (qe, ke and A are contiguous).
     const uint4 z = make_uint4(0u, 0u, 0u, 0u);
-    for (int u = tid; u < kC * K / 8; u += NT) {
-      reinterpret_cast<uint4*>(wq)[u] = z;
-      reinterpret_cast<uint4*>(wk)[u] = z;
-    }
-    for (int u = tid; u < 2 * kC * 8; u += NT) {
-      const int hl = u >> 9, r = (u >> 3) & 63, c8 = u & 7;
-      if (c8 < 2 * ((r >> 4) + 1)) *reinterpret_cast<uint4*>(wa + hl * kC * kC + r * kC + c8 * 8) = z;
-    }
+    for (std::size_t u = tid; u < rec_meta / 16; u += NT) reinterpret_cast<uint4*>(wq)[u] = z;
   }
 }
 
@@ -1232,8 +1230,9 @@ __global__ void __launch_bounds__(d256::NT, 2) chunk_gla_fwd_d256_prep(D256Param
 // H^T for value columns 16 vq .. + 15 and channels 128 kh .. + 127 (64 accumulator registers; v5's
 // consumer layout with K split over the warp pair). o = qe @ bf16(2^rho H) is summed over the pair
 // through shared memory: kh = 0 finishes row blocks 0 and 3, kh = 1 row blocks 1 and 2 (A @ v for the
-// same blocks: 5 causal 16x16 blocks each). All threads load chunk m + 1 (cp.async, 2 stages) while
-// chunk m runs; one CTA barrier per chunk.
+// same blocks: 5 causal 16x16 blocks each). While chunk m runs, chunk m + 1 loads into the other stage
+// (2 stages): its record as one bulk copy (thread 0, an mbarrier per stage), its v tile by cp.async
+// (all threads); one CTA barrier per chunk.
 __global__ void __launch_bounds__(d256::NT, 1) chunk_gla_fwd_d256_state(D256Params dp) {
   using namespace d256;
   const Params& p = dp.p;
@@ -1272,26 +1271,21 @@ __global__ void __launch_bounds__(d256::NT, 1) chunk_gla_fwd_d256_state(D256Para
     }
   }
   float segdec = 1.f;  // mode 1: product of 2^bL of channel tid
+  std::uint64_t* bar = reinterpret_cast<std::uint64_t*>(smem + s_bar);  // [stage]: the record landed
+  if (tid == 0) {
+    mbar_init(&bar[0], 1);
+    mbar_init(&bar[1], 1);
+    mbar_init_fence();
+  }
+  __syncthreads();
 
-  // Chunk m's record and v tile into stage st. qe / ke: thread copies 16-byte units tid + 256 j (rows
-  // tid / 32 + 8 j); A: the causal units; v: rows past the end zero-filled.
+  // Chunk m's record and v tile into stage st. The record (already in the stage's layout): one bulk copy
+  // by thread 0, completing bar[st]; v: cp.async by all threads, rows past the end zero-filled.
   auto issue = [&](int m, int st) {
     unsigned char* stg = smem + st * stage_bytes;
-    const unsigned char* rec = dp.ws + ((chunk0 + m) * p.H + h) * rec_bytes;
-    {
-      const int r = tid >> 5, c = (tid & 31) * 8;
-#pragma unroll
-      for (int j = 0; j < kC / 8; ++j) {
-        const int so = ((r + 8 * j) * kQ + c) * 2, go = (tid + NT * j) * 16;
-        cp_async16(stg + so, rec + rec_qe + go, true);
-        cp_async16(stg + s_ke + so, rec + rec_ke + go, true);
-      }
-    }
-#pragma unroll
-    for (int j = 0; j < 2 * kC * 8 / NT; ++j) {
-      const int u = tid + NT * j, hl = u >> 9, r = (u >> 3) & 63, c8 = u & 7;
-      if (c8 < 2 * ((r >> 4) + 1))
-        cp_async16(stg + s_a + hl * kC * kAs * 2 + (r * kAs + c8 * 8) * 2, rec + rec_a + (hl * kC * kC + r * kC + c8 * 8) * 2, true);
+    if (tid == 0) {
+      mbar_arrive_expect_tx(&bar[st], static_cast<std::uint32_t>(rec_bytes));
+      bulk_copy_g2s(stg, dp.ws + ((chunk0 + m) * p.H + h) * rec_bytes, static_cast<std::uint32_t>(rec_bytes), &bar[st]);
     }
     const int cn = min(kC, s.length - m * kC);
     const std::int64_t row0 = s.row_begin + m * kC;
@@ -1301,7 +1295,6 @@ __global__ void __launch_bounds__(d256::NT, 1) chunk_gla_fwd_d256_state(D256Para
       const bool ok = r < cn;
       cp_async16(stg + s_v + (r * kVs + c) * 2, p.v + (ok ? ((row0 + r) * p.H + h) * p.V + j0 + c : 0), ok);
     }
-    if (tid < kMeta / 4) cp_async16(stg + s_meta + tid * 16, rec + rec_meta + tid * 16, true);
   };
   if (nchunks > 0) {
     issue(0, 0);
@@ -1313,6 +1306,7 @@ __global__ void __launch_bounds__(d256::NT, 1) chunk_gla_fwd_d256_state(D256Para
   const float* xpart = sX + (vq * 2 + (kh ^ 1)) * 512;
   for (int m = 0; m < nchunks; ++m) {
     cp_async_wait<0>();
+    mbar_wait(&bar[m & 1], (m >> 1) & 1);
     __syncthreads();  // chunk m landed; every warp is done with chunk m - 1 (its stage and sX)
     if (m + 1 < nchunks) {
       issue(m + 1, (m + 1) & 1);
@@ -1320,11 +1314,11 @@ __global__ void __launch_bounds__(d256::NT, 1) chunk_gla_fwd_d256_state(D256Para
     }
     const unsigned char* stg = smem + (m & 1) * stage_bytes;
     const __nv_bfloat16* sQe = reinterpret_cast<const __nv_bfloat16*>(stg);
-    const __nv_bfloat16* sKe = reinterpret_cast<const __nv_bfloat16*>(stg + s_ke);
-    const __nv_bfloat16* sAh = reinterpret_cast<const __nv_bfloat16*>(stg + s_a);
+    const __nv_bfloat16* sKe = reinterpret_cast<const __nv_bfloat16*>(stg + rec_ke);
+    const __nv_bfloat16* sAh = reinterpret_cast<const __nv_bfloat16*>(stg + rec_a);
     const __nv_bfloat16* sAl = sAh + kC * kAs;
     const __nv_bfloat16* sv = reinterpret_cast<const __nv_bfloat16*>(stg + s_v);
-    const float* sRe = reinterpret_cast<const float*>(stg + s_meta);
+    const float* sRe = reinterpret_cast<const float*>(stg + rec_meta);
     const float* sDl = sRe + K;
     const bool steep = reinterpret_cast<const int*>(sRe)[2 * K] != 0;
     const int cn = min(kC, s.length - m * kC);
@@ -1554,7 +1548,8 @@ bool wide_v_tiles(const Problem& p) {
 // each sequence is cut into up to `slots / ctas` segments of whole chunks, at least 2 chunks each. Pass 1
 // keeps one fp32 [K, V] state (+ K decays) per segment but the last of each sequence: per sequence at
 // most nch/2 - 1 of them, below FLA's per-chunk bf16 states (nch of them). slots_used counts them.
-// LINA_GLA_FWD_SPLIT=0 turns the split off (measurement only). Dense inputs get the count only (the
+// LINA_GLA_FWD_SPLIT=0 turns the split off, =N asks for N segments (measurement only; still at least 2
+// chunks per segment). Dense inputs get the count only (the
 // kernel derives each item, work_item); varlen inputs get the table.
 struct SegmentPlan {
   std::vector<WorkItem> items;  // varlen: one per CTA row
@@ -1566,7 +1561,10 @@ struct SegmentPlan {
 SegmentPlan plan_segments(const Problem& p, std::int64_t vtiles, int ctas_per_sm) {
   std::int64_t seg = 1;
   const char* env = std::getenv("LINA_GLA_FWD_SPLIT");
-  if (!(env && std::atoi(env) == 0)) {
+  const int forced = env ? std::atoi(env) : -1;
+  if (forced > 0) {
+    seg = forced;
+  } else if (forced < 0) {
     const std::int64_t ctas = p.N * p.H * vtiles, slots = static_cast<std::int64_t>(sm_count()) * ctas_per_sm;
     if (ctas > 0 && 2 * ctas <= slots) seg = slots / ctas;
   }
