@@ -225,6 +225,19 @@ LoopEntry make_entry(const LoopContract& c, const std::vector<LoopEntry>& prior,
   if (head.empty()) {
     bad("--from", req.verify_json.string() + ": no result row for the contract's target cells (op " + c.op + ")");
   }
+  // The metric is a geomean over the target cells, compared with earlier rows' geomeans: a verify that
+  // timed only some of them would compare different cell sets, so it is refused, naming what is missing.
+  std::string missing;
+  for (const auto& mode : c.modes)
+    for (const auto& shape : c.shapes) {
+      const bool seen = std::any_of(f.rows.begin(), f.rows.end(),
+                                    [&](const auto& r) { return r.op == c.op && r.mode == mode && r.shape == shape; });
+      if (!seen) missing += (missing.empty() ? "" : ", ") + mode + " " + shape;
+    }
+  if (!missing.empty()) {
+    bad("--from", req.verify_json.string() + ": no result for target cell(s) " + missing + " (op " + c.op +
+                      "; the row's metric is the geomean over every target cell, so all of them must be timed)");
+  }
   e.metric_ms = geomean(head);
   if (all_base) e.base_metric_ms = geomean(base);
   int faster = 0, targets = 0;

@@ -75,6 +75,21 @@ TEST(ToolsLoop, RowsTrackBestSoFarAndDecisions) {
   EXPECT_NEAR(*e5.vs_best_pct, (1.3 / 1.6 - 1) * 100, 1e-9);  // reverted rows are not the best
 }
 
+TEST(ToolsLoop, AVerifyMissingATargetCellIsRefusedByName) {
+  auto c = contract();
+  c.shapes.push_back("B4_T2048_H16_D128");  // a second target cell the verify file does not time
+  std::vector<LoopEntry> log;
+  try {
+    entry(c, log, verify_doc(1.6), "partial verify");
+    ADD_FAILURE() << "accepted a verify without every target cell";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_argument) << e.what();
+    EXPECT_NE(std::string(e.what()).find("fwd B4_T2048_H16_D128"), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).find("B1_T8192_H96_D128"), std::string::npos) << e.what();  // only the missing one
+  }
+  EXPECT_TRUE(log.empty());
+}
+
 TEST(ToolsLoop, ThreeNonImprovingInARowIsFlagged) {
   const auto c = contract();
   std::vector<LoopEntry> log;
