@@ -6,6 +6,7 @@
 The shared library is found through $LINA_LIB or next to a build directory (build/bindings). Tensors
 must be contiguous; CUDA tensors run the CUDA backend on the current stream, CPU tensors the CPU one.
 """
+import collections
 import ctypes
 import functools
 import json
@@ -112,6 +113,36 @@ def call(op, phase, tensors, **kwargs):
     return [k for k in kernels.value.decode().split(",") if k]
 
 
+_HOST_COPIES = collections.OrderedDict()  # (data_ptr, numel, dtype, device) -> (tensor, version, host copy)
+_HOST_LOCK = threading.Lock()
+
+
+def _host_copy_cached(t):
+    """t.to("cpu"), cached: the entry holds t, so its memory cannot be reused by another tensor while cached;
+    a tensor with the same data pointer and size shares t's storage (and, for views, its version counter),
+    so an in-place change shows as a new version and the copy is taken again."""
+    key = (t.data_ptr(), t.numel(), t.dtype, t.device)
+    with _HOST_LOCK:
+        hit = _HOST_COPIES.get(key)
+        if hit is not None and hit[1] == t._version:
+            _HOST_COPIES.move_to_end(key)
+            return hit[2]
+    host = t.to("cpu")
+    with _HOST_LOCK:
+        _HOST_COPIES[key] = (t, t._version, host)
+        _HOST_COPIES.move_to_end(key)
+        while len(_HOST_COPIES) > 8:
+            _HOST_COPIES.popitem(last=False)
+    return host
+
+
+def _cu_seqlens_cpu(cu):
+    """A host copy of a CUDA cu_seqlens, passed as cu_seqlens_cpu: without it lina's validation reads
+    cu_seqlens back with a blocking copy in every forward and backward call. A loop that reuses one
+    cu_seqlens tensor pays that copy once (FLA caches its varlen chunk indices per tensor the same way)."""
+    return _host_copy_cached(cu) if cu is not None and cu.is_cuda else None
+
+
 def _need_rank4(**tensors):
     # The shapes are unpacked here before the C side sees them: refuse by name like the C side does.
     for name, t in tensors.items():
@@ -133,7 +164,7 @@ class _ChunkGla(torch.autograd.Function):
         ht = q.new_empty(_num_seqs(q, cu_seqlens), H, K, V, dtype=torch.float32) if output_final_state else None
         phase = "forward" if torch.is_grad_enabled() or ctx.needs_input_grad[0] else "inference"
         call("chunk_gla", phase, dict(q=q, k=k, v=v, g=g, initial_state=initial_state, cu_seqlens=cu_seqlens,
-                                      o=o, final_state=ht), scale=scale)
+                                      cu_seqlens_cpu=_cu_seqlens_cpu(cu_seqlens), o=o, final_state=ht), scale=scale)
         ctx.save_for_backward(q, k, v, g, initial_state, cu_seqlens)
         ctx.scale = scale
         return o, ht
@@ -143,7 +174,8 @@ class _ChunkGla(torch.autograd.Function):
         q, k, v, g, h0, cu = ctx.saved_tensors
         dq, dk, dv, dg = (torch.empty_like(x) for x in (q, k, v, g))
         dh0 = torch.empty_like(h0) if h0 is not None else None
-        call("chunk_gla", "backward", dict(q=q, k=k, v=v, g=g, initial_state=h0, cu_seqlens=cu, do=do.contiguous(),
+        call("chunk_gla", "backward", dict(q=q, k=k, v=v, g=g, initial_state=h0, cu_seqlens=cu, cu_seqlens_cpu=_cu_seqlens_cpu(cu),
+                                           do=do.contiguous(),
                                            dht=dht.contiguous() if dht is not None else None,
                                            dq=dq, dk=dk, dv=dv, dg=dg, dh0=dh0), scale=ctx.scale)
         return dq, dk, dv, dg, None, dh0, None, None
@@ -165,7 +197,7 @@ class _ChunkDelta(torch.autograd.Function):
         ht = q.new_empty(_num_seqs(q, cu_seqlens), HV, K, V, dtype=torch.float32) if output_final_state else None
         phase = "forward" if any(ctx.needs_input_grad) else "inference"
         call(op, phase, dict(q=q, k=k, v=v, g=g, beta=beta, A_log=A_log, dt_bias=dt_bias, initial_state=initial_state,
-                             cu_seqlens=cu_seqlens, o=o, final_state=ht), **kw)
+                             cu_seqlens=cu_seqlens, cu_seqlens_cpu=_cu_seqlens_cpu(cu_seqlens), o=o, final_state=ht), **kw)
         ctx.save_for_backward(q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens)
         ctx.op, ctx.kw = op, kw
         return o, ht
@@ -179,7 +211,7 @@ class _ChunkDelta(torch.autograd.Function):
         dA = torch.empty_like(A_log) if (gate and A_log is not None) else None
         ddt = torch.empty_like(dt_bias) if (gate and dt_bias is not None) else None
         call(ctx.op, "backward", dict(q=q, k=k, v=v, g=g, beta=beta, A_log=A_log, dt_bias=dt_bias, initial_state=h0,
-                                      cu_seqlens=cu, do=do.contiguous(),
+                                      cu_seqlens=cu, cu_seqlens_cpu=_cu_seqlens_cpu(cu), do=do.contiguous(),
                                       dht=dht.contiguous() if dht is not None else None, dq=dq, dk=dk, dv=dv, dg=dg,
                                       dbeta=dbeta, dh0=dh0, dA_log=dA, ddt_bias=ddt), **ctx.kw)
         return None, dq, dk, dv, dg, dbeta, dA, ddt, dh0, None, None, None
