@@ -285,7 +285,23 @@ std::string opt_log_row(const LoopEntry& e) {
 LoopEntry loop_log(const fs::path& dir, const LogRequest& req) {
   const LoopContract c = load_contract(dir);
   auto entries = load_entries(dir);
-  const LoopEntry e = make_entry(c, entries, req, read_json(req.verify_json));
+  LoopEntry e = make_entry(c, entries, req, read_json(req.verify_json));
+  // The files a row cites are copied next to the log (evidence/NNN_<kind>_<name>) and the row cites the
+  // copies: a GPU machine's output folder is reused by the next session, which left older rows pointing
+  // at other runs' files.
+  const fs::path ev = dir / "evidence";
+  std::error_code ec;
+  fs::create_directories(ev, ec);
+  if (ec) bad(dir.string(), ev.string() + ": cannot be created: " + ec.message());
+  const auto keep = [&](const std::string& src, const char* kind, const char* arg) {
+    if (src.empty() || !fs::is_regular_file(src)) return src;
+    const fs::path dst = ev / fmt::format("{:03d}_{}_{}", e.iteration, kind, fs::path(src).filename().string());
+    fs::copy_file(src, dst, fs::copy_options::overwrite_existing, ec);
+    if (ec) bad(arg, std::string(arg) + " " + src + ": cannot be copied to " + dst.string() + ": " + ec.message());
+    return dst.string();
+  };
+  e.source = keep(e.source, "verify", "--from");
+  e.profile = keep(e.profile, "profile", "--profile");
   json all = json::array();
   for (const auto& p : entries) all.push_back(p.to_json());
   all.push_back(e.to_json());

@@ -163,6 +163,10 @@ TEST(ToolsLoop, InitLogRoundTripOnDisk) {
   ASSERT_EQ(entries.size(), 2u);
   EXPECT_EQ(entries[1].iteration, 2);
   EXPECT_EQ(entries[1].decision, "floor");
+  // Each row cites its own copy of the verify file, kept next to the log.
+  EXPECT_EQ(entries[0].source, (dir / "evidence" / "001_verify_verify.json").string());
+  EXPECT_EQ(entries[1].source, (dir / "evidence" / "002_verify_verify.json").string());
+  EXPECT_EQ(read_text_file(entries[1].source), read_text_file(vpath));
   const std::string md = read_text_file(dir / "OPT_LOG.md");
   EXPECT_NE(md.find("| 1 | first | green | 1.5000 | -25.00% | keep |"), std::string::npos) << md;
   EXPECT_NE(md.find("| 2 | second | green | 1.5000 | +0.00% (not improving) | floor |"), std::string::npos) << md;
