@@ -4,7 +4,7 @@
 # cases, `lina run --op all`, lina vs FLA side by side, `lina verify` against a base ref, `lina
 # profile`. Each step has its own time limit and its log under $OUT (at most 8 files come back, so
 # logs are bundled into one tarball at the end; the tables are also printed).
-#   here:   git bundle create .carry/lina.bundle main
+#   here:   git bundle create .carry/lina.bundle main   (also what `verify` resolves --base and HEAD in)
 #   device: bash bench/device_session.sh BASE_SHA [STEPS]  (carry .carry/lina.bundle, and for `side`
 #           .whl + .carry/fla-autotune.tgz from bench/fla_autotune_warm.sh)
 set -u
@@ -135,9 +135,15 @@ fi
 if has verify; then
   # The baseline: a `lina` built elsewhere from $base, carried as .carry/base.tar.xz (--base-exe).
   bexe=/tmp/lina-base/bin/lina
+  # The machine's copy of the repository may not know this session's commits (the fifth session's
+  # `--base cf1be53` was refused as an unknown ref): resolve refs in a clone of .carry/lina.bundle.
+  vrepo="$repo"
+  if [ -f "$repo/.carry/lina.bundle" ] && rm -rf /tmp/lina-verify-repo && git clone -q "$repo/.carry/lina.bundle" /tmp/lina-verify-repo 2>/dev/null; then
+    vrepo=/tmp/lina-verify-repo
+  fi
   for op in ${VERIFY_OPS:-chunk_gla}; do
     log "verify $op --base $base"
-    timeout "${VERIFY_S:-240}" $L verify --op "$op" --base "$base" ${bexe:+$([ -x $bexe ] && echo --base-exe $bexe)} --repo "$repo" \
+    timeout "${VERIFY_S:-240}" $L verify --op "$op" --base "$base" ${bexe:+$([ -x $bexe ] && echo --base-exe $bexe)} --repo "$vrepo" \
       --modes "${VERIFY_MODES:-fwd}" --shapes "${VERIFY_SHAPES:-B1_T8192_H96_D128,B4_T2048_H16_D128,B8_T1024_H8_D64}" --rounds 2 \
       --json "$OUT/verify_$op.json" > "$OUT/logs/verify_$op.log" 2>&1; echo "rc=$?"
     grep -vE '^round ' "$OUT/logs/verify_$op.log" | tail -${VERIFY_TAIL:-22}
