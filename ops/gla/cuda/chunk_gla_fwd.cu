@@ -1436,25 +1436,38 @@ __global__ void __launch_bounds__(d256::NT, 1) chunk_gla_fwd_d256_state(D256Para
   }
 }
 
+// The pass a launch runs, in the parameters every forward kernel reads (v4, v5, the D256 state kernel).
+int& pass_mode(Params& p) { return p.mode; }
+int& pass_mode(D256Params& d) { return d.p.mode; }
+
+// One launch (mode 0), or with the sequence split pass 1 (segment states, mode 1) then pass 2 (mode 2).
+// Returns what the split adds to the kernel's reported name.
+template <class P>
+std::string launch_passes(void (*kernel)(P), P prm, dim3 grid, unsigned threads, std::size_t smem, bool split,
+                          cudaStream_t st, const char* what) {
+  const std::string msg = std::string(what) + " launch";
+  if (!split) {
+    pass_mode(prm) = 0;
+    kernel<<<grid, threads, smem, st>>>(prm);
+    check(cudaGetLastError(), msg.c_str());
+    return "";
+  }
+  pass_mode(prm) = 1;
+  kernel<<<grid, threads, smem, st>>>(prm);
+  check(cudaGetLastError(), (msg + " (segment states)").c_str());
+  pass_mode(prm) = 2;
+  kernel<<<grid, threads, smem, st>>>(prm);
+  check(cudaGetLastError(), msg.c_str());
+  return " x2 (sequence split)";
+}
+
 template <int K, int VT>
 std::string launch_ws(Params prm, int items, const Problem& p, bool split, cudaStream_t st) {
   using C = WsCfg<K, VT>;
   set_max_dynamic_smem(chunk_gla_fwd_ws<K, VT>, static_cast<int>(C::smem), "chunk_gla_fwd_ws");
   const dim3 grid(static_cast<unsigned>(p.V / VT), static_cast<unsigned>(p.H), static_cast<unsigned>(items));
-  const std::string name = "chunk_gla_fwd_ws<" + std::to_string(K) + "," + std::to_string(VT) + ">";
-  if (!split) {
-    prm.mode = 0;
-    chunk_gla_fwd_ws<K, VT><<<grid, C::NT, C::smem, st>>>(prm);
-    check(cudaGetLastError(), "chunk_gla_fwd_ws launch");
-    return name;
-  }
-  prm.mode = 1;
-  chunk_gla_fwd_ws<K, VT><<<grid, C::NT, C::smem, st>>>(prm);
-  check(cudaGetLastError(), "chunk_gla_fwd_ws launch (segment states)");
-  prm.mode = 2;
-  chunk_gla_fwd_ws<K, VT><<<grid, C::NT, C::smem, st>>>(prm);
-  check(cudaGetLastError(), "chunk_gla_fwd_ws launch");
-  return name + " x2 (sequence split)";
+  return "chunk_gla_fwd_ws<" + std::to_string(K) + "," + std::to_string(VT) + ">" +
+         launch_passes(chunk_gla_fwd_ws<K, VT>, prm, grid, C::NT, C::smem, split, st, "chunk_gla_fwd_ws");
 }
 
 // K = 256: the prep kernel (operands once per chunk and head) and the state kernel per 64-column V tile.
@@ -1478,20 +1491,8 @@ std::vector<std::string> launch_d256(Params prm, int items, const Problem& p, bo
     check(cudaGetLastError(), "chunk_gla_fwd_d256_prep launch");
   }
   const dim3 grid(static_cast<unsigned>(p.V / VT), static_cast<unsigned>(p.H), static_cast<unsigned>(items));
-  std::string state = "chunk_gla_fwd_d256_state<256,64>";
-  if (!split) {
-    dp.p.mode = 0;
-    chunk_gla_fwd_d256_state<<<grid, NT, state_smem, st>>>(dp);
-    check(cudaGetLastError(), "chunk_gla_fwd_d256_state launch");
-  } else {
-    dp.p.mode = 1;
-    chunk_gla_fwd_d256_state<<<grid, NT, state_smem, st>>>(dp);
-    check(cudaGetLastError(), "chunk_gla_fwd_d256_state launch (segment states)");
-    dp.p.mode = 2;
-    chunk_gla_fwd_d256_state<<<grid, NT, state_smem, st>>>(dp);
-    check(cudaGetLastError(), "chunk_gla_fwd_d256_state launch");
-    state += " x2 (sequence split)";
-  }
+  const std::string state = "chunk_gla_fwd_d256_state<256,64>" +
+                            launch_passes(chunk_gla_fwd_d256_state, dp, grid, NT, state_smem, split, st, "chunk_gla_fwd_d256_state");
   workspace_free(ws, st, "chunk_gla fwd D256 operands");
   workspace_free(seqs.ptr, st, "sequence table");
   return {"chunk_gla_fwd_d256_prep", state};
@@ -1520,20 +1521,8 @@ std::string launch(Params prm, int items, const Problem& p, bool split, cudaStre
   using C = Cfg<K, VT>;
   set_max_dynamic_smem(chunk_gla_fwd_fused<K, VT>, static_cast<int>(C::smem), "chunk_gla_fwd_fused");
   const dim3 grid(static_cast<unsigned>(p.V / VT), static_cast<unsigned>(p.H), static_cast<unsigned>(items));
-  const std::string name = "chunk_gla_fwd_fused<" + std::to_string(K) + "," + std::to_string(VT) + ">";
-  if (!split) {
-    prm.mode = 0;
-    chunk_gla_fwd_fused<K, VT><<<grid, C::NT, C::smem, st>>>(prm);
-    check(cudaGetLastError(), "chunk_gla_fwd_fused launch");
-    return name;
-  }
-  prm.mode = 1;
-  chunk_gla_fwd_fused<K, VT><<<grid, C::NT, C::smem, st>>>(prm);
-  check(cudaGetLastError(), "chunk_gla_fwd_fused launch (segment states)");
-  prm.mode = 2;
-  chunk_gla_fwd_fused<K, VT><<<grid, C::NT, C::smem, st>>>(prm);
-  check(cudaGetLastError(), "chunk_gla_fwd_fused launch");
-  return name + " x2 (sequence split)";
+  return "chunk_gla_fwd_fused<" + std::to_string(K) + "," + std::to_string(VT) + ">" +
+         launch_passes(chunk_gla_fwd_fused<K, VT>, prm, grid, C::NT, C::smem, split, st, "chunk_gla_fwd_fused");
 }
 
 // K = 128: one CTA per 128 value columns (A and the operands made once per head). LINA_GLA_FWD_VT=64
