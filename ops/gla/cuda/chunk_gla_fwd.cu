@@ -713,19 +713,6 @@ struct WsCfg {
   static_assert(!kRealloc || NCW * 32 * kConsumerRegs + NPW * 32 * kProducerRegs <= 65536, "register file");
 };
 
-// Non-blocking phase test (acquire at CTA scope when it succeeds). mbarrier.try_wait may suspend the
-// thread until the phase completes or a system time limit passes, so a poll that must not hold the
-// producers up uses test_wait.
-__device__ __forceinline__ bool mbar_test_wait(std::uint64_t* bar, std::uint32_t parity) {
-  std::uint32_t done;
-  asm volatile(
-      "{\n .reg .pred p;\n mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
-      : "=r"(done)
-      : "r"(smem_u32(bar)), "r"(parity)
-      : "memory");
-  return done != 0;
-}
-
 template <int NPW>
 __device__ __forceinline__ bool any_steep(const int* flags) {
   int f = 0;
