@@ -3,8 +3,23 @@
 
 Timer (both sides): CUDA events around each call, L2 flushed before every sample by writing a buffer
 of twice the L2 size, warm-up, then samples until at least --min-samples and relative noise
-(std/mean) under --max-noise, or --budget-s per cell. Inputs follow FLA's benchmarks/ops/registry.py
-transforms from one torch seed. Writes lina.bench/1 JSON and a markdown table.
+(std/mean) under --max-noise, or --budget-s per cell. This is the method of FLA's own runner
+(triton.testing.do_bench), the one the anchors and every published comparison use, so it stays the
+primary number (median_ms, the speedup and x floor columns). Inputs follow FLA's
+benchmarks/ops/registry.py transforms from one torch seed. Writes lina.bench/1 JSON and a markdown table.
+
+--gpu-time (off by default) times every cell a second time, same inputs and stopping rule, GPU only:
+the primary method also sees the host time of a call whenever the GPU finishes the flush before the
+host has enqueued the op's kernels (30-150 us for lina at small shapes on the H200, moving between runs).
+Each GPU-only sample is: flush, torch.cuda._sleep(N), start event, call, end event. N covers the host
+time of one call (max(0.2 ms, 3 x the median host ms of 5 calls after a synchronize); cycles per ms
+measured once per process), so every kernel is queued before the GPU reaches the start event. A sample whose start
+event has already fired when the call and end event are enqueued (host not hidden) is dropped and N
+doubled, at most 4 times; the row gets gpu_error if it still happens 3 times at that length (a call that
+waits for the GPU, e.g. a device-to-host copy). Each sample is then reduced by the median interval of
+11 empty start/end pairs measured the same way (flush, sleep N) after each row's samples. Fields: gpu_*
+per row, columns "FLA GPU ms | lina GPU ms | GPU speedup | lina GPU x floor" in the markdown. The
+primary numbers are measured first and exactly as without the flag.
 
     python3 bench/fla_side_by_side.py --ops chunk_gla --modes fwd fwdbwd --out benchmarks/results/x
 """
@@ -29,6 +44,18 @@ DEFAULT_SHAPES = ["B1_T8192_H96_D128", "B2_T16384_H16_D128", "B4_T2048_H16_D128"
                   "B8_T2048_H32_D256", "B8_T1024_H8_D64"]
 HBM_GBPS = 4300.0  # measured device copy on the lent H200 (anchors/README.md)
 TC_TFLOPS = 790.0
+# --gpu-time: the sleep before each sample, as a multiple of the host time of a call, with a floor
+GPU_SLEEP_FLOOR_MS = 0.2
+GPU_SLEEP_HOST_MULT = 3.0
+GPU_SLEEP_DOUBLINGS = 4  # after a sample whose host time was not hidden
+GPU_LEAKS_AT_CAP = 3  # leaked samples at the longest sleep before the row gives up
+GPU_SIZING_CALLS = 5
+GPU_CORRECTION_N = 11
+GPU_METHOD = ("L2 flush, torch.cuda._sleep(N), start event, call, end event, minus the median of "
+              f"{GPU_CORRECTION_N} empty start/end pairs after the same flush and sleep (per row); "
+              f"N = max({GPU_SLEEP_FLOOR_MS} ms, {GPU_SLEEP_HOST_MULT:g} x median host ms of {GPU_SIZING_CALLS} calls), "
+              f"doubled (at most {GPU_SLEEP_DOUBLINGS} times) after a sample whose start event fired before "
+              "the call was enqueued; such samples are dropped")
 
 
 def parse_shape(name):
@@ -117,11 +144,29 @@ def timed_fn(impl, op, mode, t, cu):
     return no_grad_fn
 
 
+def stop_reason(a, samples, t0):
+    """The stopping rule of both timers: None while sampling should go on."""
+    n = len(samples)
+    if n >= a.min_samples:
+        noise = statistics.stdev(samples) / statistics.mean(samples)
+        if noise < a.max_noise:
+            return "noise"
+        if time.perf_counter() - t0 > a.budget_s or n >= a.max_samples:
+            return "time_budget"
+    return None
+
+
+class HostNotHidden(RuntimeError):
+    """--gpu-time: the GPU kept reaching the start event before the host had enqueued the call."""
+
+
 class Timer:
     def __init__(self, args):
         self.args = args
         l2 = torch.cuda.get_device_properties(0).L2_cache_size
         self.flush = torch.empty(max(2 * l2, 64 << 20), dtype=torch.uint8, device="cuda")
+        if getattr(args, "gpu_time", False):
+            self.cycles_per_ms = self.sleep_cycles_per_ms()
 
     def time(self, fn):
         a = self.args
@@ -137,13 +182,80 @@ class Timer:
             e.record()
             e.synchronize()
             samples.append(s.elapsed_time(e))
-            n = len(samples)
-            if n >= a.min_samples:
-                noise = statistics.stdev(samples) / statistics.mean(samples)
-                if noise < a.max_noise:
-                    return samples, "noise"
-                if time.perf_counter() - t0 > a.budget_s or n >= a.max_samples:
-                    return samples, "time_budget"
+            why = stop_reason(a, samples, t0)
+            if why:
+                return samples, why
+
+    def sleep_cycles_per_ms(self, cycles=2_000_000):
+        """GPU clock cycles of torch.cuda._sleep per ms (the SM clock as this run sees it), to size sleeps."""
+        torch.cuda._sleep(10 * cycles)  # loads the kernel and lets the SM clock rise from idle
+        torch.cuda.synchronize()
+        ms = []
+        for _ in range(5):
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            torch.cuda._sleep(cycles)
+            e.record()
+            e.synchronize()
+            ms.append(s.elapsed_time(e))
+        return cycles / statistics.median(ms)
+
+    def sleep_then_time(self, cycles, fn=None):
+        """One GPU-only sample: (event ms, host ms of the call, whether the start event had fired before
+        the call and the end event were enqueued, i.e. host time may be inside the interval)."""
+        self.flush.zero_()
+        torch.cuda._sleep(cycles)
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        h0 = time.perf_counter()
+        if fn is not None:
+            fn()
+        e.record()
+        host_ms = (time.perf_counter() - h0) * 1e3
+        leaked = s.query()
+        e.synchronize()
+        return s.elapsed_time(e), host_ms, leaked
+
+    def time_gpu(self, fn):
+        """--gpu-time: the GPU time of fn alone, as gpu_* row fields; called after time(fn), so fn is warm.
+        The budget clock starts before the sizing, so sizing and samples share --budget-s under time()'s
+        stopping rule; the leak rule bounds the doublings, the correction is a fixed 11 short samples."""
+        a, t0 = self.args, time.perf_counter()
+        host = []
+        for _ in range(GPU_SIZING_CALLS):  # after a synchronize, as in the samples (the host is slower after a wait)
+            self.flush.zero_()
+            torch.cuda.synchronize()
+            h0 = time.perf_counter()
+            fn()
+            host.append((time.perf_counter() - h0) * 1e3)
+            torch.cuda.synchronize()
+        cycles = int(max(GPU_SLEEP_FLOOR_MS, GPU_SLEEP_HOST_MULT * statistics.median(host)) * self.cycles_per_ms)
+        cap = cycles << GPU_SLEEP_DOUBLINGS
+        samples, call_host, leaks, cap_leaks = [], [], 0, 0
+        while True:
+            ms, host_ms, leaked = self.sleep_then_time(cycles, fn)
+            call_host.append(host_ms)
+            if leaked:  # the GPU waited for the host inside the interval: drop it, sleep longer
+                leaks += 1
+                if cycles >= cap:
+                    cap_leaks += 1
+                    if cap_leaks >= GPU_LEAKS_AT_CAP:
+                        raise HostNotHidden(f"{leaks} samples, sleep up to {cycles / self.cycles_per_ms:.1f} ms, host "
+                                            f"{statistics.median(call_host):.2f} ms per call (does the call wait for the GPU?)")
+                cycles = min(2 * cycles, cap)
+                continue
+            samples.append(ms)
+            why = stop_reason(a, samples, t0)
+            if why:
+                break
+        # the same flush and sleep with nothing between the events: what the interval shows besides the call.
+        # Per row, not per process: it then matches this row's final sleep and clock state, costs ~11 sleeps
+        corr = statistics.median(self.sleep_then_time(cycles)[0] for _ in range(GPU_CORRECTION_N))
+        st = stats([x - corr for x in samples])
+        return dict({"gpu_" + k: v for k, v in st.items()}, gpu_stop_reason=why, gpu_correction_ms=corr,
+                    gpu_correction_samples=GPU_CORRECTION_N, gpu_sleep_cycles=cycles,
+                    gpu_sleep_ms=cycles / self.cycles_per_ms, gpu_sizing_host_ms=statistics.median(host),
+                    gpu_call_host_ms=statistics.median(call_host), gpu_leaked_samples=leaks)
 
 
 def stats(samples):
@@ -215,14 +327,26 @@ def run_cell(args, timer, op, mode, shape, cu=None):
                    ns_per_token_head=st["median_ms"] * 1e6 / tokens_heads, bytes=byts, flops=flops,
                    floor_us=floor, x_floor=st["median_ms"] * 1e3 / floor, peak_extra_mem_bytes=peak,
                    gbps=byts / (st["median_ms"] * 1e6), frac_hbm=byts / (st["median_ms"] * 1e6) / HBM_GBPS)
+        if args.gpu_time:  # after the primary samples, which thus run as they do without the flag
+            try:
+                g = timer.time_gpu(fn)
+                g.update(gpu_ns_per_token_head=g["gpu_median_ms"] * 1e6 / tokens_heads,
+                         gpu_x_floor=g["gpu_median_ms"] * 1e3 / floor)
+            except Exception as e:  # noqa: BLE001 - recorded; the primary row stands
+                g = dict(gpu_error=f"{type(e).__name__}: {e}")
+            row.update(g)
         with torch.no_grad():
             outs[impl] = call(impl, op, {n: x.detach() for n, x in t.items()}, cu).float()
         if impl == "lina":
             c = lina_check(op, t, cu, outs[impl])
             row["check"] = {("pass" if k == "pass_" else k): v for k, v in c.items()}
         rows.append(row)
+        gpu_s = ""
+        if args.gpu_time:
+            gpu_s = (f"  GPU {row['gpu_median_ms']:8.3f} ms  x{row['gpu_x_floor']:.1f} floor" if "gpu_median_ms" in row
+                     else f"  GPU {row.get('gpu_error')}")
         print(f"  {op:10s} {mode:7s} {shape:34s} {row['impl']:11s} {st['median_ms']:8.3f} ms  "
-              f"{row['ns_per_token_head']:6.2f} ns/th  x{row['x_floor']:.1f} floor", flush=True)
+              f"{row['ns_per_token_head']:6.2f} ns/th  x{row['x_floor']:.1f} floor{gpu_s}", flush=True)
     if "lina" in outs and "fla" in outs:
         for r in rows:
             if r.get("impl") == "lina-cuda":
@@ -258,6 +382,9 @@ def main():
     ap.add_argument("--append", action="store_true",
                     help="add this invocation's rows to an existing OUT.json (same machine, same session) and "
                          "rewrite OUT.md over all of them; each invocation's command is kept")
+    ap.add_argument("--gpu-time", action="store_true",
+                    help="also time every cell GPU only (host time hidden behind a sleep kernel), as gpu_* fields "
+                         "and extra markdown columns; about doubles the time per cell")
     args = ap.parse_args()
     # "fwd,fwdbwd" was once taken as one mode and timed as fwd under that label: split and refuse unknowns
     args.modes = [m for arg in args.modes for m in arg.split(",") if m]
@@ -272,11 +399,17 @@ def main():
                                               max_noise=args.max_noise, time_budget_s=args.budget_s,
                                               command=" ".join(sys.argv)),
                results=[])
+    if args.gpu_time:
+        doc["config"].update(gpu_time=True, gpu_time_method=GPU_METHOD, gpu_sleep_cycles_per_ms=timer.cycles_per_ms,
+                             primary_method="L2 flush, start event, call, end event (as triton.testing.do_bench, FLA's runner)")
     prev = Path(args.out + ".json")
     if args.append and prev.exists():
         old_doc = json.loads(prev.read_text())
         doc["results"] = old_doc["results"]
         doc["config"]["commands"] = old_doc["config"].get("commands", [old_doc["config"]["command"]]) + [doc["config"]["command"]]
+        for k, v in old_doc["config"].items():  # rows timed GPU only earlier in this file keep their description
+            if k.startswith("gpu_") or k == "primary_method":
+                doc["config"].setdefault(k, v)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
 
     def save(new_rows):  # after every cell, so a run stopped by a time limit keeps what it measured
@@ -299,10 +432,15 @@ def markdown(doc):
     lines = [f"Machine: {m['gpu']} ({m['sm_count']} SMs, CC {m['compute_capability']}), {m.get('nvidia_smi', '')}, "
              f"torch {m['torch']}, CUDA {m['cuda_runtime']}"]
     lines += [f"Command: `{c}`" for c in doc["config"].get("commands", [doc["config"]["command"]])]
+    gpu = doc["config"].get("gpu_time") or any(k.startswith("gpu_") for r in doc["results"] for k in r)
     lines += ["",
              "| op | mode | shape | FLA ms | lina ms | speedup | lina ns/th | lina x floor | lina check | peak extra MB lina / FLA |",
              "|---|---|---|---:|---:|---:|---:|---:|---|---:|"]
+    if gpu:  # appended, so the default columns keep their places
+        lines[-2] += " FLA GPU ms | lina GPU ms | GPU speedup | lina GPU x floor |"
+        lines[-1] += "---:|---:|---:|---:|"
     cells = {}
+    gpu_speedups, gpu_floors = {}, {}
     for r in doc["results"]:
         cells.setdefault((r["op"], r["mode"], r["shape"]), {})[r.get("impl")] = r
     speedups, floors = {}, {}
@@ -323,6 +461,15 @@ def markdown(doc):
                      f"{('%.2fx' % sp) if sp else '-'} | {fmt(li.get('ns_per_token_head'), '%.2f')} | "
                      f"{fmt(li.get('x_floor'), '%.1f')} | {chk_s} | "
                      f"{(li.get('peak_extra_mem_bytes') or 0) / 1e6:.0f} / {(fl.get('peak_extra_mem_bytes') or 0) / 1e6:.0f} |")
+        if gpu:
+            lg, fg = li.get("gpu_median_ms"), fl.get("gpu_median_ms")
+            gsp = fg / lg if lg and fg else None
+            if gsp and shape in DEFAULT_SHAPES:
+                gpu_speedups.setdefault((op, mode), []).append(gsp)
+            if li.get("gpu_x_floor") and shape in DEFAULT_SHAPES:
+                gpu_floors.setdefault((op, mode), []).append(li["gpu_x_floor"])
+            lines[-1] += (f" {gpu_cell(fl, 'gpu_median_ms', '%.3f')} | {gpu_cell(li, 'gpu_median_ms', '%.3f')} | "
+                          f"{('%.2fx' % gsp) if gsp else '-'} | {gpu_cell(li, 'gpu_x_floor', '%.1f')} |")
     lines.append("")
     gm = lambda v: math.exp(sum(map(math.log, v)) / len(v))  # noqa: E731
     for (op, mode), v in speedups.items():
@@ -331,7 +478,24 @@ def markdown(doc):
     for (op, mode), v in floors.items():
         if mode == "fwd":
             lines.append(f"Geomean lina x floor {op} {mode} over {len(v)} default shapes: {gm(v):.2f}")
+    for (op, mode), v in gpu_speedups.items():
+        lines.append(f"Geomean GPU-only speedup {op} {mode} over {len(v)} of the six default shapes: {gm(v):.2f}x "
+                     f"(slowest cell {min(v):.2f}x)")
+    for (op, mode), v in gpu_floors.items():
+        if mode == "fwd":
+            lines.append(f"Geomean lina GPU-only x floor {op} {mode} over {len(v)} default shapes: {gm(v):.2f}")
+    if gpu:
+        lines.append("GPU columns (--gpu-time): host time hidden behind a sleep kernel, see config.gpu_time_method; "
+                     "the other columns are FLA's do_bench method.")
     return "\n".join(lines) + "\n"
+
+
+def gpu_cell(r, key, f):
+    """A GPU-only column of one side: the value, else why there is none."""
+    x = r.get(key)
+    if x is not None:
+        return f % x
+    return (r.get("gpu_error") or r.get("error") or r.get("skipped") or "-")[:40]
 
 
 if __name__ == "__main__":
