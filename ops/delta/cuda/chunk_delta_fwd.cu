@@ -873,8 +873,9 @@ __global__ void __launch_bounds__(NW * 32, (K <= 128 && NW == 8) ? 2 : 1) delta_
     mbar_init(bar_wq, 1);
     mbar_init(bar_ka, 1);
     mbar_init_fence();
-    if (nchunks > 0) issue_wq(0);  // lands during the initial-state loads
-  }  // the loop's first CTA barrier makes the initialised mbarriers visible before any thread waits
+  }
+  __syncthreads();  // the initialised mbarriers are visible to every thread (and the async proxy)
+  if (tid == 0 && nchunks > 0) issue_wq(0);  // lands during the initial-state loads
 
   float hacc[RB][NTS][4];
   const long sbase = (static_cast<long>(n) * p.HV + hv) * K * V;
@@ -931,7 +932,7 @@ __global__ void __launch_bounds__(NW * 32, (K <= 128 && NW == 8) ? 2 : 1) delta_
   // wait for its previous phase, so no wait can see a phase two ahead).
 #pragma unroll 1
   for (int ci = 0; ci < nchunks; ++ci) {
-    __syncthreads();  // H_n visible; phase B(ci-1)'s reads of kg, Aqk, v_new done (ci = 0: mbarrier inits)
+    __syncthreads();  // H_n visible; phase B(ci-1)'s reads of kg, Aqk, v_new done
     if (tid == 0) issue_ka(ci);
     mbar_wait(bar_wq, ci & 1);  // WQ(ci) landed
 
