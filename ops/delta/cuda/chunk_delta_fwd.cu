@@ -10,7 +10,8 @@
 //    registers and only does the state-dependent products: v_new = u - w H,
 //    o = scale (q e^b) H + Aqk v_new, H = e^bL H + (k e^(bL-b))^T v_new.
 //    Two phases per chunk: the products with H_n (v_new and o's q e^b part), then the ones with
-//    v_new (H update and o's Aqk part); each phase's operands are loaded (cp.async) during the other.
+//    v_new (H update and o's Aqk part); each phase's operands are loaded during the other, as bulk
+//    copies (cp.async.bulk + mbarrier) of workspace tiles the prep wrote in the shared-memory layout.
 // Tensor-core products use mma.sync m16n8k16 bf16 -> fp32; the (I+L)^-1 block merges use mma.sync
 // m16n8k8 tf32 (FLA's precision). Gates are kept as log2 cumsums and only non-positive differences
 // are exponentiated, except KDA's safe_gate diagonal sub-blocks, whose middle reference row bounds
@@ -21,6 +22,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -30,6 +32,7 @@
 #include "ops/common/backends.h"
 #include "ops/common/cuda/cuda_common.cuh"
 #include "ops/common/cuda/launch_setup.h"
+#include "ops/common/cuda/mbarrier.cuh"
 #include "ops/common/cuda/mma_primitives.cuh"
 #include "ops/common/cuda/workspace.h"
 
@@ -43,15 +46,23 @@ constexpr int kC = 64;         // chunk length
 constexpr int kVT = 64;        // value columns per state CTA
 constexpr int kThreads = 256;  // 8 warps in both kernels
 constexpr float kLog2e = 1.4426950408889634f;
+constexpr int kAP = kC + 8;    // row pitch of the Aqk tiles (workspace and state kernel)
+// Row pitch of the [C][K] operand tiles (w, q e^b, k e^(bL-b)) in the workspace and in the state
+// kernel's shared memory: 8 bf16 of padding per row (ldmatrix without bank conflicts).
+template <int K>
+constexpr int kKP = K + 8;
 
 enum GateMode : int { kGateGiven = 0, kGateSoftplus = 1, kGateLowerBound = 2 };
 
-// Per-(chunk, value head) workspace written by the prep kernel; ch = global chunk * HV + hv.
+// Per-(chunk, value head) workspace written by the prep kernel; ch = global chunk * HV + hv. The bf16
+// tiles are stored in the state kernel's padded shared-memory layout (rows of K + 8 resp. C + 8, the
+// pad columns written as zero), so each (chunk, head) tile is one contiguous block that the state
+// kernel moves with one bulk copy, byte for byte.
 struct Workspace {
-  bf16* w;    // [ch][C][K]  w = Tinv diag(beta) (k e^b)
-  bf16* qg;   // [ch][C][K]  q e^b (normalized q)
-  bf16* kg;   // [ch][C][K]  k e^(bL - b)
-  bf16* a;    // [ch][2][C][C]  scale * Aqk as hi, lo (lower incl.)
+  bf16* w;    // [ch][C][K + 8]  w = Tinv diag(beta) (k e^b)
+  bf16* qg;   // [ch][C][K + 8]  q e^b (normalized q)
+  bf16* kg;   // [ch][C][K + 8]  k e^(bL - b)
+  bf16* a;    // [ch][2][C][C + 8]  scale * Aqk as hi, lo (lower incl., zero above the diagonal)
   float* u;   // [ch][C][V]  u = Tinv diag(beta) v
   float* el;  // [ch][K]     e^bL (GDN: the scalar, repeated)
 };
@@ -126,13 +137,21 @@ __device__ __forceinline__ PrepItem prep_item(const Params& p, int item) {
 
 template <int K, int VC = kVT>  // VC: value columns per state CTA
 struct StateSmem {
-  alignas(16) bf16 w[kC][K + 8];
-  alignas(16) bf16 qg[kC][K + 8];
-  alignas(16) bf16 kg[kC][K + 8];
-  alignas(16) bf16 a[2][kC][72];        // Aqk hi, lo
+  alignas(16) bf16 w[kC][kKP<K>];       // w, q e^b, k e^(bL-b), Aqk: the workspace tiles as they are
+  alignas(16) bf16 qg[kC][kKP<K>];      // stored (one bulk copy each)
+  alignas(16) bf16 kg[kC][kKP<K>];
+  alignas(16) bf16 a[2][kC][kAP];       // Aqk hi, lo
   alignas(16) bf16 vn[2][kC][VC + 8];   // v_new hi, lo
   alignas(16) bf16 H[K][VC + 8];        // bf16 copy of the state H_n (rows: key channel, cols: value)
+  alignas(8) std::uint64_t bar[2];      // bulk copies landed: [0] w + q e^b (group WQ), [1] k e^(bL-b) + Aqk (KA)
 };
+// Bytes of one (chunk, head) workspace tile = its shared-memory tile (bulk copy sizes: multiples of 16).
+template <int K>
+constexpr std::uint32_t kTileBytes = kC * kKP<K> * sizeof(bf16);
+constexpr std::uint32_t kATileBytes = 2 * kC * kAP * sizeof(bf16);
+static_assert(kTileBytes<64> % 16 == 0 && kTileBytes<128> % 16 == 0 && kTileBytes<256> % 16 == 0 && kATileBytes % 16 == 0,
+              "bulk copies: 16-byte sizes");
+static_assert(2 * kTileBytes<256> < (1u << 20) && kTileBytes<256> + kATileBytes < (1u << 20), "mbarrier tx-count range");
 
 static_assert(sizeof(PrepSmem<true, 128>) <= 113 * 1024, "KDA K=128 prep: two CTAs per SM");
 static_assert(sizeof(StateSmem<128>) <= 113 * 1024, "K=128 state: two CTAs per SM");
@@ -185,17 +204,6 @@ __device__ __forceinline__ const bf16* bt_src(const bf16* base, int k0, int n0, 
   return base + (k0 + (lane & 7) + (((lane >> 3) & 1) << 3)) * P + n0 + ((lane >> 4) << 3);
 }
 
-// cp.async of a contiguous block of N 16-byte pieces into a tile whose rows of R pieces are padded by
-// one piece (piece i lands at piece i + i / R); NTH threads, every offset a compile-time constant.
-template <int N, int R, int NTH>
-__device__ __forceinline__ void copy_padded(bf16* dst, const bf16* src, int tid) {
-  static_assert(N % NTH == 0 && NTH % R == 0, "copy_padded: whole rows per pass");
-  bf16* d = dst + 8 * (tid + tid / R);
-  const bf16* g = src + 8 * tid;
-#pragma unroll
-  for (int j = 0; j < N / NTH; ++j) cp_async16(d + 8 * j * (NTH + NTH / R), g + 8 * j * NTH, true);
-}
-
 // acc0 / acc1 (16 x 8NT warp tiles, NT n8 fragments each) = X0 / X1 [r0 .. r0+16, 0 .. K] @ H[0 .. K,
 // c0 .. c0+8NT]: the state kernel's two products with the chunk's entering state (w H_n and
 // (q e^b) H_n) in one pass, so each H fragment is loaded once and 8 independent mma chains interleave.
@@ -209,8 +217,8 @@ __device__ __forceinline__ void rows2_times_state(float (&acc0)[NT][4], float (&
 #pragma unroll 2
   for (int ks = 0; ks < K / 16; ++ks) {
     uint32_t a0[4], a1[4];
-    ldsm_x4(a0, a_src<K + 8>(x0, r0, ks * 16, lane));
-    ldsm_x4(a1, a_src<K + 8>(x1, r0, ks * 16, lane));
+    ldsm_x4(a0, a_src<kKP<K>>(x0, r0, ks * 16, lane));
+    ldsm_x4(a1, a_src<kKP<K>>(x1, r0, ks * 16, lane));
 #pragma unroll
     for (int np = 0; np < NT / 2; ++np) {
       uint32_t b[4];
@@ -426,7 +434,22 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
     }
 
     // ---- S2: L (strict lower, times beta_r) and Aqk (lower incl., times scale)
-    bf16* const Ag = p.ws.a + ch * 2 * kC * kC;
+    bf16* const Ag = p.ws.a + ch * 2 * kC * kAP;  // hi [C][C + 8], then lo
+    // The pad columns of this item's workspace tiles (w, q e^b, k e^(bL-b): K .. K + 7; Aqk hi, lo:
+    // C .. C + 7) are written as zero: the state kernel bulk-copies whole padded rows, so every byte it
+    // moves is defined. One 16-byte store per thread (two for the Aqk rows), warp-pair-uniform choice.
+    {
+      static_assert(kThreads == 4 * kC, "pad columns: one row per thread");
+      const uint4 z = make_uint4(0u, 0u, 0u, 0u);
+      const int r = tid % kC, which = tid / kC;
+      if (which < 3) {
+        bf16* const base = which == 0 ? p.ws.w : (which == 1 ? p.ws.qg : p.ws.kg);
+        *reinterpret_cast<uint4*>(base + (ch * kC + r) * kKP<K> + K) = z;
+      } else {
+        *reinterpret_cast<uint4*>(Ag + r * kAP + kC) = z;
+        *reinterpret_cast<uint4*>(Ag + (kC + r) * kAP + kC) = z;
+      }
+    }
     if constexpr (KDA) {
       // Per-channel gates: operands are pre-scaled through a reference row (spec section 5). Jobs:
       // the off-diagonal blocks of row block ib (reference = its first row, all factors <= 1) or its
@@ -503,8 +526,8 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
             }
             uint32_t hi, lo;
             pack_bf16_split(av[0], av[1], hi, lo);
-            *reinterpret_cast<uint32_t*>(Ag + r * kC + j) = hi;
-            *reinterpret_cast<uint32_t*>(Ag + kC * kC + r * kC + j) = lo;
+            *reinterpret_cast<uint32_t*>(Ag + r * kAP + j) = hi;
+            *reinterpret_cast<uint32_t*>(Ag + kC * kAP + r * kAP + j) = lo;
             s.u1.L[r][j] = lv[0];
             s.u1.L[r][j + 1] = lv[1];
           }
@@ -528,8 +551,8 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
           }
           const float av = jj <= rr ? p.scale * sa : 0.f;
           const bf16 hi = __float2bfloat16_rn(av);
-          Ag[r * kC + j] = hi;
-          Ag[kC * kC + r * kC + j] = __float2bfloat16_rn(av - __bfloat162float(hi));
+          Ag[r * kAP + j] = hi;
+          Ag[kC * kAP + r * kAP + j] = __float2bfloat16_rn(av - __bfloat162float(hi));
           s.u1.L[r][j] = jj < rr ? s.beta[r] * sl : 0.f;
         }
       }
@@ -537,8 +560,8 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
         for (int e = lane; e < 16 * (kC - 16 * (ib + 1)) / 2; e += 32) {
           const int w2 = (kC - 16 * (ib + 1)) / 2;
           const int r = 16 * ib + e / w2, j = 16 * (ib + 1) + 2 * (e % w2);
-          *reinterpret_cast<uint32_t*>(Ag + r * kC + j) = 0u;
-          *reinterpret_cast<uint32_t*>(Ag + kC * kC + r * kC + j) = 0u;
+          *reinterpret_cast<uint32_t*>(Ag + r * kAP + j) = 0u;
+          *reinterpret_cast<uint32_t*>(Ag + kC * kAP + r * kAP + j) = 0u;
         }
       }
     } else {
@@ -580,8 +603,8 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
           }
           uint32_t hi, lo;
           pack_bf16_split(av[0], av[1], hi, lo);
-          *reinterpret_cast<uint32_t*>(Ag + r * kC + j) = hi;
-          *reinterpret_cast<uint32_t*>(Ag + kC * kC + r * kC + j) = lo;
+          *reinterpret_cast<uint32_t*>(Ag + r * kAP + j) = hi;
+          *reinterpret_cast<uint32_t*>(Ag + kC * kAP + r * kAP + j) = lo;
           s.u1.L[r][j] = lv[0];
           s.u1.L[r][j + 1] = lv[1];
         }
@@ -609,7 +632,7 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
         for (int i = 0; i < 16; ++i) s.u1.L[o16 + i][o16 + c] = xs[i];
       }
     } else {  // q e^b (q's space becomes X after the barrier) and the decay
-      bf16* const qg = p.ws.qg + ch * kC * K;
+      bf16* const qg = p.ws.qg + ch * kC * kKP<K>;
       const float bsl = KDA ? 0.f : s.bs[kC - 1];
       // element pair c of rows r1, r1 + PR, ...: every address a compile-time offset from the first
       constexpr int PR = 128 / (K / 2);  // rows per pass (4, 2, 1)
@@ -626,7 +649,7 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
         } else {
           e0 = e1 = ex2(s.bs[r]);
         }
-        st_u32(qg + r * K + c, pack_bf16(qv.x * e0, qv.y * e1));
+        st_u32(qg + r * kKP<K> + c, pack_bf16(qv.x * e0, qv.y * e1));
       }
       for (int c = tid - 128; c < K; c += 128) p.ws.el[ch * K + c] = KDA ? ex2(s.bL[c]) : ex2(bsl);
     }
@@ -673,7 +696,7 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
       }
     }
     {
-      bf16* const kg = p.ws.kg + ch * kC * K;
+      bf16* const kg = p.ws.kg + ch * kC * kKP<K>;
       const float bsl = KDA ? 0.f : s.bs[kC - 1];
       constexpr int PR = kThreads / (K / 2);  // rows per pass (8, 4, 2)
       const unsigned u = static_cast<unsigned>(tid);
@@ -691,7 +714,7 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
           e0 = e1 = ex2(s.bs[r]);
           l0 = l1 = ex2(fminf(bsl - s.bs[r], 0.f));
         }
-        st_u32(kg + r * K + c, pack_bf16(kv.x * l0, kv.y * l1));
+        st_u32(kg + r * kKP<K> + c, pack_bf16(kv.x * l0, kv.y * l1));
         st_u32(&sk[r][c], pack_bf16(kv.x * e0, kv.y * e1));  // k e^b for w
       }
     }
@@ -706,7 +729,7 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
       const int r0 = 16 * wr;
       const bf16* tw0 = &s.u1.T[0][0][0];
       const bf16* tw1 = &s.u1.T[1][0][0];
-      bf16* const wg = p.ws.w + ch * kC * K;
+      bf16* const wg = p.ws.w + ch * kC * kKP<K>;
 #pragma unroll 1
       for (int cb = wh * KH; cb < (wh + 1) * KH; cb += NW) {
         float acc[NW / 8][4];
@@ -732,8 +755,8 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
 #pragma unroll
         for (int nt = 0; nt < NW / 8; ++nt) {
           const int c = cb + nt * 8 + 2 * t;
-          st_u32(wg + (r0 + g) * K + c, pack_bf16(acc[nt][0], acc[nt][1]));
-          st_u32(wg + (r0 + g + 8) * K + c, pack_bf16(acc[nt][2], acc[nt][3]));
+          st_u32(wg + (r0 + g) * kKP<K> + c, pack_bf16(acc[nt][0], acc[nt][1]));
+          st_u32(wg + (r0 + g + 8) * kKP<K> + c, pack_bf16(acc[nt][2], acc[nt][3]));
         }
       }
     }
@@ -798,13 +821,19 @@ template <int K, int NW, int VC = kVT>  // VC: value columns per CTA (64, or 32 
 __global__ void __launch_bounds__(NW * 32, (K <= 128 && NW == 8) ? 2 : 1) delta_state_kernel(const Params p) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   auto& s = *reinterpret_cast<StateSmem<K, VC>*>(smem_raw);
-  constexpr int NTH = NW * 32;
   constexpr int WR = K / 16 < NW ? K / 16 : NW;  // warps along the state's K rows
   constexpr int WC = NW / WR;                     // warps along its VC columns (1, 2 or 4)
   constexpr int RB = K / 16 / WR;                 // 16-row blocks per warp (1 or 2)
   constexpr int NTS = VC / 8 / WC;                // n8 state tiles per row block
   constexpr int NT = VC / 8 / (NW / 4);           // n8 tiles of the warp's v_new / o tile
   static_assert(NTS % 2 == 0 && NT % 2 == 0 && WR * WC == NW, "state kernel warp tiling");
+  using S = StateSmem<K, VC>;
+  static_assert(sizeof(S::w) == kTileBytes<K> && sizeof(S::qg) == kTileBytes<K> && sizeof(S::kg) == kTileBytes<K> &&
+                    sizeof(S::a) == kATileBytes,
+                "shared tile = workspace block, byte for byte");
+  static_assert(offsetof(S, w) % 16 == 0 && offsetof(S, qg) % 16 == 0 && offsetof(S, kg) % 16 == 0 && offsetof(S, a) % 16 == 0 &&
+                    offsetof(S, bar) % 8 == 0,
+                "bulk copies: 16-byte shared addresses; 8-byte mbarriers");
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const int sm0 = 16 * RB * (warp % WR), sc0 = (VC / WC) * (warp / WR);  // this warp's state tile
   constexpr int LQ = NW == 16 ? 2 : 1;                                      // log2 of warps per 16-row block
@@ -819,6 +848,34 @@ __global__ void __launch_bounds__(NW * 32, (K <= 128 && NW == 8) ? 2 : 1) delta_
   const SeqDesc sd = p.seqs[n];
   const int V = p.V, vcol0 = vt * VC;
   const int nchunks = (sd.length + kC - 1) / kC;
+
+  auto chunk_id = [&](int ci) { return (static_cast<long>(sd.chunk_off) + ci) * p.HV + hv; };
+  // The bf16 operand tiles of a chunk are stored in the workspace exactly as laid out here (padded
+  // rows, pad columns zero), so each is one bulk copy (cp.async.bulk, no tensor map), issued by thread
+  // 0; the copies of a group complete the group's mbarrier (expect_tx with their byte count). Chunk
+  // ci's group WQ (w, q e^b) completes phase ci of bar[0], its group KA (k e^(bL-b), Aqk hi + lo)
+  // phase ci of bar[1].
+  std::uint64_t* const bar_wq = &s.bar[0];
+  std::uint64_t* const bar_ka = &s.bar[1];
+  auto issue_wq = [&](int ci) {  // thread 0 only
+    const long c = chunk_id(ci);
+    mbar_arrive_expect_tx(bar_wq, 2 * kTileBytes<K>);
+    bulk_copy_g2s(&s.w[0][0], p.ws.w + c * kC * kKP<K>, kTileBytes<K>, bar_wq);
+    bulk_copy_g2s(&s.qg[0][0], p.ws.qg + c * kC * kKP<K>, kTileBytes<K>, bar_wq);
+  };
+  auto issue_ka = [&](int ci) {  // thread 0 only
+    const long c = chunk_id(ci);
+    mbar_arrive_expect_tx(bar_ka, kTileBytes<K> + kATileBytes);
+    bulk_copy_g2s(&s.kg[0][0], p.ws.kg + c * kC * kKP<K>, kTileBytes<K>, bar_ka);
+    bulk_copy_g2s(&s.a[0][0][0], p.ws.a + c * 2 * kC * kAP, kATileBytes, bar_ka);
+  };
+  if (tid == 0) {
+    mbar_init(bar_wq, 1);
+    mbar_init(bar_ka, 1);
+    mbar_init_fence();
+  }
+  __syncthreads();  // the initialised mbarriers are visible to every thread (and the async proxy)
+  if (tid == 0 && nchunks > 0) issue_wq(0);  // lands during the initial-state loads
 
   float hacc[RB][NTS][4];
   const long sbase = (static_cast<long>(n) * p.HV + hv) * K * V;
@@ -843,27 +900,6 @@ __global__ void __launch_bounds__(NW * 32, (K <= 128 && NW == 8) ? 2 : 1) delta_
   };
   store_state_smem();
 
-  auto chunk_id = [&](int ci) { return (static_cast<long>(sd.chunk_off) + ci) * p.HV + hv; };
-  // A [C][K] block is contiguous in the workspace: piece i (16 bytes) goes to row i / (K/8) of the
-  // padded tile, i.e. to byte 16 * (i + i / (K/8)). Unrolled with compile-time strides: the pieces of
-  // one thread are NTH apart, i.e. NTH + NTH / (K/8) apart in the padded tile.
-  auto issue_rows = [&](bf16 (*dst)[K + 8], const bf16* src) {
-    copy_padded<kC * K / 8, K / 8, NTH>(&dst[0][0], src, tid);
-  };
-  auto issue_wq = [&](int ci) {
-    if (ci < nchunks) {
-      issue_rows(s.w, p.ws.w + chunk_id(ci) * kC * K);
-      issue_rows(s.qg, p.ws.qg + chunk_id(ci) * kC * K);
-    }
-    cp_async_commit();
-  };
-  auto issue_ka = [&](int ci) {
-    if (ci < nchunks) {
-      issue_rows(s.kg, p.ws.kg + chunk_id(ci) * kC * K);
-      copy_padded<2 * kC * 8, 8, NTH>(&s.a[0][0][0], p.ws.a + chunk_id(ci) * 2 * kC * kC, tid);
-    }
-    cp_async_commit();
-  };
   // u (this warp's 16 x 8NT v_new tile) and the decay of its state rows ride in registers
   float ur[NT][4], elr[RB][2];
   auto load_u = [&](int ci) {
@@ -885,18 +921,20 @@ __global__ void __launch_bounds__(NW * 32, (K <= 128 && NW == 8) ? 2 : 1) delta_
     }
   };
 
-  issue_wq(0);
   load_u(0);
 
   // Two phases per chunk. A: v_new = u - w H_n and the (q e^b) H_n part of o (both only need H_n).
   // B: H = e^bL H + (k e^(bL-b))^T v_new and o += Aqk v_new (both only need v_new). Each phase's
-  // operands are one cp.async group, issued right after the other phase's barrier: WQ = w, q e^b
-  // (phase A), KA = k e^(bL-b), Aqk (phase B); every wait is for the one group in flight.
+  // operands are one group of bulk copies, issued by thread 0 right after the CTA barrier behind which
+  // every warp is done reading that group's buffers (the previous chunk's same phase): WQ = w, q e^b
+  // (phase A), KA = k e^(bL-b), Aqk (phase B). Every thread then waits on the group's mbarrier itself
+  // (parity ci & 1: one phase per chunk; a group is only issued after every thread has passed the
+  // wait for its previous phase, so no wait can see a phase two ahead).
 #pragma unroll 1
   for (int ci = 0; ci < nchunks; ++ci) {
-    cp_async_wait_all();  // WQ(ci) landed
-    __syncthreads();      // ... for every thread; H_n visible; phase B(ci-1)'s reads of kg, Aqk, v_new done
-    issue_ka(ci);
+    __syncthreads();  // H_n visible; phase B(ci-1)'s reads of kg, Aqk, v_new done
+    if (tid == 0) issue_ka(ci);
+    mbar_wait(bar_wq, ci & 1);  // WQ(ci) landed
 
     // ---- phase A: warp tile rows r0.., columns c0..c0+8NT; v_new as hi + lo to shared
     float oacc[NT][4];
@@ -917,10 +955,10 @@ __global__ void __launch_bounds__(NW * 32, (K <= 128 && NW == 8) ? 2 : 1) delta_
     float el[RB][2];
 #pragma unroll
     for (int rb = 0; rb < RB; ++rb) el[rb][0] = elr[rb][0], el[rb][1] = elr[rb][1];
-    cp_async_wait_all();  // KA(ci) landed
-    __syncthreads();      // v_new visible; every read of w, q e^b and H_n done
-    issue_wq(ci + 1);
+    __syncthreads();  // v_new visible; every read of w, q e^b and H_n done
+    if (tid == 0 && ci + 1 < nchunks) issue_wq(ci + 1);
     load_u(ci + 1);
+    mbar_wait(bar_ka, ci & 1);  // KA(ci) landed
 
     // ---- phase B: H update on this warp's state tile, o += Aqk v_new (Aqk and v_new as hi + lo,
     // lo x lo dropped; Aqk is lower triangular), interleaved per 16-token step
@@ -954,8 +992,8 @@ __global__ void __launch_bounds__(NW * 32, (K <= 128 && NW == 8) ? 2 : 1) delta_
       }
       if (ks <= (r0 >> 4)) {
         uint32_t ah[4], al[4], bh[NT / 2][4], bl[NT / 2][4];
-        ldsm_x4(ah, a_src<72>(&s.a[0][0][0], r0, ks * 16, lane));
-        ldsm_x4(al, a_src<72>(&s.a[1][0][0], r0, ks * 16, lane));
+        ldsm_x4(ah, a_src<kAP>(&s.a[0][0][0], r0, ks * 16, lane));
+        ldsm_x4(al, a_src<kAP>(&s.a[1][0][0], r0, ks * 16, lane));
 #pragma unroll
         for (int np = 0; np < NT / 2; ++np) {
           ldsm_x4_trans(bh[np], bt_src<VC + 8>(&s.vn[0][0][0], ks * 16, c0 + np * 16, lane));
@@ -990,7 +1028,7 @@ __global__ void __launch_bounds__(NW * 32, (K <= 128 && NW == 8) ? 2 : 1) delta_
       }
     store_state_smem();  // H_n's last reads were in phase A (before the barrier above)
   }
-  cp_async_wait_all();
+  // No bulk copy is in flight here: KA of the last chunk was waited for, WQ(nchunks) never issued.
 
   if (p.ht) {
 #pragma unroll
@@ -1035,11 +1073,13 @@ void run(Params prm, const Problem& p, cudaStream_t st) {
   prm.seqs = seqs.ptr;
   prm.N = static_cast<int>(p.N);
   const size_t nch = static_cast<size_t>(seqs.total_chunks) * p.HV;
-  const size_t b_ck = align256(nch * kC * K * sizeof(bf16)), b_a = align256(nch * 2 * kC * kC * sizeof(bf16));
+  // w, q e^b, k e^(bL-b) and Aqk in the state kernel's padded tile layout (kTileBytes, kATileBytes per
+  // chunk and head; each array starts 256-byte aligned, so every tile is 16-byte aligned for the bulk copies).
+  const size_t b_ck = align256(nch * kTileBytes<K>), b_a = align256(nch * kATileBytes);
   const size_t b_u = align256(nch * kC * p.V * sizeof(float)), b_el = align256(nch * K * sizeof(float));
   unsigned char* ws = nullptr;
   if (nch > 0) {
-    // ~100 KB per chunk and head at D = 128: from lina's pool, which keeps it mapped between calls.
+    // ~101.5 KB per chunk and head at D = 128: from lina's pool, which keeps it mapped between calls.
     ws = static_cast<unsigned char*>(workspace_alloc(3 * b_ck + b_a + b_u + b_el, st, "delta fwd workspace"));
     prm.ws = {reinterpret_cast<bf16*>(ws), reinterpret_cast<bf16*>(ws + b_ck), reinterpret_cast<bf16*>(ws + 2 * b_ck),
               reinterpret_cast<bf16*>(ws + 3 * b_ck), reinterpret_cast<float*>(ws + 3 * b_ck + b_a),
