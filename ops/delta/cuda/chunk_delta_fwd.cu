@@ -10,8 +10,8 @@
 //    registers and only does the state-dependent products: v_new = u - w H,
 //    o = scale (q e^b) H + Aqk v_new, H = e^bL H + (k e^(bL-b))^T v_new.
 //    Two phases per chunk: the products with H_n (v_new and o's q e^b part), then the ones with
-//    v_new (H update and o's Aqk part); each phase's operands are loaded during the other, as bulk
-//    copies (cp.async.bulk + mbarrier) of workspace tiles the prep wrote in the shared-memory layout.
+//    v_new (H update and o's Aqk part); each phase's operands are loaded during the other, as one
+//    bulk copy (cp.async.bulk + mbarrier) per workspace tile row, issued by one warp.
 // Tensor-core products use mma.sync m16n8k16 bf16 -> fp32; the (I+L)^-1 block merges use mma.sync
 // m16n8k8 tf32 (FLA's precision). Gates are kept as log2 cumsums and only non-positive differences
 // are exponentiated, except KDA's safe_gate diagonal sub-blocks, whose middle reference row bounds
@@ -46,23 +46,20 @@ constexpr int kC = 64;         // chunk length
 constexpr int kVT = 64;        // value columns per state CTA
 constexpr int kThreads = 256;  // 8 warps in both kernels
 constexpr float kLog2e = 1.4426950408889634f;
-constexpr int kAP = kC + 8;    // row pitch of the Aqk tiles (workspace and state kernel)
-// Row pitch of the [C][K] operand tiles (w, q e^b, k e^(bL-b)) in the workspace and in the state
-// kernel's shared memory: 8 bf16 of padding per row (ldmatrix without bank conflicts).
+constexpr int kAP = kC + 8;    // row pitch of the Aqk tiles in the state kernel's shared memory
+// Row pitch of the [C][K] operand tiles (w, q e^b, k e^(bL-b)) in the state kernel's shared memory:
+// 8 bf16 of padding per row (ldmatrix without bank conflicts). The workspace rows are unpadded.
 template <int K>
 constexpr int kKP = K + 8;
 
 enum GateMode : int { kGateGiven = 0, kGateSoftplus = 1, kGateLowerBound = 2 };
 
-// Per-(chunk, value head) workspace written by the prep kernel; ch = global chunk * HV + hv. The bf16
-// tiles are stored in the state kernel's padded shared-memory layout (rows of K + 8 resp. C + 8, the
-// pad columns written as zero), so each (chunk, head) tile is one contiguous block that the state
-// kernel moves with one bulk copy, byte for byte.
+// Per-(chunk, value head) workspace written by the prep kernel; ch = global chunk * HV + hv.
 struct Workspace {
-  bf16* w;    // [ch][C][K + 8]  w = Tinv diag(beta) (k e^b)
-  bf16* qg;   // [ch][C][K + 8]  q e^b (normalized q)
-  bf16* kg;   // [ch][C][K + 8]  k e^(bL - b)
-  bf16* a;    // [ch][2][C][C + 8]  scale * Aqk as hi, lo (lower incl., zero above the diagonal)
+  bf16* w;    // [ch][C][K]  w = Tinv diag(beta) (k e^b)
+  bf16* qg;   // [ch][C][K]  q e^b (normalized q)
+  bf16* kg;   // [ch][C][K]  k e^(bL - b)
+  bf16* a;    // [ch][2][C][C]  scale * Aqk as hi, lo (lower incl.)
   float* u;   // [ch][C][V]  u = Tinv diag(beta) v
   float* el;  // [ch][K]     e^bL (GDN: the scalar, repeated)
 };
@@ -137,20 +134,18 @@ __device__ __forceinline__ PrepItem prep_item(const Params& p, int item) {
 
 template <int K, int VC = kVT>  // VC: value columns per state CTA
 struct StateSmem {
-  alignas(16) bf16 w[kC][kKP<K>];       // w, q e^b, k e^(bL-b), Aqk: the workspace tiles as they are
-  alignas(16) bf16 qg[kC][kKP<K>];      // stored (one bulk copy each)
+  alignas(16) bf16 w[kC][kKP<K>];       // w, q e^b, k e^(bL-b), Aqk: the workspace tiles, one bulk
+  alignas(16) bf16 qg[kC][kKP<K>];      // copy per row into the padded rows
   alignas(16) bf16 kg[kC][kKP<K>];
   alignas(16) bf16 a[2][kC][kAP];       // Aqk hi, lo
   alignas(16) bf16 vn[2][kC][VC + 8];   // v_new hi, lo
   alignas(16) bf16 H[K][VC + 8];        // bf16 copy of the state H_n (rows: key channel, cols: value)
   alignas(8) std::uint64_t bar[2];      // bulk copies landed: [0] w + q e^b (group WQ), [1] k e^(bL-b) + Aqk (KA)
 };
-// Bytes of one (chunk, head) workspace tile = its shared-memory tile (bulk copy sizes: multiples of 16).
+// Bytes of one (chunk, head) workspace tile: one state-kernel mbarrier group's transaction count.
 template <int K>
-constexpr std::uint32_t kTileBytes = kC * kKP<K> * sizeof(bf16);
-constexpr std::uint32_t kATileBytes = 2 * kC * kAP * sizeof(bf16);
-static_assert(kTileBytes<64> % 16 == 0 && kTileBytes<128> % 16 == 0 && kTileBytes<256> % 16 == 0 && kATileBytes % 16 == 0,
-              "bulk copies: 16-byte sizes");
+constexpr std::uint32_t kTileBytes = kC * K * sizeof(bf16);
+constexpr std::uint32_t kATileBytes = 2 * kC * kC * sizeof(bf16);
 static_assert(2 * kTileBytes<256> < (1u << 20) && kTileBytes<256> + kATileBytes < (1u << 20), "mbarrier tx-count range");
 
 static_assert(sizeof(PrepSmem<true, 128>) <= 113 * 1024, "KDA K=128 prep: two CTAs per SM");
@@ -202,6 +197,15 @@ __device__ __forceinline__ const bf16* a_src(const bf16* base, int r0, int c0, i
 template <int P>
 __device__ __forceinline__ const bf16* bt_src(const bf16* base, int k0, int n0, int lane) {
   return base + (k0 + (lane & 7) + (((lane >> 3) & 1) << 3)) * P + n0 + ((lane >> 4) << 3);
+}
+
+// ROWS rows of R bf16 from a contiguous [ROWS][R] block into a [ROWS][P] (padded) shared tile: one bulk
+// copy per row, completing `bar`'s transaction bytes; ROWS / 32 copies per lane of the calling warp.
+template <int ROWS, int R, int P>
+__device__ __forceinline__ void bulk_copy_rows(bf16* dst, const bf16* src, std::uint64_t* bar, int lane) {
+  static_assert(ROWS % 32 == 0 && (R * sizeof(bf16)) % 16 == 0 && (P * sizeof(bf16)) % 16 == 0, "bulk_copy_rows: 16-byte rows");
+#pragma unroll
+  for (int j = 0; j < ROWS / 32; ++j) bulk_copy_g2s(dst + (lane + 32 * j) * P, src + (lane + 32 * j) * R, R * sizeof(bf16), bar);
 }
 
 // acc0 / acc1 (16 x 8NT warp tiles, NT n8 fragments each) = X0 / X1 [r0 .. r0+16, 0 .. K] @ H[0 .. K,
@@ -434,22 +438,7 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
     }
 
     // ---- S2: L (strict lower, times beta_r) and Aqk (lower incl., times scale)
-    bf16* const Ag = p.ws.a + ch * 2 * kC * kAP;  // hi [C][C + 8], then lo
-    // The pad columns of this item's workspace tiles (w, q e^b, k e^(bL-b): K .. K + 7; Aqk hi, lo:
-    // C .. C + 7) are written as zero: the state kernel bulk-copies whole padded rows, so every byte it
-    // moves is defined. One 16-byte store per thread (two for the Aqk rows), warp-pair-uniform choice.
-    {
-      static_assert(kThreads == 4 * kC, "pad columns: one row per thread");
-      const uint4 z = make_uint4(0u, 0u, 0u, 0u);
-      const int r = tid % kC, which = tid / kC;
-      if (which < 3) {
-        bf16* const base = which == 0 ? p.ws.w : (which == 1 ? p.ws.qg : p.ws.kg);
-        *reinterpret_cast<uint4*>(base + (ch * kC + r) * kKP<K> + K) = z;
-      } else {
-        *reinterpret_cast<uint4*>(Ag + r * kAP + kC) = z;
-        *reinterpret_cast<uint4*>(Ag + (kC + r) * kAP + kC) = z;
-      }
-    }
+    bf16* const Ag = p.ws.a + ch * 2 * kC * kC;
     if constexpr (KDA) {
       // Per-channel gates: operands are pre-scaled through a reference row (spec section 5). Jobs:
       // the off-diagonal blocks of row block ib (reference = its first row, all factors <= 1) or its
@@ -526,8 +515,8 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
             }
             uint32_t hi, lo;
             pack_bf16_split(av[0], av[1], hi, lo);
-            *reinterpret_cast<uint32_t*>(Ag + r * kAP + j) = hi;
-            *reinterpret_cast<uint32_t*>(Ag + kC * kAP + r * kAP + j) = lo;
+            *reinterpret_cast<uint32_t*>(Ag + r * kC + j) = hi;
+            *reinterpret_cast<uint32_t*>(Ag + kC * kC + r * kC + j) = lo;
             s.u1.L[r][j] = lv[0];
             s.u1.L[r][j + 1] = lv[1];
           }
@@ -551,8 +540,8 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
           }
           const float av = jj <= rr ? p.scale * sa : 0.f;
           const bf16 hi = __float2bfloat16_rn(av);
-          Ag[r * kAP + j] = hi;
-          Ag[kC * kAP + r * kAP + j] = __float2bfloat16_rn(av - __bfloat162float(hi));
+          Ag[r * kC + j] = hi;
+          Ag[kC * kC + r * kC + j] = __float2bfloat16_rn(av - __bfloat162float(hi));
           s.u1.L[r][j] = jj < rr ? s.beta[r] * sl : 0.f;
         }
       }
@@ -560,8 +549,8 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
         for (int e = lane; e < 16 * (kC - 16 * (ib + 1)) / 2; e += 32) {
           const int w2 = (kC - 16 * (ib + 1)) / 2;
           const int r = 16 * ib + e / w2, j = 16 * (ib + 1) + 2 * (e % w2);
-          *reinterpret_cast<uint32_t*>(Ag + r * kAP + j) = 0u;
-          *reinterpret_cast<uint32_t*>(Ag + kC * kAP + r * kAP + j) = 0u;
+          *reinterpret_cast<uint32_t*>(Ag + r * kC + j) = 0u;
+          *reinterpret_cast<uint32_t*>(Ag + kC * kC + r * kC + j) = 0u;
         }
       }
     } else {
@@ -603,8 +592,8 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
           }
           uint32_t hi, lo;
           pack_bf16_split(av[0], av[1], hi, lo);
-          *reinterpret_cast<uint32_t*>(Ag + r * kAP + j) = hi;
-          *reinterpret_cast<uint32_t*>(Ag + kC * kAP + r * kAP + j) = lo;
+          *reinterpret_cast<uint32_t*>(Ag + r * kC + j) = hi;
+          *reinterpret_cast<uint32_t*>(Ag + kC * kC + r * kC + j) = lo;
           s.u1.L[r][j] = lv[0];
           s.u1.L[r][j + 1] = lv[1];
         }
@@ -632,7 +621,7 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
         for (int i = 0; i < 16; ++i) s.u1.L[o16 + i][o16 + c] = xs[i];
       }
     } else {  // q e^b (q's space becomes X after the barrier) and the decay
-      bf16* const qg = p.ws.qg + ch * kC * kKP<K>;
+      bf16* const qg = p.ws.qg + ch * kC * K;
       const float bsl = KDA ? 0.f : s.bs[kC - 1];
       // element pair c of rows r1, r1 + PR, ...: every address a compile-time offset from the first
       constexpr int PR = 128 / (K / 2);  // rows per pass (4, 2, 1)
@@ -649,7 +638,7 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
         } else {
           e0 = e1 = ex2(s.bs[r]);
         }
-        st_u32(qg + r * kKP<K> + c, pack_bf16(qv.x * e0, qv.y * e1));
+        st_u32(qg + r * K + c, pack_bf16(qv.x * e0, qv.y * e1));
       }
       for (int c = tid - 128; c < K; c += 128) p.ws.el[ch * K + c] = KDA ? ex2(s.bL[c]) : ex2(bsl);
     }
@@ -696,7 +685,7 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
       }
     }
     {
-      bf16* const kg = p.ws.kg + ch * kC * kKP<K>;
+      bf16* const kg = p.ws.kg + ch * kC * K;
       const float bsl = KDA ? 0.f : s.bs[kC - 1];
       constexpr int PR = kThreads / (K / 2);  // rows per pass (8, 4, 2)
       const unsigned u = static_cast<unsigned>(tid);
@@ -714,7 +703,7 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
           e0 = e1 = ex2(s.bs[r]);
           l0 = l1 = ex2(fminf(bsl - s.bs[r], 0.f));
         }
-        st_u32(kg + r * kKP<K> + c, pack_bf16(kv.x * l0, kv.y * l1));
+        st_u32(kg + r * K + c, pack_bf16(kv.x * l0, kv.y * l1));
         st_u32(&sk[r][c], pack_bf16(kv.x * e0, kv.y * e1));  // k e^b for w
       }
     }
@@ -729,7 +718,7 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
       const int r0 = 16 * wr;
       const bf16* tw0 = &s.u1.T[0][0][0];
       const bf16* tw1 = &s.u1.T[1][0][0];
-      bf16* const wg = p.ws.w + ch * kC * kKP<K>;
+      bf16* const wg = p.ws.w + ch * kC * K;
 #pragma unroll 1
       for (int cb = wh * KH; cb < (wh + 1) * KH; cb += NW) {
         float acc[NW / 8][4];
@@ -755,8 +744,8 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
 #pragma unroll
         for (int nt = 0; nt < NW / 8; ++nt) {
           const int c = cb + nt * 8 + 2 * t;
-          st_u32(wg + (r0 + g) * kKP<K> + c, pack_bf16(acc[nt][0], acc[nt][1]));
-          st_u32(wg + (r0 + g + 8) * kKP<K> + c, pack_bf16(acc[nt][2], acc[nt][3]));
+          st_u32(wg + (r0 + g) * K + c, pack_bf16(acc[nt][0], acc[nt][1]));
+          st_u32(wg + (r0 + g + 8) * K + c, pack_bf16(acc[nt][2], acc[nt][3]));
         }
       }
     }
@@ -828,9 +817,6 @@ __global__ void __launch_bounds__(NW * 32, (K <= 128 && NW == 8) ? 2 : 1) delta_
   constexpr int NT = VC / 8 / (NW / 4);           // n8 tiles of the warp's v_new / o tile
   static_assert(NTS % 2 == 0 && NT % 2 == 0 && WR * WC == NW, "state kernel warp tiling");
   using S = StateSmem<K, VC>;
-  static_assert(sizeof(S::w) == kTileBytes<K> && sizeof(S::qg) == kTileBytes<K> && sizeof(S::kg) == kTileBytes<K> &&
-                    sizeof(S::a) == kATileBytes,
-                "shared tile = workspace block, byte for byte");
   static_assert(offsetof(S, w) % 16 == 0 && offsetof(S, qg) % 16 == 0 && offsetof(S, kg) % 16 == 0 && offsetof(S, a) % 16 == 0 &&
                     offsetof(S, bar) % 8 == 0,
                 "bulk copies: 16-byte shared addresses; 8-byte mbarriers");
@@ -850,24 +836,26 @@ __global__ void __launch_bounds__(NW * 32, (K <= 128 && NW == 8) ? 2 : 1) delta_
   const int nchunks = (sd.length + kC - 1) / kC;
 
   auto chunk_id = [&](int ci) { return (static_cast<long>(sd.chunk_off) + ci) * p.HV + hv; };
-  // The bf16 operand tiles of a chunk are stored in the workspace exactly as laid out here (padded
-  // rows, pad columns zero), so each is one bulk copy (cp.async.bulk, no tensor map), issued by thread
-  // 0; the copies of a group complete the group's mbarrier (expect_tx with their byte count). Chunk
-  // ci's group WQ (w, q e^b) completes phase ci of bar[0], its group KA (k e^(bL-b), Aqk hi + lo)
-  // phase ci of bar[1].
+  // The bf16 operand tiles of a chunk go to shared memory as one bulk copy (cp.async.bulk, no tensor
+  // map) per row, from the unpadded workspace rows into the padded shared rows, issued by the 32 lanes
+  // of warp 0; lane 0 first arms the group's mbarrier with the group's byte count (expect_tx), and the
+  // copies complete it. Chunk ci's group WQ (w, q e^b) completes phase ci of bar[0], its group KA
+  // (k e^(bL-b), Aqk hi + lo) phase ci of bar[1].
   std::uint64_t* const bar_wq = &s.bar[0];
   std::uint64_t* const bar_ka = &s.bar[1];
-  auto issue_wq = [&](int ci) {  // thread 0 only
+  auto issue_wq = [&](int ci) {  // warp 0 only
     const long c = chunk_id(ci);
-    mbar_arrive_expect_tx(bar_wq, 2 * kTileBytes<K>);
-    bulk_copy_g2s(&s.w[0][0], p.ws.w + c * kC * kKP<K>, kTileBytes<K>, bar_wq);
-    bulk_copy_g2s(&s.qg[0][0], p.ws.qg + c * kC * kKP<K>, kTileBytes<K>, bar_wq);
+    if (lane == 0) mbar_arrive_expect_tx(bar_wq, 2 * kTileBytes<K>);
+    __syncwarp();
+    bulk_copy_rows<kC, K, kKP<K>>(&s.w[0][0], p.ws.w + c * kC * K, bar_wq, lane);
+    bulk_copy_rows<kC, K, kKP<K>>(&s.qg[0][0], p.ws.qg + c * kC * K, bar_wq, lane);
   };
-  auto issue_ka = [&](int ci) {  // thread 0 only
+  auto issue_ka = [&](int ci) {  // warp 0 only
     const long c = chunk_id(ci);
-    mbar_arrive_expect_tx(bar_ka, kTileBytes<K> + kATileBytes);
-    bulk_copy_g2s(&s.kg[0][0], p.ws.kg + c * kC * kKP<K>, kTileBytes<K>, bar_ka);
-    bulk_copy_g2s(&s.a[0][0][0], p.ws.a + c * 2 * kC * kAP, kATileBytes, bar_ka);
+    if (lane == 0) mbar_arrive_expect_tx(bar_ka, kTileBytes<K> + kATileBytes);
+    __syncwarp();
+    bulk_copy_rows<kC, K, kKP<K>>(&s.kg[0][0], p.ws.kg + c * kC * K, bar_ka, lane);
+    bulk_copy_rows<2 * kC, kC, kAP>(&s.a[0][0][0], p.ws.a + c * 2 * kC * kC, bar_ka, lane);  // hi rows, then lo rows
   };
   if (tid == 0) {
     mbar_init(bar_wq, 1);
@@ -875,7 +863,7 @@ __global__ void __launch_bounds__(NW * 32, (K <= 128 && NW == 8) ? 2 : 1) delta_
     mbar_init_fence();
   }
   __syncthreads();  // the initialised mbarriers are visible to every thread (and the async proxy)
-  if (tid == 0 && nchunks > 0) issue_wq(0);  // lands during the initial-state loads
+  if (warp == 0 && nchunks > 0) issue_wq(0);  // lands during the initial-state loads
 
   float hacc[RB][NTS][4];
   const long sbase = (static_cast<long>(n) * p.HV + hv) * K * V;
@@ -925,7 +913,7 @@ __global__ void __launch_bounds__(NW * 32, (K <= 128 && NW == 8) ? 2 : 1) delta_
 
   // Two phases per chunk. A: v_new = u - w H_n and the (q e^b) H_n part of o (both only need H_n).
   // B: H = e^bL H + (k e^(bL-b))^T v_new and o += Aqk v_new (both only need v_new). Each phase's
-  // operands are one group of bulk copies, issued by thread 0 right after the CTA barrier behind which
+  // operands are one group of bulk copies, issued by warp 0 right after the CTA barrier behind which
   // every warp is done reading that group's buffers (the previous chunk's same phase): WQ = w, q e^b
   // (phase A), KA = k e^(bL-b), Aqk (phase B). Every thread then waits on the group's mbarrier itself
   // (parity ci & 1: one phase per chunk; a group is only issued after every thread has passed the
@@ -933,7 +921,7 @@ __global__ void __launch_bounds__(NW * 32, (K <= 128 && NW == 8) ? 2 : 1) delta_
 #pragma unroll 1
   for (int ci = 0; ci < nchunks; ++ci) {
     __syncthreads();  // H_n visible; phase B(ci-1)'s reads of kg, Aqk, v_new done
-    if (tid == 0) issue_ka(ci);
+    if (warp == 0) issue_ka(ci);
     mbar_wait(bar_wq, ci & 1);  // WQ(ci) landed
 
     // ---- phase A: warp tile rows r0.., columns c0..c0+8NT; v_new as hi + lo to shared
@@ -956,7 +944,7 @@ __global__ void __launch_bounds__(NW * 32, (K <= 128 && NW == 8) ? 2 : 1) delta_
 #pragma unroll
     for (int rb = 0; rb < RB; ++rb) el[rb][0] = elr[rb][0], el[rb][1] = elr[rb][1];
     __syncthreads();  // v_new visible; every read of w, q e^b and H_n done
-    if (tid == 0 && ci + 1 < nchunks) issue_wq(ci + 1);
+    if (warp == 0 && ci + 1 < nchunks) issue_wq(ci + 1);
     load_u(ci + 1);
     mbar_wait(bar_ka, ci & 1);  // KA(ci) landed
 
@@ -1073,13 +1061,12 @@ void run(Params prm, const Problem& p, cudaStream_t st) {
   prm.seqs = seqs.ptr;
   prm.N = static_cast<int>(p.N);
   const size_t nch = static_cast<size_t>(seqs.total_chunks) * p.HV;
-  // w, q e^b, k e^(bL-b) and Aqk in the state kernel's padded tile layout (kTileBytes, kATileBytes per
-  // chunk and head; each array starts 256-byte aligned, so every tile is 16-byte aligned for the bulk copies).
+  // Each array starts 256-byte aligned, so every workspace row is 16-byte aligned for the bulk copies.
   const size_t b_ck = align256(nch * kTileBytes<K>), b_a = align256(nch * kATileBytes);
   const size_t b_u = align256(nch * kC * p.V * sizeof(float)), b_el = align256(nch * K * sizeof(float));
   unsigned char* ws = nullptr;
   if (nch > 0) {
-    // ~101.5 KB per chunk and head at D = 128: from lina's pool, which keeps it mapped between calls.
+    // ~96.5 KB per chunk and head at D = 128: from lina's pool, which keeps it mapped between calls.
     ws = static_cast<unsigned char*>(workspace_alloc(3 * b_ck + b_a + b_u + b_el, st, "delta fwd workspace"));
     prm.ws = {reinterpret_cast<bf16*>(ws), reinterpret_cast<bf16*>(ws + b_ck), reinterpret_cast<bf16*>(ws + 2 * b_ck),
               reinterpret_cast<bf16*>(ws + 3 * b_ck), reinterpret_cast<float*>(ws + 3 * b_ck + b_a),
