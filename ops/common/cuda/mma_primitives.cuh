@@ -55,6 +55,18 @@ __device__ __forceinline__ void ldsm_x4_trans(std::uint32_t (&r)[4], const void*
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(smem_u32(p)));
 }
+// The same two at a shared-window byte address (for layouts whose addresses are computed as integers,
+// e.g. XOR-swizzled tiles).
+__device__ __forceinline__ void ldsm_x4_at(std::uint32_t (&r)[4], std::uint32_t saddr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(saddr));
+}
+__device__ __forceinline__ void ldsm_x4_trans_at(std::uint32_t (&r)[4], std::uint32_t saddr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(saddr));
+}
 
 // 16-byte async copy; valid = false zero-fills (src-size 0) for rows past a sequence's end.
 __device__ __forceinline__ void cp_async16(void* smem_dst, const void* gmem_src, bool valid) {

@@ -10,8 +10,9 @@
 //    registers and only does the state-dependent products: v_new = u - w H,
 //    o = scale (q e^b) H + Aqk v_new, H = e^bL H + (k e^(bL-b))^T v_new.
 //    Two phases per chunk: the products with H_n (v_new and o's q e^b part), then the ones with
-//    v_new (H update and o's Aqk part); each phase's operands are loaded during the other, as one
-//    bulk copy (cp.async.bulk + mbarrier) per workspace tile row, issued by one warp.
+//    v_new (H update and o's Aqk part); each phase's operands are loaded during the other, as bulk
+//    copies (cp.async.bulk + mbarrier) of workspace tiles the prep wrote in the shared-memory layout
+//    (unpadded rows, 16-byte pieces XOR-swizzled by the row so that ldmatrix is conflict-free).
 // Tensor-core products use mma.sync m16n8k16 bf16 -> fp32; the (I+L)^-1 block merges use mma.sync
 // m16n8k8 tf32 (FLA's precision). Gates are kept as log2 cumsums and only non-positive differences
 // are exponentiated, except KDA's safe_gate diagonal sub-blocks, whose middle reference row bounds
@@ -46,20 +47,18 @@ constexpr int kC = 64;         // chunk length
 constexpr int kVT = 64;        // value columns per state CTA
 constexpr int kThreads = 256;  // 8 warps in both kernels
 constexpr float kLog2e = 1.4426950408889634f;
-constexpr int kAP = kC + 8;    // row pitch of the Aqk tiles in the state kernel's shared memory
-// Row pitch of the [C][K] operand tiles (w, q e^b, k e^(bL-b)) in the state kernel's shared memory:
-// 8 bf16 of padding per row (ldmatrix without bank conflicts). The workspace rows are unpadded.
-template <int K>
-constexpr int kKP = K + 8;
 
 enum GateMode : int { kGateGiven = 0, kGateSoftplus = 1, kGateLowerBound = 2 };
 
-// Per-(chunk, value head) workspace written by the prep kernel; ch = global chunk * HV + hv.
+// Per-(chunk, value head) workspace written by the prep kernel; ch = global chunk * HV + hv. The bf16
+// tiles are stored in the state kernel's shared-memory layout (`swz`: rows unpadded, the 16-byte pieces
+// of row r permuted by r mod 8), so each (chunk, head) tile is one contiguous block that the state
+// kernel moves with one bulk copy, byte for byte.
 struct Workspace {
-  bf16* w;    // [ch][C][K]  w = Tinv diag(beta) (k e^b)
-  bf16* qg;   // [ch][C][K]  q e^b (normalized q)
-  bf16* kg;   // [ch][C][K]  k e^(bL - b)
-  bf16* a;    // [ch][2][C][C]  scale * Aqk as hi, lo (lower incl.)
+  bf16* w;    // [ch][C][K] swizzled  w = Tinv diag(beta) (k e^b)
+  bf16* qg;   // [ch][C][K] swizzled  q e^b (normalized q)
+  bf16* kg;   // [ch][C][K] swizzled  k e^(bL - b)
+  bf16* a;    // [ch][2][C][C] swizzled  scale * Aqk as hi, lo (lower incl., zero above the diagonal)
   float* u;   // [ch][C][V]  u = Tinv diag(beta) v
   float* el;  // [ch][K]     e^bL (GDN: the scalar, repeated)
 };
@@ -134,18 +133,20 @@ __device__ __forceinline__ PrepItem prep_item(const Params& p, int item) {
 
 template <int K, int VC = kVT>  // VC: value columns per state CTA
 struct StateSmem {
-  alignas(16) bf16 w[kC][kKP<K>];       // w, q e^b, k e^(bL-b), Aqk: the workspace tiles, one bulk
-  alignas(16) bf16 qg[kC][kKP<K>];      // copy per row into the padded rows
-  alignas(16) bf16 kg[kC][kKP<K>];
-  alignas(16) bf16 a[2][kC][kAP];       // Aqk hi, lo
+  alignas(16) bf16 w[kC][K];            // w, q e^b, k e^(bL-b), Aqk: the workspace tiles as they are
+  alignas(16) bf16 qg[kC][K];           // stored (swizzled, one bulk copy each)
+  alignas(16) bf16 kg[kC][K];
+  alignas(16) bf16 a[2][kC][kC];        // Aqk hi, lo
   alignas(16) bf16 vn[2][kC][VC + 8];   // v_new hi, lo
   alignas(16) bf16 H[K][VC + 8];        // bf16 copy of the state H_n (rows: key channel, cols: value)
   alignas(8) std::uint64_t bar[2];      // bulk copies landed: [0] w + q e^b (group WQ), [1] k e^(bL-b) + Aqk (KA)
 };
-// Bytes of one (chunk, head) workspace tile: one state-kernel mbarrier group's transaction count.
+// Bytes of one (chunk, head) workspace tile = its shared-memory tile (bulk copy sizes: multiples of 16).
 template <int K>
 constexpr std::uint32_t kTileBytes = kC * K * sizeof(bf16);
 constexpr std::uint32_t kATileBytes = 2 * kC * kC * sizeof(bf16);
+static_assert(kTileBytes<64> % 16 == 0 && kTileBytes<128> % 16 == 0 && kTileBytes<256> % 16 == 0 && kATileBytes % 16 == 0,
+              "bulk copies: 16-byte sizes");
 static_assert(2 * kTileBytes<256> < (1u << 20) && kTileBytes<256> + kATileBytes < (1u << 20), "mbarrier tx-count range");
 
 static_assert(sizeof(PrepSmem<true, 128>) <= 113 * 1024, "KDA K=128 prep: two CTAs per SM");
@@ -199,13 +200,32 @@ __device__ __forceinline__ const bf16* bt_src(const bf16* base, int k0, int n0, 
   return base + (k0 + (lane & 7) + (((lane >> 3) & 1) << 3)) * P + n0 + ((lane >> 4) << 3);
 }
 
-// ROWS rows of R bf16 from a contiguous [ROWS][R] block into a [ROWS][P] (padded) shared tile: one bulk
-// copy per row, completing `bar`'s transaction bytes; ROWS / 32 copies per lane of the calling warp.
-template <int ROWS, int R, int P>
-__device__ __forceinline__ void bulk_copy_rows(bf16* dst, const bf16* src, std::uint64_t* bar, int lane) {
-  static_assert(ROWS % 32 == 0 && (R * sizeof(bf16)) % 16 == 0 && (P * sizeof(bf16)) % 16 == 0, "bulk_copy_rows: 16-byte rows");
-#pragma unroll
-  for (int j = 0; j < ROWS / 32; ++j) bulk_copy_g2s(dst + (lane + 32 * j) * P, src + (lane + 32 * j) * R, R * sizeof(bf16), bar);
+// The workspace / state-kernel operand tiles (w, q e^b, k e^(bL-b): rows of K; Aqk: rows of C) are
+// stored with unpadded rows of R elements (R * 2 bytes, a multiple of 128) and the 16-byte pieces of
+// row r XOR-permuted by r mod 8 (the pattern of TMA's 128-byte swizzle): element (r, c) lives at
+// r R + swz(r, c). The 8 rows an ldmatrix phase reads at one column piece then hit 8 different bank
+// groups, as the padded layout's did, and the prep's stores stay within the same 128-byte lines.
+template <int R>
+__device__ __forceinline__ int swz(int r, int c) {
+  static_assert(R % 64 == 0, "swz: rows of whole 128-byte lines");
+  return r * R + ((((c >> 3) ^ (r & 7))) << 3) + (c & 7);
+}
+// ldmatrix addresses in a swizzled tile: the unswizzled shared byte address of the lane's row piece,
+// XORed with (row mod 8) << 4. Tile bases and row pitches are multiples of 128 bytes (the state
+// kernel's shared memory is 128-byte aligned), so bits 4-6 of the address are the piece's low 3 bits,
+// and the row of every ldmatrix address below is lane mod 8 plus a multiple of 8: the XOR is a
+// per-lane constant and each address costs one add and one LOP3.
+__device__ __forceinline__ std::uint32_t swz_xor(int lane) { return static_cast<std::uint32_t>(lane & 7) << 4; }
+// a_src's lane address (A tile at (r0, c0), rows of R elements), unswizzled
+template <int R>
+__device__ __forceinline__ std::uint32_t a_addr(const bf16* base, int r0, int c0, int lane) {
+  return smem_u32(base) + 2u * static_cast<std::uint32_t>((r0 + (lane & 15)) * R + c0 + ((lane >> 4) << 3));
+}
+// the state update's transposed A read ((k e^(bL-b))^T from the [C][K] tile at token rows k0..,
+// channels m0..), unswizzled
+template <int R>
+__device__ __forceinline__ std::uint32_t at_addr(const bf16* base, int k0, int m0, int lane) {
+  return smem_u32(base) + 2u * static_cast<std::uint32_t>((k0 + (lane & 7) + ((lane >> 4) << 3)) * R + m0 + (((lane >> 3) & 1) << 3));
 }
 
 // acc0 / acc1 (16 x 8NT warp tiles, NT n8 fragments each) = X0 / X1 [r0 .. r0+16, 0 .. K] @ H[0 .. K,
@@ -218,11 +238,12 @@ __device__ __forceinline__ void rows2_times_state(float (&acc0)[NT][4], float (&
   for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
     for (int e = 0; e < 4; ++e) acc0[nt][e] = acc1[nt][e] = 0.f;
+  const uint32_t sw = swz_xor(lane), ax0 = a_addr<K>(x0, r0, 0, lane), ax1 = a_addr<K>(x1, r0, 0, lane);
 #pragma unroll 2
   for (int ks = 0; ks < K / 16; ++ks) {
     uint32_t a0[4], a1[4];
-    ldsm_x4(a0, a_src<kKP<K>>(x0, r0, ks * 16, lane));
-    ldsm_x4(a1, a_src<kKP<K>>(x1, r0, ks * 16, lane));
+    ldsm_x4_at(a0, (ax0 + 32 * ks) ^ sw);  // x0, x1: swizzled tiles (swz)
+    ldsm_x4_at(a1, (ax1 + 32 * ks) ^ sw);
 #pragma unroll
     for (int np = 0; np < NT / 2; ++np) {
       uint32_t b[4];
@@ -438,7 +459,7 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
     }
 
     // ---- S2: L (strict lower, times beta_r) and Aqk (lower incl., times scale)
-    bf16* const Ag = p.ws.a + ch * 2 * kC * kC;
+    bf16* const Ag = p.ws.a + ch * 2 * kC * kC;  // hi [C][C], then lo (swizzled rows)
     if constexpr (KDA) {
       // Per-channel gates: operands are pre-scaled through a reference row (spec section 5). Jobs:
       // the off-diagonal blocks of row block ib (reference = its first row, all factors <= 1) or its
@@ -515,8 +536,8 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
             }
             uint32_t hi, lo;
             pack_bf16_split(av[0], av[1], hi, lo);
-            *reinterpret_cast<uint32_t*>(Ag + r * kC + j) = hi;
-            *reinterpret_cast<uint32_t*>(Ag + kC * kC + r * kC + j) = lo;
+            *reinterpret_cast<uint32_t*>(Ag + swz<kC>(r, j)) = hi;
+            *reinterpret_cast<uint32_t*>(Ag + kC * kC + swz<kC>(r, j)) = lo;
             s.u1.L[r][j] = lv[0];
             s.u1.L[r][j + 1] = lv[1];
           }
@@ -540,8 +561,8 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
           }
           const float av = jj <= rr ? p.scale * sa : 0.f;
           const bf16 hi = __float2bfloat16_rn(av);
-          Ag[r * kC + j] = hi;
-          Ag[kC * kC + r * kC + j] = __float2bfloat16_rn(av - __bfloat162float(hi));
+          Ag[swz<kC>(r, j)] = hi;
+          Ag[kC * kC + swz<kC>(r, j)] = __float2bfloat16_rn(av - __bfloat162float(hi));
           s.u1.L[r][j] = jj < rr ? s.beta[r] * sl : 0.f;
         }
       }
@@ -549,8 +570,8 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
         for (int e = lane; e < 16 * (kC - 16 * (ib + 1)) / 2; e += 32) {
           const int w2 = (kC - 16 * (ib + 1)) / 2;
           const int r = 16 * ib + e / w2, j = 16 * (ib + 1) + 2 * (e % w2);
-          *reinterpret_cast<uint32_t*>(Ag + r * kC + j) = 0u;
-          *reinterpret_cast<uint32_t*>(Ag + kC * kC + r * kC + j) = 0u;
+          *reinterpret_cast<uint32_t*>(Ag + swz<kC>(r, j)) = 0u;
+          *reinterpret_cast<uint32_t*>(Ag + kC * kC + swz<kC>(r, j)) = 0u;
         }
       }
     } else {
@@ -592,8 +613,8 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
           }
           uint32_t hi, lo;
           pack_bf16_split(av[0], av[1], hi, lo);
-          *reinterpret_cast<uint32_t*>(Ag + r * kC + j) = hi;
-          *reinterpret_cast<uint32_t*>(Ag + kC * kC + r * kC + j) = lo;
+          *reinterpret_cast<uint32_t*>(Ag + swz<kC>(r, j)) = hi;
+          *reinterpret_cast<uint32_t*>(Ag + kC * kC + swz<kC>(r, j)) = lo;
           s.u1.L[r][j] = lv[0];
           s.u1.L[r][j + 1] = lv[1];
         }
@@ -638,7 +659,7 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
         } else {
           e0 = e1 = ex2(s.bs[r]);
         }
-        st_u32(qg + r * K + c, pack_bf16(qv.x * e0, qv.y * e1));
+        st_u32(qg + swz<K>(r, c), pack_bf16(qv.x * e0, qv.y * e1));
       }
       for (int c = tid - 128; c < K; c += 128) p.ws.el[ch * K + c] = KDA ? ex2(s.bL[c]) : ex2(bsl);
     }
@@ -703,7 +724,7 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
           e0 = e1 = ex2(s.bs[r]);
           l0 = l1 = ex2(fminf(bsl - s.bs[r], 0.f));
         }
-        st_u32(kg + r * K + c, pack_bf16(kv.x * l0, kv.y * l1));
+        st_u32(kg + swz<K>(r, c), pack_bf16(kv.x * l0, kv.y * l1));
         st_u32(&sk[r][c], pack_bf16(kv.x * e0, kv.y * e1));  // k e^b for w
       }
     }
@@ -744,8 +765,8 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
 #pragma unroll
         for (int nt = 0; nt < NW / 8; ++nt) {
           const int c = cb + nt * 8 + 2 * t;
-          st_u32(wg + (r0 + g) * K + c, pack_bf16(acc[nt][0], acc[nt][1]));
-          st_u32(wg + (r0 + g + 8) * K + c, pack_bf16(acc[nt][2], acc[nt][3]));
+          st_u32(wg + swz<K>(r0 + g, c), pack_bf16(acc[nt][0], acc[nt][1]));
+          st_u32(wg + swz<K>(r0 + g + 8, c), pack_bf16(acc[nt][2], acc[nt][3]));
         }
       }
     }
@@ -808,8 +829,8 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
 // launches 8 only).
 template <int K, int NW, int VC = kVT>  // VC: value columns per CTA (64, or 32 where the grid is small)
 __global__ void __launch_bounds__(NW * 32, (K <= 128 && NW == 8) ? 2 : 1) delta_state_kernel(const Params p) {
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  auto& s = *reinterpret_cast<StateSmem<K, VC>*>(smem_raw);
+  extern __shared__ __align__(128) unsigned char state_smem_raw[];  // 128-byte aligned: swizzled tiles (swz_xor)
+  auto& s = *reinterpret_cast<StateSmem<K, VC>*>(state_smem_raw);
   constexpr int WR = K / 16 < NW ? K / 16 : NW;  // warps along the state's K rows
   constexpr int WC = NW / WR;                     // warps along its VC columns (1, 2 or 4)
   constexpr int RB = K / 16 / WR;                 // 16-row blocks per warp (1 or 2)
@@ -817,6 +838,9 @@ __global__ void __launch_bounds__(NW * 32, (K <= 128 && NW == 8) ? 2 : 1) delta_
   constexpr int NT = VC / 8 / (NW / 4);           // n8 tiles of the warp's v_new / o tile
   static_assert(NTS % 2 == 0 && NT % 2 == 0 && WR * WC == NW, "state kernel warp tiling");
   using S = StateSmem<K, VC>;
+  static_assert(sizeof(S::w) == kTileBytes<K> && sizeof(S::qg) == kTileBytes<K> && sizeof(S::kg) == kTileBytes<K> &&
+                    sizeof(S::a) == kATileBytes,
+                "shared tile = workspace block, byte for byte");
   static_assert(offsetof(S, w) % 16 == 0 && offsetof(S, qg) % 16 == 0 && offsetof(S, kg) % 16 == 0 && offsetof(S, a) % 16 == 0 &&
                     offsetof(S, bar) % 8 == 0,
                 "bulk copies: 16-byte shared addresses; 8-byte mbarriers");
@@ -836,26 +860,24 @@ __global__ void __launch_bounds__(NW * 32, (K <= 128 && NW == 8) ? 2 : 1) delta_
   const int nchunks = (sd.length + kC - 1) / kC;
 
   auto chunk_id = [&](int ci) { return (static_cast<long>(sd.chunk_off) + ci) * p.HV + hv; };
-  // The bf16 operand tiles of a chunk go to shared memory as one bulk copy (cp.async.bulk, no tensor
-  // map) per row, from the unpadded workspace rows into the padded shared rows, issued by the 32 lanes
-  // of warp 0; lane 0 first arms the group's mbarrier with the group's byte count (expect_tx), and the
-  // copies complete it. Chunk ci's group WQ (w, q e^b) completes phase ci of bar[0], its group KA
-  // (k e^(bL-b), Aqk hi + lo) phase ci of bar[1].
+  // The bf16 operand tiles of a chunk are stored in the workspace exactly as laid out here (swizzled
+  // rows, see swz), so each is one bulk copy (cp.async.bulk, no tensor map), issued by thread
+  // 0; the copies of a group complete the group's mbarrier (expect_tx with their byte count). Chunk
+  // ci's group WQ (w, q e^b) completes phase ci of bar[0], its group KA (k e^(bL-b), Aqk hi + lo)
+  // phase ci of bar[1].
   std::uint64_t* const bar_wq = &s.bar[0];
   std::uint64_t* const bar_ka = &s.bar[1];
-  auto issue_wq = [&](int ci) {  // warp 0 only
+  auto issue_wq = [&](int ci) {  // thread 0 only
     const long c = chunk_id(ci);
-    if (lane == 0) mbar_arrive_expect_tx(bar_wq, 2 * kTileBytes<K>);
-    __syncwarp();
-    bulk_copy_rows<kC, K, kKP<K>>(&s.w[0][0], p.ws.w + c * kC * K, bar_wq, lane);
-    bulk_copy_rows<kC, K, kKP<K>>(&s.qg[0][0], p.ws.qg + c * kC * K, bar_wq, lane);
+    mbar_arrive_expect_tx(bar_wq, 2 * kTileBytes<K>);
+    bulk_copy_g2s(&s.w[0][0], p.ws.w + c * kC * K, kTileBytes<K>, bar_wq);
+    bulk_copy_g2s(&s.qg[0][0], p.ws.qg + c * kC * K, kTileBytes<K>, bar_wq);
   };
-  auto issue_ka = [&](int ci) {  // warp 0 only
+  auto issue_ka = [&](int ci) {  // thread 0 only
     const long c = chunk_id(ci);
-    if (lane == 0) mbar_arrive_expect_tx(bar_ka, kTileBytes<K> + kATileBytes);
-    __syncwarp();
-    bulk_copy_rows<kC, K, kKP<K>>(&s.kg[0][0], p.ws.kg + c * kC * K, bar_ka, lane);
-    bulk_copy_rows<2 * kC, kC, kAP>(&s.a[0][0][0], p.ws.a + c * 2 * kC * kC, bar_ka, lane);  // hi rows, then lo rows
+    mbar_arrive_expect_tx(bar_ka, kTileBytes<K> + kATileBytes);
+    bulk_copy_g2s(&s.kg[0][0], p.ws.kg + c * kC * K, kTileBytes<K>, bar_ka);
+    bulk_copy_g2s(&s.a[0][0][0], p.ws.a + c * 2 * kC * kC, kATileBytes, bar_ka);
   };
   if (tid == 0) {
     mbar_init(bar_wq, 1);
@@ -863,7 +885,7 @@ __global__ void __launch_bounds__(NW * 32, (K <= 128 && NW == 8) ? 2 : 1) delta_
     mbar_init_fence();
   }
   __syncthreads();  // the initialised mbarriers are visible to every thread (and the async proxy)
-  if (warp == 0 && nchunks > 0) issue_wq(0);  // lands during the initial-state loads
+  if (tid == 0 && nchunks > 0) issue_wq(0);  // lands during the initial-state loads
 
   float hacc[RB][NTS][4];
   const long sbase = (static_cast<long>(n) * p.HV + hv) * K * V;
@@ -913,7 +935,7 @@ __global__ void __launch_bounds__(NW * 32, (K <= 128 && NW == 8) ? 2 : 1) delta_
 
   // Two phases per chunk. A: v_new = u - w H_n and the (q e^b) H_n part of o (both only need H_n).
   // B: H = e^bL H + (k e^(bL-b))^T v_new and o += Aqk v_new (both only need v_new). Each phase's
-  // operands are one group of bulk copies, issued by warp 0 right after the CTA barrier behind which
+  // operands are one group of bulk copies, issued by thread 0 right after the CTA barrier behind which
   // every warp is done reading that group's buffers (the previous chunk's same phase): WQ = w, q e^b
   // (phase A), KA = k e^(bL-b), Aqk (phase B). Every thread then waits on the group's mbarrier itself
   // (parity ci & 1: one phase per chunk; a group is only issued after every thread has passed the
@@ -921,7 +943,7 @@ __global__ void __launch_bounds__(NW * 32, (K <= 128 && NW == 8) ? 2 : 1) delta_
 #pragma unroll 1
   for (int ci = 0; ci < nchunks; ++ci) {
     __syncthreads();  // H_n visible; phase B(ci-1)'s reads of kg, Aqk, v_new done
-    if (warp == 0) issue_ka(ci);
+    if (tid == 0) issue_ka(ci);
     mbar_wait(bar_wq, ci & 1);  // WQ(ci) landed
 
     // ---- phase A: warp tile rows r0.., columns c0..c0+8NT; v_new as hi + lo to shared
@@ -944,7 +966,7 @@ __global__ void __launch_bounds__(NW * 32, (K <= 128 && NW == 8) ? 2 : 1) delta_
 #pragma unroll
     for (int rb = 0; rb < RB; ++rb) el[rb][0] = elr[rb][0], el[rb][1] = elr[rb][1];
     __syncthreads();  // v_new visible; every read of w, q e^b and H_n done
-    if (warp == 0 && ci + 1 < nchunks) issue_wq(ci + 1);
+    if (tid == 0 && ci + 1 < nchunks) issue_wq(ci + 1);
     load_u(ci + 1);
     mbar_wait(bar_ka, ci & 1);  // KA(ci) landed
 
@@ -969,7 +991,7 @@ __global__ void __launch_bounds__(NW * 32, (K <= 128 && NW == 8) ? 2 : 1) delta_
       for (int rb = 0; rb < RB; ++rb) {
         uint32_t a[4];
         // A = kg^T: element (m = channel, kk = token) lives at kg[token][channel]
-        ldsm_x4_trans(a, &s.kg[ks * 16 + (lane & 7) + ((lane >> 4) << 3)][sm0 + 16 * rb + (((lane >> 3) & 1) << 3)]);
+        ldsm_x4_trans_at(a, at_addr<K>(&s.kg[0][0], ks * 16, sm0 + 16 * rb, lane) ^ swz_xor(lane));
 #pragma unroll
         for (int np = 0; np < NTS / 2; ++np) {
           uint32_t b[4];
@@ -980,8 +1002,8 @@ __global__ void __launch_bounds__(NW * 32, (K <= 128 && NW == 8) ? 2 : 1) delta_
       }
       if (ks <= (r0 >> 4)) {
         uint32_t ah[4], al[4], bh[NT / 2][4], bl[NT / 2][4];
-        ldsm_x4(ah, a_src<kAP>(&s.a[0][0][0], r0, ks * 16, lane));
-        ldsm_x4(al, a_src<kAP>(&s.a[1][0][0], r0, ks * 16, lane));
+        ldsm_x4_at(ah, a_addr<kC>(&s.a[0][0][0], r0, ks * 16, lane) ^ swz_xor(lane));
+        ldsm_x4_at(al, a_addr<kC>(&s.a[1][0][0], r0, ks * 16, lane) ^ swz_xor(lane));
 #pragma unroll
         for (int np = 0; np < NT / 2; ++np) {
           ldsm_x4_trans(bh[np], bt_src<VC + 8>(&s.vn[0][0][0], ks * 16, c0 + np * 16, lane));
@@ -1061,7 +1083,8 @@ void run(Params prm, const Problem& p, cudaStream_t st) {
   prm.seqs = seqs.ptr;
   prm.N = static_cast<int>(p.N);
   const size_t nch = static_cast<size_t>(seqs.total_chunks) * p.HV;
-  // Each array starts 256-byte aligned, so every workspace row is 16-byte aligned for the bulk copies.
+  // w, q e^b, k e^(bL-b) and Aqk in the state kernel's swizzled tile layout (kTileBytes, kATileBytes per
+  // chunk and head; each array starts 256-byte aligned, so every tile is 16-byte aligned for the bulk copies).
   const size_t b_ck = align256(nch * kTileBytes<K>), b_a = align256(nch * kATileBytes);
   const size_t b_u = align256(nch * kC * p.V * sizeof(float)), b_el = align256(nch * K * sizeof(float));
   unsigned char* ws = nullptr;
