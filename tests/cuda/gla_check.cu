@@ -303,8 +303,8 @@ void run_gpu(bool small_only, bool bench_only, const char* only_shape) {
   check_gla_fwd("steep gate T150 D256 B2", gla_cfg(2, 150, 1, 256, 256, true), 2, DType::bf16, true);
   check_gla_fwd("steep gate T129 D64 B2 H3", gla_cfg(2, 129, 3, 64, 64, true), 2, DType::bf16, true);
   check_gla_fwd("K64 V256 T130 inference", gla_cfg(1, 130, 1, 64, 256, false), 1, DType::bf16, true, ForwardMode::inference);
-  // 100 CTAs of <64,64>: two segments of 6 chunks, so v5's early next-chunk loads run at m = 1..4 with
-  // both parities of the stage-release barrier, on steep and non-steep chunks.
+  // 100 CTAs of <64,64>: two segments of 6 chunks, so the two-stage pipeline wraps three times (both
+  // parities of the stage-release barrier), on steep and non-steep chunks.
   check_gla_fwd("medium gate B1 T768 H100 D64 (6 chunks per CTA)", gla_cfg(1, 768, 100, 64, 64, true), 6, DType::bf16, false);
   check_gla_fwd("K256 V64 T77 B3 h0", gla_cfg(3, 77, 1, 256, 64, true), 1, DType::bf16, true);
   // K = 256 prep + state: varlen chunk numbering with an empty sequence and a split sequence, steep

@@ -42,18 +42,6 @@ __device__ __forceinline__ void bulk_copy_g2s(void* dst, const void* src, std::u
                "l"(src), "r"(bytes), "r"(smem_u32(bar))
                : "memory");
 }
-// Non-blocking phase test (acquire at CTA scope when it succeeds). mbarrier.try_wait may suspend the
-// thread until the phase completes or a system time limit passes, so a poll that must not hold the
-// producers up uses test_wait.
-__device__ __forceinline__ bool mbar_test_wait(std::uint64_t* bar, std::uint32_t parity) {
-  std::uint32_t done;
-  asm volatile(
-      "{\n .reg .pred p;\n mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
-      : "=r"(done)
-      : "r"(smem_u32(bar)), "r"(parity)
-      : "memory");
-  return done != 0;
-}
 // Wait (acquire) until the phase with this parity has completed.
 __device__ __forceinline__ void mbar_wait(std::uint64_t* bar, std::uint32_t parity) {
   while (!mbar_try_wait(bar, parity)) {

@@ -681,7 +681,7 @@ __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fw
 // profile of the 4-producer version (384 threads) showed the consumers waiting on `full` for half the
 // chunk: one latency-bound producer warp per scheduler was the bound.
 // K = 64 (D64): 4 consumer + 4 producer warps (256 threads), two stages, two CTAs per SM, no register
-// reallocation; the producers load chunk n+1 as soon as the consumers release its stage (see poll_next).
+// reallocation; the producers load chunk n+1 after handing chunk n over (see issue_next).
 template <int K_, int VT_>
 struct WsCfg {
   static constexpr int K = K_, VT = VT_;
@@ -796,17 +796,9 @@ __global__ void __launch_bounds__(WsCfg<K, VT>::NT, WsCfg<K, VT>::MINB) chunk_gl
     const int cp = 64 * (pw & (C::NH - 1)) + 2 * lane, quarter = pw >> C::LNH, qr0 = 16 * quarter;
     float2 segdec = make_float2(1.f, 1.f);  // mode 1, quarter 0: the product of 2^bL of channels cp, cp + 1
     // Chunk m + 1's loads go into the stage of chunk m + 1 - STAGES once the consumers release it. With
-    // three stages that is issued before chunk m's work (the consumers are two chunks behind at most).
-    // With two it is chunk m - 1's stage, released when the consumers finish chunk m - 1, usually while
-    // the producers work on chunk m: blocking on it first would idle the producers through the
-    // consumers' chunk m - 1, and issuing only after chunk m (as first written) exposed the HBM latency
-    // of chunk m + 1's loads once per chunk (H200, D64: top stall long_scoreboard). So each producer
-    // thread tests the release (test_wait, non-blocking) after each producer barrier of chunk m and
-    // issues its own share of chunk m + 1 the first time it sees the stage free (next_issued); if it has
-    // not by the end of chunk m it blocks there, as before. Chunk 1 goes into the unused stage 1 with
-    // chunk 0. The threads' landed arrives (in issue) thus come at different times: landed counts NPT
-    // arrivals per phase, and chunk m - 1's phase of landed + s1 completed before chunk m - 1's work
-    // began. During chunk m the producers touch only stage m % 2 (and the private sTot).
+    // three stages that is issued before chunk m's work (the consumers are two chunks behind at most);
+    // with two it is chunk m - 1's stage, so it is issued after chunk m is handed over - waiting for it
+    // first would make the producers idle through the consumers' chunk m - 1.
     auto issue_next = [&](int m) {
       if (m + 1 < nchunks) {
         const int s1 = (m + 1) % STAGES;
@@ -814,23 +806,7 @@ __global__ void __launch_bounds__(WsCfg<K, VT>::NT, WsCfg<K, VT>::MINB) chunk_gl
         issue(m + 1, s1);
       }
     };
-    bool next_issued = false;  // STAGES == 2: this thread has issued chunk m + 1's copies
-    auto poll_next = [&](int m) {  // (chunk 1 is issued before the loop: next_issued is set at m = 0)
-      if constexpr (STAGES == 2) {
-        if (!next_issued && m + 1 < nchunks &&
-            mbar_test_wait(empty + ((m + 1) & 1), static_cast<std::uint32_t>((m + 1) / 2 - 1) & 1u)) {
-          issue(m + 1, (m + 1) & 1);
-          next_issued = true;
-        }
-      }
-    };
     if (nchunks > 0) issue(0, 0);
-    if constexpr (STAGES == 2) {
-      if (nchunks > 1) {
-        issue(1, 1);
-        next_issued = true;
-      }
-    }
     for (int m = 0; m < nchunks; ++m) {
       const int st = m % STAGES;
       if constexpr (STAGES > 2) issue_next(m);  // next chunk's loads run during this chunk's work
@@ -845,7 +821,6 @@ __global__ void __launch_bounds__(WsCfg<K, VT>::NT, WsCfg<K, VT>::MINB) chunk_gl
       gate_rows_scan<16>(sg, kQ, qr0, cp, run, lo, hi);
       *reinterpret_cast<float2*>(sTot + quarter * K + cp) = run;
       psync();  // every quarter's sum is in sTot
-      poll_next(m);
       // ---- rho = b at row 31, bL = b at row 63; this quarter's running sums start at off (relative to rho)
       float2 tq[4];
 #pragma unroll
@@ -872,7 +847,6 @@ __global__ void __launch_bounds__(WsCfg<K, VT>::NT, WsCfg<K, VT>::MINB) chunk_gl
       bad = __any_sync(0xffffffffu, bad);
       if (lane == 0) sFlag[pw] = bad ? 1 : 0;
       psync();  // flags complete; every sTot read of this chunk is done
-      poll_next(m);
       const bool steep = any_steep<NPW>(sFlag);
 
       if (!steep) {
@@ -894,7 +868,6 @@ __global__ void __launch_bounds__(WsCfg<K, VT>::NT, WsCfg<K, VT>::MINB) chunk_gl
         }
         if (want_o) {
           psync();  // qe and kr complete
-          poll_next(m);
           // ---- A = causal(qe kr^T): the 10 causal 16x16 blocks (rb >= jb), block i = pw + NPW bi.
           float aacc[kABlocks][2][4];
 #pragma unroll
@@ -915,7 +888,6 @@ __global__ void __launch_bounds__(WsCfg<K, VT>::NT, WsCfg<K, VT>::MINB) chunk_gl
             }
           }
           psync();  // every warp is done reading kr: A hi + lo overwrite the g / kr tile
-          poll_next(m);
           __nv_bfloat16* sAh = sg;
           __nv_bfloat16* sAl = sg + kC * kAs;
 #pragma unroll
@@ -940,10 +912,7 @@ __global__ void __launch_bounds__(WsCfg<K, VT>::NT, WsCfg<K, VT>::MINB) chunk_gl
         }
       }
       mbar_arrive(full + st);  // operands (or the raw tiles of a steep chunk) ready for the consumers
-      if constexpr (STAGES == 2) {
-        if (!next_issued) issue_next(m);  // not seen released yet: block, as the first version did
-        next_issued = false;
-      }
+      if constexpr (STAGES == 2) issue_next(m);
     }
     if (p.mode == 1 && quarter == 0) {
       const std::int64_t sb = (static_cast<std::int64_t>(s.slot0 + s.seg) * p.H + h) * K;
