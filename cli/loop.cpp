@@ -1,5 +1,6 @@
 // `lina loop init|log|status --op OP`: the optimization-loop contract and log (docs/loop.md).
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 
 #include "cli/commands.h"
@@ -99,7 +100,10 @@ void register_loop(CLI::App& app, Outcome& outcome) {
         std::cout << harness::opt_log_row(e);
       } else {
         const auto c = harness::load_contract(dir);
-        const auto s = harness::loop_status(c, harness::load_entries(dir), harness::frozen_hashes(root, o->op));
+        auto entries = harness::load_entries(dir);
+        for (auto& e : entries)  // rows cite evidence relative to the repository
+          if (!e.profile.empty() && std::filesystem::path(e.profile).is_relative()) e.profile = (root / e.profile).string();
+        const auto s = harness::loop_status(c, entries, harness::frozen_hashes(root, o->op));
         std::cout << harness::render_loop_status(c, s);
       }
       outcome.code = kOk;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <ctime>
 #include <fstream>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -185,6 +186,21 @@ std::vector<LoopEntry> load_entries(const fs::path& dir) {
   return out;
 }
 
+namespace {
+// The cells a row's metric covers, as sorted "mode shape" keys (a row's cells read "mode shape median check").
+std::vector<std::string> cell_keys(const std::vector<std::string>& cells) {
+  std::vector<std::string> keys;
+  for (const auto& c : cells) {
+    std::istringstream in(c);
+    std::string mode, shape;
+    in >> mode >> shape;
+    keys.push_back(mode + " " + shape);
+  }
+  std::sort(keys.begin(), keys.end());
+  return keys;
+}
+}  // namespace
+
 LoopEntry make_entry(const LoopContract& c, const std::vector<LoopEntry>& prior, const LogRequest& req,
                      const json& verify_doc) {
   const SummaryFile f = parse_summary_file(verify_doc, req.verify_json);
@@ -248,9 +264,12 @@ LoopEntry make_entry(const LoopContract& c, const std::vector<LoopEntry>& prior,
   }
   e.repeatable_win = targets > 0 && faster == targets && targets == static_cast<int>(head.size());
 
-  // Best so far: the baseline of these cells, then every kept result.
+  // Best so far: the baseline of these cells, then every kept result over the same cells (a row logged
+  // before the contract's cells were all required may cover fewer; its geomean is not comparable).
   std::optional<double> best = e.base_metric_ms;
+  const auto mine = cell_keys(e.cells);
   for (const auto& p : prior) {
+    if (cell_keys(p.cells) != mine) continue;
     if (p.base_metric_ms && (!best || *p.base_metric_ms < *best)) best = p.base_metric_ms;
     if (p.decision == "keep" && p.metric_ms && (!best || *p.metric_ms < *best)) best = p.metric_ms;
   }
@@ -298,6 +317,9 @@ LoopEntry loop_log(const fs::path& dir, const LogRequest& req) {
     const fs::path dst = ev / fmt::format("{:03d}_{}_{}", e.iteration, kind, fs::path(src).filename().string());
     fs::copy_file(src, dst, fs::copy_options::overwrite_existing, ec);
     if (ec) bad(arg, std::string(arg) + " " + src + ": cannot be copied to " + dst.string() + ": " + ec.message());
+    // Cited relative to the repository (the log lives in <repo>/profile/<op>-opt), so that the row
+    // still points at its file in another clone.
+    if (dir.parent_path().filename() == "profile") return dst.lexically_relative(dir.parent_path().parent_path()).string();
     return dst.string();
   };
   e.source = keep(e.source, "verify", "--from");

@@ -75,6 +75,30 @@ TEST(ToolsLoop, RowsTrackBestSoFarAndDecisions) {
   EXPECT_NEAR(*e5.vs_best_pct, (1.3 / 1.6 - 1) * 100, 1e-9);  // reverted rows are not the best
 }
 
+TEST(ToolsLoop, BestSoFarOnlyFromRowsOverTheSameCells) {
+  // A row logged before every target cell was required covers fewer cells; its geomean (here a
+  // small-shape cell alone, 0.1 ms) is not comparable and must not become the best to beat.
+  const auto c = contract();
+  std::vector<LoopEntry> log;
+  LoopEntry old;
+  old.iteration = 1;
+  old.direction = "partial";
+  old.decision = "keep";
+  old.gate = "green";
+  old.cells = {"fwd B8_T1024_H8_D64 0.1000 pass"};
+  old.metric_ms = 0.1;
+  old.base_metric_ms = 0.12;
+  log.push_back(old);
+  auto e = entry(c, log, verify_doc(1.6), "full-cell row");
+  EXPECT_EQ(e.iteration, 2);
+  EXPECT_NEAR(*e.vs_best_pct, -20.0, 1e-9);  // against its own baseline (2.0 ms), not 0.1 / 0.12
+  EXPECT_TRUE(e.improving);
+  EXPECT_EQ(e.decision, "keep");
+  auto e2 = entry(c, log, verify_doc(1.7), "slower than the full-cell best");
+  EXPECT_NEAR(*e2.vs_best_pct, (1.7 / 1.6 - 1) * 100, 1e-9);
+  EXPECT_EQ(e2.decision, "revert");
+}
+
 TEST(ToolsLoop, AVerifyMissingATargetCellIsRefusedByName) {
   auto c = contract();
   c.shapes.push_back("B4_T2048_H16_D128");  // a second target cell the verify file does not time
@@ -163,10 +187,10 @@ TEST(ToolsLoop, InitLogRoundTripOnDisk) {
   ASSERT_EQ(entries.size(), 2u);
   EXPECT_EQ(entries[1].iteration, 2);
   EXPECT_EQ(entries[1].decision, "floor");
-  // Each row cites its own copy of the verify file, kept next to the log.
-  EXPECT_EQ(entries[0].source, (dir / "evidence" / "001_verify_verify.json").string());
-  EXPECT_EQ(entries[1].source, (dir / "evidence" / "002_verify_verify.json").string());
-  EXPECT_EQ(read_text_file(entries[1].source), read_text_file(vpath));
+  // Each row cites its own copy of the verify file, kept next to the log, by its path in the repository.
+  EXPECT_EQ(entries[0].source, "profile/chunk_kda-opt/evidence/001_verify_verify.json");
+  EXPECT_EQ(entries[1].source, "profile/chunk_kda-opt/evidence/002_verify_verify.json");
+  EXPECT_EQ(read_text_file(tmp.path / entries[1].source), read_text_file(vpath));
   const std::string md = read_text_file(dir / "OPT_LOG.md");
   EXPECT_NE(md.find("| 1 | first | green | 1.5000 | -25.00% | keep |"), std::string::npos) << md;
   EXPECT_NE(md.find("| 2 | second | green | 1.5000 | +0.00% (not improving) | floor |"), std::string::npos) << md;
