@@ -74,8 +74,8 @@ struct Params {
   const float* h0;       // may be null
   float* ht;             // may be null
   bf16* o;
-  const SeqDesc* seqs;  // always a table: the state kernel sits at the 128-register cap at K = 128, and
-                        // deriving dense sequences (SeqTable) there spilled
+  const SeqDesc* seqs;  // varlen: the sequence table; dense: null (sequence n is rows [n T, (n + 1) T))
+  int dense_T;          // dense: T (a dense call uploads nothing: the table copy was a DMA op per call)
   int N;
   int g_f32, beta_f32;
   int H, HV, G, V, nvt;
@@ -117,9 +117,20 @@ struct PrepItem {
   int h, hv;
 };
 
+// Sequence n as the kernels see it (dense: computed; varlen: the table).
+__device__ __forceinline__ SeqDesc seq_desc(const Params& p, int n) {
+  if (p.seqs) return p.seqs[n];
+  const int nch = (p.dense_T + kC - 1) / kC;
+  return SeqDesc{static_cast<std::int64_t>(n) * p.dense_T, p.dense_T, n * nch};
+}
+
 __device__ __forceinline__ PrepItem prep_item(const Params& p, int item) {
   const int hv = item % p.HV;
   const int cg = item / p.HV;  // global chunk index
+  if (!p.seqs) {               // dense: chunk cg is chunk cg % nch of sequence cg / nch
+    const int nch = (p.dense_T + kC - 1) / kC, ci = cg % nch;
+    return PrepItem{static_cast<long>(cg / nch) * p.dense_T + static_cast<long>(ci) * kC, min(kC, p.dense_T - ci * kC), hv / p.G, hv};
+  }
   int lo = 0, hi = p.N - 1;    // the last sequence whose first chunk is <= cg
   while (lo < hi) {
     const int mid = (lo + hi + 1) >> 1;
@@ -855,7 +866,7 @@ __global__ void __launch_bounds__(NW * 32, (K <= 128 && NW == 8) ? 2 : 1) delta_
   bid /= nvt;
   const int hv = bid % p.HV;
   const int n = bid / p.HV;
-  const SeqDesc sd = p.seqs[n];
+  const SeqDesc sd = seq_desc(p, n);
   const int V = p.V, vcol0 = vt * VC;
   const int nchunks = (sd.length + kC - 1) / kC;
 
@@ -1079,8 +1090,9 @@ void run(Params prm, const Problem& p, cudaStream_t st) {
     set_max_dynamic_smem(delta_state_kernel<K, 8, 32>, static_cast<int>(sizeof(StateSmem<K, 32>)), "delta_state_kernel");
   const int prep_per_sm = std::max(1, max_active_blocks(delta_prep_kernel<KDA, K>, kThreads, sizeof(PrepSmem<KDA, K>), "delta_prep_kernel"));
   const int sms = sm_count();
-  const DeviceSeqs seqs = upload_sequences(p, st, /*always_table=*/true);
+  const DeviceSeqs seqs = upload_sequences(p, st);  // dense: no table
   prm.seqs = seqs.ptr;
+  prm.dense_T = static_cast<int>(p.T);
   prm.N = static_cast<int>(p.N);
   const size_t nch = static_cast<size_t>(seqs.total_chunks) * p.HV;
   // w, q e^b, k e^(bL-b) and Aqk in the state kernel's swizzled tile layout (kTileBytes, kATileBytes per
