@@ -74,8 +74,7 @@ struct Params {
   const float* h0;       // may be null
   float* ht;             // may be null
   bf16* o;
-  const SeqDesc* seqs;  // varlen: the sequence table; dense: null (sequence n is rows [n T, (n + 1) T))
-  int dense_T;          // dense: T (a dense call uploads nothing: the table copy was a DMA op per call)
+  SeqTable seqs;  // varlen: the sequence table; dense: computed (a dense call uploads nothing)
   int N;
   int g_f32, beta_f32;
   int H, HV, G, V, nvt;
@@ -117,29 +116,11 @@ struct PrepItem {
   int h, hv;
 };
 
-// Sequence n as the kernels see it (dense: computed; varlen: the table).
-__device__ __forceinline__ SeqDesc seq_desc(const Params& p, int n) {
-  if (p.seqs) return p.seqs[n];
-  const int nch = (p.dense_T + kC - 1) / kC;
-  return SeqDesc{static_cast<std::int64_t>(n) * p.dense_T, p.dense_T, n * nch};
-}
-
 __device__ __forceinline__ PrepItem prep_item(const Params& p, int item) {
   const int hv = item % p.HV;
-  const int cg = item / p.HV;  // global chunk index
-  if (!p.seqs) {               // dense: chunk cg is chunk cg % nch of sequence cg / nch
-    const int nch = (p.dense_T + kC - 1) / kC, ci = cg % nch;
-    return PrepItem{static_cast<long>(cg / nch) * p.dense_T + static_cast<long>(ci) * kC, min(kC, p.dense_T - ci * kC), hv / p.G, hv};
-  }
-  int lo = 0, hi = p.N - 1;    // the last sequence whose first chunk is <= cg
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) >> 1;
-    if (p.seqs[mid].chunk_off <= cg) lo = mid;
-    else hi = mid - 1;
-  }
-  const SeqDesc sd = p.seqs[lo];
-  const int ci = cg - sd.chunk_off;
-  return PrepItem{sd.row_begin + static_cast<long>(ci) * kC, min(kC, sd.length - ci * kC), hv / p.G, hv};
+  const int2 sc = p.seqs.chunk(item / p.HV, p.N);  // (sequence, chunk in it) of global chunk item / HV
+  const SeqDesc sd = p.seqs.at(sc.x);
+  return PrepItem{sd.row_begin + static_cast<long>(sc.y) * kC, min(kC, sd.length - sc.y * kC), hv / p.G, hv};
 }
 
 template <int K, int VC = kVT>  // VC: value columns per state CTA
@@ -866,7 +847,7 @@ __global__ void __launch_bounds__(NW * 32, (K <= 128 && NW == 8) ? 2 : 1) delta_
   bid /= nvt;
   const int hv = bid % p.HV;
   const int n = bid / p.HV;
-  const SeqDesc sd = seq_desc(p, n);
+  const SeqDesc sd = p.seqs.at(n);
   const int V = p.V, vcol0 = vt * VC;
   const int nchunks = (sd.length + kC - 1) / kC;
 
@@ -896,7 +877,6 @@ __global__ void __launch_bounds__(NW * 32, (K <= 128 && NW == 8) ? 2 : 1) delta_
     mbar_init_fence();
   }
   __syncthreads();  // the initialised mbarriers are visible to every thread (and the async proxy)
-  if (tid == 0 && nchunks > 0) issue_wq(0);  // lands during the initial-state loads
 
   float hacc[RB][NTS][4];
   const long sbase = (static_cast<long>(n) * p.HV + hv) * K * V;
@@ -909,6 +889,7 @@ __global__ void __launch_bounds__(NW * 32, (K <= 128 && NW == 8) ? 2 : 1) delta_
         const int r = sm0 + 16 * rb + g + (e >> 1) * 8, c = sc0 + nt * 8 + 2 * t + (e & 1);
         hacc[rb][nt][e] = p.h0 ? p.h0[sbase + static_cast<long>(r) * V + vcol0 + c] : 0.f;
       }
+  if (tid == 0 && nchunks > 0) issue_wq(0);  // lands during the initial-state loads
   auto store_state_smem = [&]() {
 #pragma unroll
     for (int rb = 0; rb < RB; ++rb)
@@ -1091,8 +1072,7 @@ void run(Params prm, const Problem& p, cudaStream_t st) {
   const int prep_per_sm = std::max(1, max_active_blocks(delta_prep_kernel<KDA, K>, kThreads, sizeof(PrepSmem<KDA, K>), "delta_prep_kernel"));
   const int sms = sm_count();
   const DeviceSeqs seqs = upload_sequences(p, st);  // dense: no table
-  prm.seqs = seqs.ptr;
-  prm.dense_T = static_cast<int>(p.T);
+  prm.seqs = seqs.view;
   prm.N = static_cast<int>(p.N);
   const size_t nch = static_cast<size_t>(seqs.total_chunks) * p.HV;
   // w, q e^b, k e^(bL-b) and Aqk in the state kernel's swizzled tile layout (kTileBytes, kATileBytes per
