@@ -22,32 +22,6 @@ inline void check(cudaError_t e, const char* what) {
   }
 }
 
-// Programmatic dependent launch (PDL). A kernel launched with launch_after_previous may begin while
-// the previous kernel on the stream is still running (once every CTA of that kernel has called
-// allow_next_grid or exited), so its launch and its prologue overlap that kernel's tail. Before it reads
-// anything the previous kernel writes, it calls wait_for_previous_grid (griddepcontrol.wait: returns
-// once that grid has completed and its memory is visible; at once when launched normally). The
-// previous kernel must not depend on the next one's progress: every one of its CTAs is resident by
-// the time the next grid launches (all of them have called allow_next_grid), so none can starve.
-__device__ __forceinline__ void allow_next_grid() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
-__device__ __forceinline__ void wait_for_previous_grid() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
-
-template <typename... KArgs, typename... Args>
-cudaError_t launch_after_previous(void (*kernel)(KArgs...), unsigned grid, unsigned block, std::size_t smem, cudaStream_t st,
-                                  Args... args) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(grid);
-  cfg.blockDim = dim3(block);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = st;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  return cudaLaunchKernelEx(&cfg, kernel, args...);
-}
-
 // One sequence as the kernels see it; chunk_off = chunks of 64 before it (checkpoint indexing).
 struct SeqDesc {
   std::int64_t row_begin;

@@ -256,10 +256,6 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
   const int tid0 = threadIdx.x;
   bf16 (&sq)[kC][K + 8] = s.u0.q;
   bf16 (&sk)[kC][K + 8] = s.k;
-  // The state kernel (launched after this one with PDL) may be scheduled from here on: the grid is
-  // persistent, so all of its CTAs are resident already, and the state CTAs take SMs as prep CTAs exit,
-  // loading their initial state before they wait for this grid's workspace (wait_for_previous_grid).
-  allow_next_grid();
 
   // Persistent grid: the CTA strides over work items. The next item's q and raw gate are loaded
   // during this item's w product (S5; their buffers are dead after S4), its k during the u product
@@ -893,9 +889,7 @@ __global__ void __launch_bounds__(NW * 32, (K <= 128 && NW == 8) ? 2 : 1) delta_
         const int r = sm0 + 16 * rb + g + (e >> 1) * 8, c = sc0 + nt * 8 + 2 * t + (e & 1);
         hacc[rb][nt][e] = p.h0 ? p.h0[sbase + static_cast<long>(r) * V + vcol0 + c] : 0.f;
       }
-  // Launched after the prep (PDL): everything above overlaps its tail; the workspace is read below.
-  wait_for_previous_grid();
-  if (tid == 0 && nchunks > 0) issue_wq(0);
+  if (tid == 0 && nchunks > 0) issue_wq(0);  // lands during the initial-state loads
   auto store_state_smem = [&]() {
 #pragma unroll
     for (int rb = 0; rb < RB; ++rb)
@@ -1060,14 +1054,6 @@ size_t align256(size_t x) { return (x + 255) & ~static_cast<size_t>(255); }
 
 // LINA_DELTA_STATE_VC=64 keeps 64-column state tiles where 32 would be chosen (measurement knob, read
 // once per process).
-bool dependent_launch() {
-  static const bool on = [] {
-    const char* e = std::getenv("LINA_DELTA_PDL");
-    return !(e && std::atoi(e) == 0);
-  }();
-  return on;
-}
-
 bool narrow_state_tiles() {
   static const bool on = [] {
     const char* e = std::getenv("LINA_DELTA_STATE_VC");
@@ -1116,18 +1102,13 @@ void run(Params prm, const Problem& p, cudaStream_t st) {
     // each walks the same chunks with half the state and products. Measured on the H200: faster at 64
     // CTAs (B2_T16384_H16, D64), slower at 128 (B4_T2048_H16: two CTAs per SM), so the bar is 2 x grid
     // <= SMs (LINA_DELTA_STATE_VC=64 keeps 64; measurement knob).
-    // Programmatic dependent launch after the prep (`LINA_DELTA_PDL=0`: a plain launch; measurement knob).
-    auto launch = [&](auto kernel, long ctas, std::size_t smem) {
-      if (nch > 0 && dependent_launch()) return launch_after_previous(kernel, static_cast<unsigned>(ctas), 256u, smem, st, prm);
-      kernel<<<static_cast<unsigned>(ctas), 256, smem, st>>>(prm);
-      return cudaGetLastError();
-    };
-    cudaError_t e = cudaSuccess;
     if (K <= 128 && 2 * grid <= sms && narrow_state_tiles()) {
-      if constexpr (K <= 128) e = launch(delta_state_kernel<K, 8, 32>, 2 * grid, sizeof(StateSmem<K, 32>));
+      if constexpr (K <= 128)
+        delta_state_kernel<K, 8, 32><<<static_cast<unsigned>(2 * grid), 256, sizeof(StateSmem<K, 32>), st>>>(prm);
     } else {
-      e = launch(delta_state_kernel<K, 8>, grid, sizeof(StateSmem<K>));
+      delta_state_kernel<K, 8><<<static_cast<unsigned>(grid), 256, sizeof(StateSmem<K>), st>>>(prm);
     }
+    cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) cuda_fail("state kernel launch", e);
   }
   workspace_free(ws, st, "delta fwd workspace");
