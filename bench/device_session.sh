@@ -116,16 +116,18 @@ if has side; then
   }
   # FLA's autotune decisions are carried for: every fwd shape and varlen set, GLA fwdbwd at the six
   # shapes, KDA fwdbwd at B1_T8192_H96. Elsewhere only lina is timed (no speedup claimed).
-  # SIDE_GPU_TIME=1: the forward rows also get the GPU-only columns (--gpu-time: about twice the time).
-  gt=""; [ "${SIDE_GPU_TIME:-0}" = 1 ] && gt=--gpu-time
-  side "${SIDE_FWD_S:-150}" --ops chunk_gla,chunk_kda,chunk_gdn --modes fwd --varlen-tokens 0 $gt
+  # The forward rows also get the GPU-only columns (--gpu-time: about twice the time; SIDE_GPU_TIME=0
+  # skips them). At small shapes the event-timed numbers of both sides are mostly host time (sixth
+  # session: GDN D64 read 4.77x FLA by events and 0.89x on the GPU), so a record carries both.
+  gt=""; [ "${SIDE_GPU_TIME:-1}" = 1 ] && gt=--gpu-time
+  side "${SIDE_FWD_S:-240}" --ops chunk_gla,chunk_kda,chunk_gdn --modes fwd --varlen-tokens 0 $gt
   side 90 --ops chunk_gla --modes fwdbwd --varlen-tokens 0
   if [ "${SIDE_SET:-full}" = full ]; then  # quick: skips the delta backward rows (minutes of SIMT kernels)
     side 40 --ops chunk_kda --modes fwdbwd --shapes B1_T8192_H96_D128 --varlen-tokens 0
     side 60 --ops chunk_gdn --modes fwdbwd --varlen-tokens 0  # FLA refuses this backward: lina rows only
     side 60 --impls lina --ops chunk_kda --modes fwdbwd --shapes B2_T16384_H16_D128,B4_T2048_H16_D128,B4_T4096_H64_D128,B8_T2048_H32_D256,B8_T1024_H8_D64 --varlen-tokens 0
   fi
-  side "${SIDE_VARLEN_S:-90}" --ops chunk_gla,chunk_kda,chunk_gdn --modes fwd --shapes "" --varlen-tokens 32768 $gt
+  side "${SIDE_VARLEN_S:-150}" --ops chunk_gla,chunk_kda,chunk_gdn --modes fwd --shapes "" --varlen-tokens 32768 $gt
   cat "$OUT/side_by_side_h200.md"
   if [ -x "$BINB/lina_chunk_gla_gate" ] && has variant; then
     LIB=$BINB/liblina_c.so SHA=$(cat "$BINB/SHA" 2>/dev/null)
