@@ -472,18 +472,13 @@ def markdown(doc):
                           f"{('%.2fx' % gsp) if gsp else '-'} | {gpu_cell(li, 'gpu_x_floor', '%.1f')} |")
     lines.append("")
     gm = lambda v: math.exp(sum(map(math.log, v)) / len(v))  # noqa: E731
-    for (op, mode), v in speedups.items():
-        lines.append(f"Geomean speedup {op} {mode} over {len(v)} of the six default shapes: {gm(v):.2f}x "
-                     f"(slowest cell {min(v):.2f}x)")
-    for (op, mode), v in floors.items():
-        if mode == "fwd":
-            lines.append(f"Geomean lina x floor {op} {mode} over {len(v)} default shapes: {gm(v):.2f}")
-    for (op, mode), v in gpu_speedups.items():
-        lines.append(f"Geomean GPU-only speedup {op} {mode} over {len(v)} of the six default shapes: {gm(v):.2f}x "
-                     f"(slowest cell {min(v):.2f}x)")
-    for (op, mode), v in gpu_floors.items():
-        if mode == "fwd":
-            lines.append(f"Geomean lina GPU-only x floor {op} {mode} over {len(v)} default shapes: {gm(v):.2f}")
+    for label, sp, fl in (("", speedups, floors), ("GPU-only ", gpu_speedups, gpu_floors)):
+        for (op, mode), v in sp.items():
+            lines.append(f"Geomean {label}speedup {op} {mode} over {len(v)} of the six default shapes: {gm(v):.2f}x "
+                         f"(slowest cell {min(v):.2f}x)")
+        for (op, mode), v in fl.items():
+            if mode == "fwd":
+                lines.append(f"Geomean lina {label}x floor {op} {mode} over {len(v)} default shapes: {gm(v):.2f}")
     if gpu:
         lines.append("GPU columns (--gpu-time): host time hidden behind a sleep kernel, see config.gpu_time_method; "
                      "the other columns are FLA's do_bench method.")
