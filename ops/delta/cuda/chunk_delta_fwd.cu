@@ -458,33 +458,64 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
       // diagonal block (middle row with safe_gate, else exact exps). The job table balances the
       // exps over the 4 SM sub-partitions (warps w and w+4 share one). Row block 3's six
       // off-diagonal column tiles are split over warps 0 and 4 (3 each), so the longest warp has 4
-      // tiles (row block 2), not 6. Warp: ib, diagonal?, column tiles [ilo, ihi) of its job.
+      // tiles (row block 2), not 6. Warp: ib, diagonal?, its n8 column tiles nt = ntb + i, i < nj
+      // (contiguous in every job: 0-2, 0-3, 0-1, 4-5, 3-5, 0-1, 2-3, 6-7 for warps 0-7).
       const int ib = static_cast<int>((0x31032123u >> (4 * warp)) & 0xFu);
       const bool dia = ((0xE8u >> warp) & 1u) != 0u;
-      const int ilo = warp == 4 ? 3 : 0;
-      const int ihi = dia ? 2 : (warp == 0 ? 3 : (warp == 4 ? 6 : 2 * ib));
+      const int ntb = dia ? 2 * ib : (warp == 4 ? 3 : 0);
+      const int nj = dia ? 2 : (warp == 0 || warp == 4 ? 3 : 2 * ib);
       const bool diag_mma = p.safe != 0;
       if (!dia || diag_mma) {
-        float accA[6][4], accL[6][4];
+        // Tile i accumulates in slot i (4 slots, not one per possible tile: each tile's mma sequence
+        // over ks is unchanged). Every value below is computed by the same expression as before; only
+        // the loads and addresses differ:
+        // - q / k rows of the A operands and the k rows of the B tiles come by ldmatrix, which hands
+        //   each lane the bf16 pairs its fragment slots name (row g / g + 8 of the 8x8 piece, columns
+        //   2t, 2t + 1), i.e. the bits the per-pair loads read; they are widened to fp32 exactly
+        //   (unpack_bf16_bits) and scaled after the load, as before;
+        // - per-lane shared addresses are formed once; k steps and column tiles are constant offsets.
+        float accA[4][4], accL[4][4];
 #pragma unroll
-        for (int i = 0; i < 6; ++i)
+        for (int i = 0; i < 4; ++i)
 #pragma unroll
           for (int e = 0; e < 4; ++e) accA[i][e] = accL[i][e] = 0.f;
-        const int rA = 16 * ib + g, rB = rA + 8;
+        const int rA = 16 * ib + g;
         const int nRef = dia ? 16 * ib + 8 : 16 * ib;
+        constexpr int BP = K + 4;  // b2 pitch (floats)
+        // Per-lane shared byte addresses, advanced per k step (loop-carried, so ptxas keeps them in
+        // registers instead of recomputing them from the warp and lane indices every step).
+        using Smem = PrepSmem<KDA, K>;
+        constexpr uint32_t kQ2K = static_cast<uint32_t>(offsetof(Smem, k) - offsetof(Smem, u0));
+        constexpr uint32_t kTile2 = 16u * (K + 8) * 2u;  // bytes of 16 sk rows
+        uint32_t aq_addr = smem_u32(&sq[16 * ib + (lane & 15)][(lane >> 4) << 3]);  // k rows: + kQ2K
+        // B tiles, two per ldmatrix.x4: matrices (tile i, columns 0-7 / 8-15), (tile i + 1, ...)
+        uint32_t kb_addr = smem_u32(&sk[8 * ntb + ((lane >> 4) << 3) + (lane & 7)][((lane >> 3) & 1) << 3]);
+        uint32_t bA = smem_u32(&s.b2[rA][2 * t]);  // b2 at columns 16 ks + 2t (+ 32 bytes: + 8)
+        uint32_t bN = smem_u32(&s.b2[nRef][2 * t]);
+        uint32_t bJ = smem_u32(&s.b2[8 * ntb + g][2 * t]);
 #pragma unroll 1
-        for (int ks = 0; ks < K / 16; ++ks) {
-          const int c0 = ks * 16 + 2 * t, c1 = c0 + 8;
-          const float2 qa0 = load_bf16x2(&sq[rA][c0]), qa1 = load_bf16x2(&sq[rA][c1]);
-          const float2 qb0 = load_bf16x2(&sq[rB][c0]), qb1 = load_bf16x2(&sq[rB][c1]);
-          const float2 ka0 = load_bf16x2(&sk[rA][c0]), ka1 = load_bf16x2(&sk[rA][c1]);
-          const float2 kb0 = load_bf16x2(&sk[rB][c0]), kb1 = load_bf16x2(&sk[rB][c1]);
-          const float2 ba0 = *reinterpret_cast<const float2*>(&s.b2[rA][c0]);
-          const float2 ba1 = *reinterpret_cast<const float2*>(&s.b2[rA][c1]);
-          const float2 bb0 = *reinterpret_cast<const float2*>(&s.b2[rB][c0]);
-          const float2 bb1 = *reinterpret_cast<const float2*>(&s.b2[rB][c1]);
-          const float2 n0 = *reinterpret_cast<const float2*>(&s.b2[nRef][c0]);
-          const float2 n1 = *reinterpret_cast<const float2*>(&s.b2[nRef][c1]);
+        for (int ks = 0; ks < K / 16; ++ks, aq_addr += 32u, kb_addr += 32u, bA += 64u, bN += 64u, bJ += 64u) {
+          constexpr uint32_t c0 = 0u, c1 = 32u;
+          uint32_t qr[4], kr[4], kb[4][2];
+          ldsm_x4_at(qr, aq_addr);
+          ldsm_x4_at(kr, aq_addr + kQ2K);
+          {
+            uint32_t r4[4];
+            ldsm_x4_at(r4, kb_addr);
+            kb[0][0] = r4[0], kb[0][1] = r4[1], kb[1][0] = r4[2], kb[1][1] = r4[3];
+          }
+          if (nj > 2) {  // warp-uniform; tile 3's rows exist in sk whenever nj == 3 (unused then)
+            uint32_t r4[4];
+            ldsm_x4_at(r4, kb_addr + kTile2);
+            kb[2][0] = r4[0], kb[2][1] = r4[1], kb[3][0] = r4[2], kb[3][1] = r4[3];
+          }
+          const float2 qa0 = unpack_bf16_bits(qr[0]), qa1 = unpack_bf16_bits(qr[2]);
+          const float2 qb0 = unpack_bf16_bits(qr[1]), qb1 = unpack_bf16_bits(qr[3]);
+          const float2 ka0 = unpack_bf16_bits(kr[0]), ka1 = unpack_bf16_bits(kr[2]);
+          const float2 kb0 = unpack_bf16_bits(kr[1]), kb1 = unpack_bf16_bits(kr[3]);
+          const float2 ba0 = lds_f32x2_at(bA + c0), ba1 = lds_f32x2_at(bA + c1);
+          const float2 bb0 = lds_f32x2_at(bA + 32u * BP + c0), bb1 = lds_f32x2_at(bA + 32u * BP + c1);
+          const float2 n0 = lds_f32x2_at(bN + c0), n1 = lds_f32x2_at(bN + c1);
           uint32_t aq[4], ak[4];
           {
             const float f[8] = {ex2(ba0.x - n0.x), ex2(ba0.y - n0.y), ex2(bb0.x - n0.x), ex2(bb0.y - n0.y),
@@ -499,13 +530,10 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
             ak[3] = pack_bf16(kb1.x * f[6], kb1.y * f[7]);
           }
 #pragma unroll
-          for (int i = 0; i < 6; ++i) {
-            if (i < ilo || i >= ihi) continue;
-            const int nt = dia ? 2 * ib + i : i;
-            const int j = nt * 8 + g;
-            const float2 bj0 = *reinterpret_cast<const float2*>(&s.b2[j][c0]);
-            const float2 bj1 = *reinterpret_cast<const float2*>(&s.b2[j][c1]);
-            const float2 kj0 = load_bf16x2(&sk[j][c0]), kj1 = load_bf16x2(&sk[j][c1]);
+          for (int i = 0; i < 4; ++i) {
+            if (i >= 2 && i >= nj) continue;  // every job has at least 2 tiles
+            const float2 bj0 = lds_f32x2_at(bJ + 32u * BP * i + c0), bj1 = lds_f32x2_at(bJ + 32u * BP * i + c1);
+            const float2 kj0 = unpack_bf16_bits(kb[i][0]), kj1 = unpack_bf16_bits(kb[i][1]);
             const uint32_t b0 = pack_bf16(kj0.x * ex2(n0.x - bj0.x), kj0.y * ex2(n0.y - bj0.y));
             const uint32_t b1 = pack_bf16(kj1.x * ex2(n1.x - bj1.x), kj1.y * ex2(n1.y - bj1.y));
             mma_bf16_16816(accA[i], aq, b0, b1);
@@ -514,9 +542,9 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
         }
         // epilogue: select (never multiply by a mask); L fp32, Aqk bf16
 #pragma unroll
-        for (int i = 0; i < 6; ++i) {
-          if (i < ilo || i >= ihi) continue;
-          const int nt = dia ? 2 * ib + i : i;
+        for (int i = 0; i < 4; ++i) {
+          if (i >= nj) continue;
+          const int nt = ntb + i;
 #pragma unroll
           for (int hf = 0; hf < 2; ++hf) {
             const int r = 16 * ib + g + hf * 8, j = nt * 8 + 2 * t;
