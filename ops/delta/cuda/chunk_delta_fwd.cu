@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <string>
+#include <type_traits>
 
 #include "lina/chunk_delta.h"
 #include "lina/error.h"
@@ -493,6 +494,9 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
         uint32_t bA = smem_u32(&s.b2[rA][2 * t]);  // b2 at columns 16 ks + 2t (+ 32 bytes: + 8)
         uint32_t bN = smem_u32(&s.b2[nRef][2 * t]);
         uint32_t bJ = smem_u32(&s.b2[8 * ntb + g][2 * t]);
+        // One copy of the k loop per tile count (warp-uniform): no per-step tile predicates.
+        auto kloop = [&](auto njc) {
+          constexpr int NJ = decltype(njc)::value;
 #pragma unroll 1
         for (int ks = 0; ks < K / 16; ++ks, aq_addr += 32u, kb_addr += 32u, bA += 64u, bN += 64u, bJ += 64u) {
           constexpr uint32_t c0 = 0u, c1 = 32u;
@@ -504,7 +508,7 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
             ldsm_x4_at(r4, kb_addr);
             kb[0][0] = r4[0], kb[0][1] = r4[1], kb[1][0] = r4[2], kb[1][1] = r4[3];
           }
-          if (nj > 2) {  // warp-uniform; tile 3's rows exist in sk whenever nj == 3 (unused then)
+          if constexpr (NJ > 2) {  // tile 3's rows exist in sk when NJ == 3 (unused then)
             uint32_t r4[4];
             ldsm_x4_at(r4, kb_addr + kTile2);
             kb[2][0] = r4[0], kb[2][1] = r4[1], kb[3][0] = r4[2], kb[3][1] = r4[3];
@@ -531,7 +535,7 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
           }
 #pragma unroll
           for (int i = 0; i < 4; ++i) {
-            if (i >= 2 && i >= nj) continue;  // every job has at least 2 tiles
+            if (i >= NJ || (i == 3 && nj == 3)) continue;
             const float2 bj0 = lds_f32x2_at(bJ + 32u * BP * i + c0), bj1 = lds_f32x2_at(bJ + 32u * BP * i + c1);
             const float2 kj0 = unpack_bf16_bits(kb[i][0]), kj1 = unpack_bf16_bits(kb[i][1]);
             const uint32_t b0 = pack_bf16(kj0.x * ex2(n0.x - bj0.x), kj0.y * ex2(n0.y - bj0.y));
@@ -540,6 +544,9 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
             mma_bf16_16816(accL[i], ak, b0, b1);
           }
         }
+        };
+        if (nj == 2) kloop(std::integral_constant<int, 2>{});
+        else kloop(std::integral_constant<int, 4>{});  // 3 or 4 tiles
         // epilogue: select (never multiply by a mask); L fp32, Aqk bf16
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
