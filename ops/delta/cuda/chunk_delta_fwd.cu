@@ -548,6 +548,7 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
         if (nj == 2) kloop(std::integral_constant<int, 2>{});
         else kloop(std::integral_constant<int, 4>{});  // 3 or 4 tiles
         // epilogue: select (never multiply by a mask); L fp32, Aqk bf16
+        const float beta_r[2] = {s.beta[rA], s.beta[rA + 8]};
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
           if (i >= nj) continue;
@@ -559,7 +560,7 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
               av[e] = (j + e <= r) ? p.scale * accA[i][hf * 2 + e] : 0.f;
-              lv[e] = (j + e < r) ? s.beta[r] * accL[i][hf * 2 + e] : 0.f;
+              lv[e] = (j + e < r) ? beta_r[hf] * accL[i][hf * 2 + e] : 0.f;
             }
             uint32_t hi, lo;
             pack_bf16_split(av[0], av[1], hi, lo);
@@ -593,12 +594,14 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
           s.u1.L[r][j] = jj < rr ? s.beta[r] * sl : 0.f;
         }
       }
-      if (dia) {  // Aqk above the diagonal block is zero (the state kernel reads all 64 columns)
-        for (int e = lane; e < 16 * (kC - 16 * (ib + 1)) / 2; e += 32) {
-          const int w2 = (kC - 16 * (ib + 1)) / 2;
-          const int r = 16 * ib + e / w2, j = 16 * (ib + 1) + 2 * (e % w2);
-          *reinterpret_cast<uint32_t*>(Ag + swz<kC>(r, j)) = 0u;
-          *reinterpret_cast<uint32_t*>(Ag + kC * kC + swz<kC>(r, j)) = 0u;
+      if (dia) {  // Aqk above the diagonal block is zero (the state kernel reads all 64 columns):
+        // whole 16-byte pieces (8 columns from 16(ib + 1) on) of the swizzled rows; lane: row, every
+        // second piece (no index division).
+        const int r = 16 * ib + (lane & 15);
+        for (int pc = 2 * (ib + 1) + (lane >> 4); pc < kC / 8; pc += 2) {
+          uint4* const dst = reinterpret_cast<uint4*>(Ag + swz<kC>(r, 8 * pc));
+          dst[0] = make_uint4(0u, 0u, 0u, 0u);                // hi
+          dst[kC * kC / 8] = make_uint4(0u, 0u, 0u, 0u);      // lo
         }
       }
     } else {
