@@ -497,7 +497,7 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
         // One copy of the k loop per tile count (warp-uniform): no per-step tile predicates.
         auto kloop = [&](auto njc) {
           constexpr int NJ = decltype(njc)::value;
-#pragma unroll 1
+#pragma unroll 2
         for (int ks = 0; ks < K / 16; ++ks, aq_addr += 32u, kb_addr += 32u, bA += 64u, bN += 64u, bJ += 64u) {
           constexpr uint32_t c0 = 0u, c1 = 32u;
           uint32_t qr[4], kr[4], kb[4][2];
