@@ -40,6 +40,13 @@ __device__ __forceinline__ float2 unpack_bf16_bits(std::uint32_t u) {
   return make_float2(__uint_as_float(u << 16), __uint_as_float(u & 0xffff0000u));
 }
 
+// pack_bf16_split's values, with the hi term widened by unpack_bf16_bits.
+__device__ __forceinline__ void pack_bf16_split_bits(float a, float b, std::uint32_t& hi, std::uint32_t& lo) {
+  hi = pack_bf16(a, b);
+  const float2 hf = unpack_bf16_bits(hi);
+  lo = pack_bf16(a - hf.x, b - hf.y);
+}
+
 __device__ __forceinline__ float2 load_bf16x2(const __nv_bfloat16* p) {
   return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p));
 }

@@ -548,11 +548,16 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
         if (nj == 2) kloop(std::integral_constant<int, 2>{});
         else kloop(std::integral_constant<int, 4>{});  // 3 or 4 tiles
         // epilogue: select (never multiply by a mask); L fp32, Aqk bf16
+        // Rows r = rA (+ 8) have r mod 8 = g and columns j = 8 nt + 2t, so swz<kC>(r, j) is
+        // r kC + ((nt ^ g) << 3) + 2t: one per-lane base, the tile's piece and the half's row offset.
         const float beta_r[2] = {s.beta[rA], s.beta[rA + 8]};
+        bf16* const Agr = Ag + rA * kC + 2 * t;
+        float* const Lr = &s.u1.L[rA][2 * t];
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
           if (i >= nj) continue;
           const int nt = ntb + i;
+          const int jp = (nt ^ g) << 3;  // swizzled column of the lane's pair minus 2t
 #pragma unroll
           for (int hf = 0; hf < 2; ++hf) {
             const int r = 16 * ib + g + hf * 8, j = nt * 8 + 2 * t;
@@ -563,11 +568,10 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
               lv[e] = (j + e < r) ? beta_r[hf] * accL[i][hf * 2 + e] : 0.f;
             }
             uint32_t hi, lo;
-            pack_bf16_split(av[0], av[1], hi, lo);
-            *reinterpret_cast<uint32_t*>(Ag + swz<kC>(r, j)) = hi;
-            *reinterpret_cast<uint32_t*>(Ag + kC * kC + swz<kC>(r, j)) = lo;
-            s.u1.L[r][j] = lv[0];
-            s.u1.L[r][j + 1] = lv[1];
+            pack_bf16_split_bits(av[0], av[1], hi, lo);
+            *reinterpret_cast<uint32_t*>(Agr + hf * 8 * kC + jp) = hi;
+            *reinterpret_cast<uint32_t*>(Agr + kC * kC + hf * 8 * kC + jp) = lo;
+            *reinterpret_cast<float2*>(Lr + hf * 8 * 68 + nt * 8) = make_float2(lv[0], lv[1]);
           }
         }
       }
