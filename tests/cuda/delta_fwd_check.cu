@@ -195,8 +195,11 @@ int run_case(const Case& c, std::uint64_t seed) {
   const auto co = harness::assert_close(o_ref, o_h.to_f64(), 0.005);
   const auto ch = harness::assert_close(ht_ref, ht_h.to_f64(), 0.005);
   const bool pass = co.pass && ch.pass;
-  std::printf("%-44s o: err %.2e max %.2e nan %d | ht: err %.2e max %.2e nan %d  %s\n", c.name, co.err_ratio, co.max_abs,
-              co.has_nan, ch.err_ratio, ch.max_abs, ch.has_nan, pass ? "PASS" : "FAIL");
+  // bits: FNV-1a of the outputs' bytes, for comparing two builds that should agree bit for bit
+  std::printf("%-44s o: err %.2e max %.2e nan %d | ht: err %.2e max %.2e nan %d  %s  bits o %016llx ht %016llx\n", c.name,
+              co.err_ratio, co.max_abs, co.has_nan, ch.err_ratio, ch.max_abs, ch.has_nan, pass ? "PASS" : "FAIL",
+              static_cast<unsigned long long>(lina_test::fnv1a64(o_h.data(), o_h.nbytes())),
+              static_cast<unsigned long long>(lina_test::fnv1a64(ht_h.data(), ht_h.nbytes())));
   return pass ? 0 : 1;
 }
 

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -114,6 +115,15 @@ inline void fill(const DTensor& t, std::uint64_t seed, int kind = 0) {
   if (t.view.numel() == 0) return;
   fill_kernel<<<1024, 256>>>(t.p, static_cast<int>(t.view.dtype), t.view.numel(), seed, kind);
   ck(cudaGetLastError(), "fill");
+}
+
+// 64-bit FNV-1a of a host buffer: printed beside a check's errors, so that two builds that claim
+// bit-identical outputs (a change that only moves work between threads) can be compared exactly.
+inline std::uint64_t fnv1a64(const void* data, std::size_t bytes) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  std::uint64_t h = 1469598103934665603ull;
+  for (std::size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
 }
 
 // The delta-rule programs' bench inputs (a different hash, kept so their inputs stay as recorded):
