@@ -919,6 +919,7 @@ __global__ void __launch_bounds__(NW * 32, (K <= 128 && NW == 8) ? 2 : 1) delta_
     mbar_init_fence();
   }
   __syncthreads();  // the initialised mbarriers are visible to every thread (and the async proxy)
+  if (tid == 0 && nchunks > 0) issue_wq(0);  // lands during the initial-state loads
 
   float hacc[RB][NTS][4];
   const long sbase = (static_cast<long>(n) * p.HV + hv) * K * V;
@@ -931,7 +932,6 @@ __global__ void __launch_bounds__(NW * 32, (K <= 128 && NW == 8) ? 2 : 1) delta_
         const int r = sm0 + 16 * rb + g + (e >> 1) * 8, c = sc0 + nt * 8 + 2 * t + (e & 1);
         hacc[rb][nt][e] = p.h0 ? p.h0[sbase + static_cast<long>(r) * V + vcol0 + c] : 0.f;
       }
-  if (tid == 0 && nchunks > 0) issue_wq(0);  // lands during the initial-state loads
   auto store_state_smem = [&]() {
 #pragma unroll
     for (int rb = 0; rb < RB; ++rb)
