@@ -34,6 +34,19 @@ __device__ __forceinline__ float2 unpack_bf16(std::uint32_t u) {
   return __bfloat1622float2(v);
 }
 
+// The same values as unpack_bf16 from bit operations (one instruction per element; the generic
+// conversion spends a PRMT and a shift on the high half). bf16 -> fp32 is exact either way.
+__device__ __forceinline__ float2 unpack_bf16_bits(std::uint32_t u) {
+  return make_float2(__uint_as_float(u << 16), __uint_as_float(u & 0xffff0000u));
+}
+
+// pack_bf16_split's values, with the hi term widened by unpack_bf16_bits.
+__device__ __forceinline__ void pack_bf16_split_bits(float a, float b, std::uint32_t& hi, std::uint32_t& lo) {
+  hi = pack_bf16(a, b);
+  const float2 hf = unpack_bf16_bits(hi);
+  lo = pack_bf16(a - hf.x, b - hf.y);
+}
+
 __device__ __forceinline__ float2 load_bf16x2(const __nv_bfloat16* p) {
   return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p));
 }
@@ -61,6 +74,15 @@ __device__ __forceinline__ void ldsm_x4_at(std::uint32_t (&r)[4], std::uint32_t 
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(saddr));
+}
+__device__ __forceinline__ void ldsm_x2_at(std::uint32_t (&r)[2], std::uint32_t saddr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(saddr));
+}
+// 8-byte shared load at a shared-window byte address (volatile: never merged across barriers).
+__device__ __forceinline__ float2 lds_f32x2_at(std::uint32_t saddr) {
+  float2 v;
+  asm volatile("ld.shared.v2.f32 {%0,%1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(saddr));
+  return v;
 }
 __device__ __forceinline__ void ldsm_x4_trans_at(std::uint32_t (&r)[4], std::uint32_t saddr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"

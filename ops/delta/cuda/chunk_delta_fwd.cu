@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <string>
+#include <type_traits>
 
 #include "lina/chunk_delta.h"
 #include "lina/error.h"
@@ -458,33 +459,67 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
       // diagonal block (middle row with safe_gate, else exact exps). The job table balances the
       // exps over the 4 SM sub-partitions (warps w and w+4 share one). Row block 3's six
       // off-diagonal column tiles are split over warps 0 and 4 (3 each), so the longest warp has 4
-      // tiles (row block 2), not 6. Warp: ib, diagonal?, column tiles [ilo, ihi) of its job.
+      // tiles (row block 2), not 6. Warp: ib, diagonal?, its n8 column tiles nt = ntb + i, i < nj
+      // (contiguous in every job: 0-2, 0-3, 0-1, 4-5, 3-5, 0-1, 2-3, 6-7 for warps 0-7).
       const int ib = static_cast<int>((0x31032123u >> (4 * warp)) & 0xFu);
       const bool dia = ((0xE8u >> warp) & 1u) != 0u;
-      const int ilo = warp == 4 ? 3 : 0;
-      const int ihi = dia ? 2 : (warp == 0 ? 3 : (warp == 4 ? 6 : 2 * ib));
+      const int ntb = dia ? 2 * ib : (warp == 4 ? 3 : 0);
+      const int nj = dia ? 2 : (warp == 0 || warp == 4 ? 3 : 2 * ib);
       const bool diag_mma = p.safe != 0;
       if (!dia || diag_mma) {
-        float accA[6][4], accL[6][4];
+        // Tile i accumulates in slot i (4 slots, not one per possible tile: each tile's mma sequence
+        // over ks is unchanged). Every value below is computed by the same expression as before; only
+        // the loads and addresses differ:
+        // - q / k rows of the A operands and the k rows of the B tiles come by ldmatrix, which hands
+        //   each lane the bf16 pairs its fragment slots name (row g / g + 8 of the 8x8 piece, columns
+        //   2t, 2t + 1), i.e. the bits the per-pair loads read; they are widened to fp32 exactly
+        //   (unpack_bf16_bits) and scaled after the load, as before;
+        // - per-lane shared addresses are formed once; k steps and column tiles are constant offsets.
+        float accA[4][4], accL[4][4];
 #pragma unroll
-        for (int i = 0; i < 6; ++i)
+        for (int i = 0; i < 4; ++i)
 #pragma unroll
           for (int e = 0; e < 4; ++e) accA[i][e] = accL[i][e] = 0.f;
-        const int rA = 16 * ib + g, rB = rA + 8;
+        const int rA = 16 * ib + g;
         const int nRef = dia ? 16 * ib + 8 : 16 * ib;
-#pragma unroll 1
-        for (int ks = 0; ks < K / 16; ++ks) {
-          const int c0 = ks * 16 + 2 * t, c1 = c0 + 8;
-          const float2 qa0 = load_bf16x2(&sq[rA][c0]), qa1 = load_bf16x2(&sq[rA][c1]);
-          const float2 qb0 = load_bf16x2(&sq[rB][c0]), qb1 = load_bf16x2(&sq[rB][c1]);
-          const float2 ka0 = load_bf16x2(&sk[rA][c0]), ka1 = load_bf16x2(&sk[rA][c1]);
-          const float2 kb0 = load_bf16x2(&sk[rB][c0]), kb1 = load_bf16x2(&sk[rB][c1]);
-          const float2 ba0 = *reinterpret_cast<const float2*>(&s.b2[rA][c0]);
-          const float2 ba1 = *reinterpret_cast<const float2*>(&s.b2[rA][c1]);
-          const float2 bb0 = *reinterpret_cast<const float2*>(&s.b2[rB][c0]);
-          const float2 bb1 = *reinterpret_cast<const float2*>(&s.b2[rB][c1]);
-          const float2 n0 = *reinterpret_cast<const float2*>(&s.b2[nRef][c0]);
-          const float2 n1 = *reinterpret_cast<const float2*>(&s.b2[nRef][c1]);
+        constexpr int BP = K + 4;  // b2 pitch (floats)
+        // Per-lane shared byte addresses, advanced per k step (loop-carried, so ptxas keeps them in
+        // registers instead of recomputing them from the warp and lane indices every step).
+        using Smem = PrepSmem<KDA, K>;
+        constexpr uint32_t kQ2K = static_cast<uint32_t>(offsetof(Smem, k) - offsetof(Smem, u0));
+        constexpr uint32_t kTile2 = 16u * (K + 8) * 2u;  // bytes of 16 sk rows
+        uint32_t aq_addr = smem_u32(&sq[16 * ib + (lane & 15)][(lane >> 4) << 3]);  // k rows: + kQ2K
+        // B tiles, two per ldmatrix.x4: matrices (tile i, columns 0-7 / 8-15), (tile i + 1, ...)
+        uint32_t kb_addr = smem_u32(&sk[8 * ntb + ((lane >> 4) << 3) + (lane & 7)][((lane >> 3) & 1) << 3]);
+        uint32_t bA = smem_u32(&s.b2[rA][2 * t]);  // b2 at columns 16 ks + 2t (+ 32 bytes: + 8)
+        uint32_t bN = smem_u32(&s.b2[nRef][2 * t]);
+        uint32_t bJ = smem_u32(&s.b2[8 * ntb + g][2 * t]);
+        // One copy of the k loop per tile count (warp-uniform): no per-step tile predicates.
+        auto kloop = [&](auto njc) {
+          constexpr int NJ = decltype(njc)::value;
+#pragma unroll 2
+        for (int ks = 0; ks < K / 16; ++ks, aq_addr += 32u, kb_addr += 32u, bA += 64u, bN += 64u, bJ += 64u) {
+          constexpr uint32_t c0 = 0u, c1 = 32u;
+          uint32_t qr[4], kr[4], kb[4][2];
+          ldsm_x4_at(qr, aq_addr);
+          ldsm_x4_at(kr, aq_addr + kQ2K);
+          {
+            uint32_t r4[4];
+            ldsm_x4_at(r4, kb_addr);
+            kb[0][0] = r4[0], kb[0][1] = r4[1], kb[1][0] = r4[2], kb[1][1] = r4[3];
+          }
+          if constexpr (NJ > 2) {  // tile 3's rows exist in sk when NJ == 3 (unused then)
+            uint32_t r4[4];
+            ldsm_x4_at(r4, kb_addr + kTile2);
+            kb[2][0] = r4[0], kb[2][1] = r4[1], kb[3][0] = r4[2], kb[3][1] = r4[3];
+          }
+          const float2 qa0 = unpack_bf16_bits(qr[0]), qa1 = unpack_bf16_bits(qr[2]);
+          const float2 qb0 = unpack_bf16_bits(qr[1]), qb1 = unpack_bf16_bits(qr[3]);
+          const float2 ka0 = unpack_bf16_bits(kr[0]), ka1 = unpack_bf16_bits(kr[2]);
+          const float2 kb0 = unpack_bf16_bits(kr[1]), kb1 = unpack_bf16_bits(kr[3]);
+          const float2 ba0 = lds_f32x2_at(bA + c0), ba1 = lds_f32x2_at(bA + c1);
+          const float2 bb0 = lds_f32x2_at(bA + 32u * BP + c0), bb1 = lds_f32x2_at(bA + 32u * BP + c1);
+          const float2 n0 = lds_f32x2_at(bN + c0), n1 = lds_f32x2_at(bN + c1);
           uint32_t aq[4], ak[4];
           {
             const float f[8] = {ex2(ba0.x - n0.x), ex2(ba0.y - n0.y), ex2(bb0.x - n0.x), ex2(bb0.y - n0.y),
@@ -499,24 +534,30 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
             ak[3] = pack_bf16(kb1.x * f[6], kb1.y * f[7]);
           }
 #pragma unroll
-          for (int i = 0; i < 6; ++i) {
-            if (i < ilo || i >= ihi) continue;
-            const int nt = dia ? 2 * ib + i : i;
-            const int j = nt * 8 + g;
-            const float2 bj0 = *reinterpret_cast<const float2*>(&s.b2[j][c0]);
-            const float2 bj1 = *reinterpret_cast<const float2*>(&s.b2[j][c1]);
-            const float2 kj0 = load_bf16x2(&sk[j][c0]), kj1 = load_bf16x2(&sk[j][c1]);
+          for (int i = 0; i < 4; ++i) {
+            if (i >= NJ || (i == 3 && nj == 3)) continue;
+            const float2 bj0 = lds_f32x2_at(bJ + 32u * BP * i + c0), bj1 = lds_f32x2_at(bJ + 32u * BP * i + c1);
+            const float2 kj0 = unpack_bf16_bits(kb[i][0]), kj1 = unpack_bf16_bits(kb[i][1]);
             const uint32_t b0 = pack_bf16(kj0.x * ex2(n0.x - bj0.x), kj0.y * ex2(n0.y - bj0.y));
             const uint32_t b1 = pack_bf16(kj1.x * ex2(n1.x - bj1.x), kj1.y * ex2(n1.y - bj1.y));
             mma_bf16_16816(accA[i], aq, b0, b1);
             mma_bf16_16816(accL[i], ak, b0, b1);
           }
         }
+        };
+        if (nj == 2) kloop(std::integral_constant<int, 2>{});
+        else kloop(std::integral_constant<int, 4>{});  // 3 or 4 tiles
         // epilogue: select (never multiply by a mask); L fp32, Aqk bf16
+        // Rows r = rA (+ 8) have r mod 8 = g and columns j = 8 nt + 2t, so swz<kC>(r, j) is
+        // r kC + ((nt ^ g) << 3) + 2t: one per-lane base, the tile's piece and the half's row offset.
+        const float beta_r[2] = {s.beta[rA], s.beta[rA + 8]};
+        bf16* const Agr = Ag + rA * kC + 2 * t;
+        float* const Lr = &s.u1.L[rA][2 * t];
 #pragma unroll
-        for (int i = 0; i < 6; ++i) {
-          if (i < ilo || i >= ihi) continue;
-          const int nt = dia ? 2 * ib + i : i;
+        for (int i = 0; i < 4; ++i) {
+          if (i >= nj) continue;
+          const int nt = ntb + i;
+          const int jp = (nt ^ g) << 3;  // swizzled column of the lane's pair minus 2t
 #pragma unroll
           for (int hf = 0; hf < 2; ++hf) {
             const int r = 16 * ib + g + hf * 8, j = nt * 8 + 2 * t;
@@ -524,14 +565,13 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
               av[e] = (j + e <= r) ? p.scale * accA[i][hf * 2 + e] : 0.f;
-              lv[e] = (j + e < r) ? s.beta[r] * accL[i][hf * 2 + e] : 0.f;
+              lv[e] = (j + e < r) ? beta_r[hf] * accL[i][hf * 2 + e] : 0.f;
             }
             uint32_t hi, lo;
-            pack_bf16_split(av[0], av[1], hi, lo);
-            *reinterpret_cast<uint32_t*>(Ag + swz<kC>(r, j)) = hi;
-            *reinterpret_cast<uint32_t*>(Ag + kC * kC + swz<kC>(r, j)) = lo;
-            s.u1.L[r][j] = lv[0];
-            s.u1.L[r][j + 1] = lv[1];
+            pack_bf16_split_bits(av[0], av[1], hi, lo);
+            *reinterpret_cast<uint32_t*>(Agr + hf * 8 * kC + jp) = hi;
+            *reinterpret_cast<uint32_t*>(Agr + kC * kC + hf * 8 * kC + jp) = lo;
+            *reinterpret_cast<float2*>(Lr + hf * 8 * 68 + nt * 8) = make_float2(lv[0], lv[1]);
           }
         }
       }
@@ -558,12 +598,14 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
           s.u1.L[r][j] = jj < rr ? s.beta[r] * sl : 0.f;
         }
       }
-      if (dia) {  // Aqk above the diagonal block is zero (the state kernel reads all 64 columns)
-        for (int e = lane; e < 16 * (kC - 16 * (ib + 1)) / 2; e += 32) {
-          const int w2 = (kC - 16 * (ib + 1)) / 2;
-          const int r = 16 * ib + e / w2, j = 16 * (ib + 1) + 2 * (e % w2);
-          *reinterpret_cast<uint32_t*>(Ag + swz<kC>(r, j)) = 0u;
-          *reinterpret_cast<uint32_t*>(Ag + kC * kC + swz<kC>(r, j)) = 0u;
+      if (dia) {  // Aqk above the diagonal block is zero (the state kernel reads all 64 columns):
+        // whole 16-byte pieces (8 columns from 16(ib + 1) on) of the swizzled rows; lane: row, every
+        // second piece (no index division).
+        const int r = 16 * ib + (lane & 15);
+        for (int pc = 2 * (ib + 1) + (lane >> 4); pc < kC / 8; pc += 2) {
+          uint4* const dst = reinterpret_cast<uint4*>(Ag + swz<kC>(r, 8 * pc));
+          dst[0] = make_uint4(0u, 0u, 0u, 0u);                // hi
+          dst[kC * kC / 8] = make_uint4(0u, 0u, 0u, 0u);      // lo
         }
       }
     } else {
