@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -313,6 +314,15 @@ void run_gpu(bool small_only, bool bench_only, const char* only_shape) {
   check_gla_fwd("steep gate T600 K256 V64 h0 (split 5)", gla_cfg(1, 600, 1, 256, 64, true), 2, DType::bf16, true);
   check_gla_fwd("medium gate B2 T1000 H2 K256 V128 (split 8)", gla_cfg(2, 1000, 2, 256, 128, true), 6, DType::bf16, false);
   check_gla_fwd("B2 T1000 H4 D128 (B*H below SM count)", gla_cfg(2, 1000, 4, 128, 128, true), 1, DType::bf16, false);
+  {  // split pass 1 (chunk_gla_fwd_segstate) with every piece on its exact token-recurrence path: the
+     // path pieces with growing gates take, reached here with ordinary gates through the test knob
+    setenv("LINA_GLA_FWD_SEGSTATE", "exact", 1);
+    check_gla_fwd("segstate exact: medium gate T200 D64 B2 h0 (split)", gla_cfg(2, 200, 2, 64, 64, true), 6, DType::bf16, true);
+    check_gla_fwd("segstate exact: K128 V64 T200 B2 h0 (split)", gla_cfg(2, 200, 2, 128, 64, true), 1, DType::bf16, true);
+    check_gla_fwd("segstate exact: varlen [0,15,100,300] H2 D128 h0 (split)", gla_cfg(1, 300, 2, 128, 128, true, {0, 15, 100, 300}), 1,
+                  DType::bf16, true);
+    unsetenv("LINA_GLA_FWD_SEGSTATE");
+  }
   {  // f16 is refused, naming the dtype
     Problem P;
     P.cfg = gla_cfg(1, 8, 1, 64, 64, false);
