@@ -1610,6 +1610,7 @@ __global__ void __launch_bounds__(d256::NT, 1) chunk_gla_fwd_d256_state_wg(D256P
 #pragma unroll
         for (int i = 0; i < 32; ++i) oacc[i] = 0.f;
         wgmma::fence_regs<32>(oacc);
+        wgmma::fence_regs<32>(&af[0][0]);
         cute::warpgroup_arrive();
 #pragma unroll
         for (int ks = 0; ks < 8; ++ks)  // qe tile 2 kh + ks / 4, columns 16 (ks % 4) ..: +32 bytes per k-step
@@ -1619,6 +1620,7 @@ __global__ void __launch_bounds__(d256::NT, 1) chunk_gla_fwd_d256_state_wg(D256P
         state_batch();
         cute::warpgroup_wait<1>();  // the o batch is done (the state batch may still run)
         wgmma::fence_regs<32>(oacc);
+        wgmma::fence_regs<32>(&af[0][0]);
         // Own blocks rbA < rbB (kh = 0: 0, 3; kh = 1: 1, 2), partner blocks pA < pB (the other two). One code
         // path for both warpgroups (ptxas serialises every wgmma of the kernel when they sit in branches
         // on kh): block indices are selects, A @ v runs k-blocks 0, 1 for rbA and 0 .. 3 for rbB (the
