@@ -31,6 +31,12 @@ if(LINA_CUDA_ENABLED)
       set(LINA_CUTLASS_INCLUDE "${_cutlass}" CACHE PATH "" FORCE)
     endif()
   endif()
+  # The wgmma kernels (ops/common/cuda/wgmma_sm90.cuh) use CuTe's GMMA atoms and descriptors.
+  if(NOT LINA_CUTLASS_INCLUDE OR NOT EXISTS "${LINA_CUTLASS_INCLUDE}/cute/arch/mma_sm90_gmma.hpp")
+    message(FATAL_ERROR "lina: the CUDA backend needs the CUTLASS/CuTe headers: pip install nvidia-cutlass "
+                        "(scripts/install-deps.sh does this where nvcc is present), or set LINA_CUTLASS_INCLUDE "
+                        "to a CUTLASS include directory, or configure with -DLINA_WITH_CUDA=OFF")
+  endif()
   message(STATUS "lina: CUDA backend ON (sm_90a), CUTLASS include: ${LINA_CUTLASS_INCLUDE}")
 else()
   message(STATUS "lina: CUDA backend OFF")

@@ -234,6 +234,59 @@ FwdResult check_gla_fwd(const std::string& name, HostCfg cfg, int gate_kind, DTy
   return r;
 }
 
+// K = 256 state-kernel layout self-test: one chunk, one 64-column V tile, one CTA per case, each case
+// isolating GEMMs of the state kernel so that a wrong wgmma descriptor / fragment layout shows where:
+//   "state only" (v = 0, h0): o = q 2^b H0 only (o GEMM: qe tile + bf16(2^rho H) register fragments),
+//     final state 2^bL H0 (accumulator layout round trip);
+//   "A @ v only" (h0 none): o = A v (v tile as the MN-major A operand, A hi / lo tiles), final state
+//     ke^T v (ke as the MN-major B operand over two 64-channel tiles).
+// On a failure the relative-RMS map prints per 16-token x 16-column block of o and per 64-channel
+// tile x 16-column block of the final state (rows of the map: token / channel blocks).
+void error_map(const char* what, const std::vector<double>& ref, const std::vector<double>& out, int rows, int cols, int rb, int cb) {
+  std::printf("    %s error map (rows of %d x columns of %d, RMS(ref - out) / RMS(ref) per block):\n", what, rb, cb);
+  for (int i = 0; i < rows / rb; ++i) {
+    std::printf("     ");
+    for (int j = 0; j < cols / cb; ++j) {
+      double se = 0, sr = 0;
+      for (int r = i * rb; r < (i + 1) * rb; ++r)
+        for (int c = j * cb; c < (j + 1) * cb; ++c) {
+          const double d = ref[static_cast<std::size_t>(r) * cols + c] - out[static_cast<std::size_t>(r) * cols + c];
+          se += d * d;
+          sr += ref[static_cast<std::size_t>(r) * cols + c] * ref[static_cast<std::size_t>(r) * cols + c];
+        }
+      std::printf(" %8.1e", sr > 0 ? std::sqrt(se / sr) : std::sqrt(se));
+    }
+    std::printf("\n");
+  }
+}
+void check_d256_layout() {
+  for (int variant = 0; variant < 2; ++variant) {
+    const char* name = variant == 0 ? "state only (v = 0, h0)" : "A @ v only (no h0)";
+    std::printf("[gla fwd] D256 state-kernel layout self-test: %s, B1 T64 H1 K256 V64\n", name);
+    HostCfg c;
+    c.op = HostOp::gla; c.B = 1; c.T = 64; c.H = 1; c.HV = 1; c.K = 256; c.V = 64; c.h0 = variant == 0;
+    c.scale = 1.0 / 16.0;
+    Problem P;
+    P.cfg = c;
+    P.make(91 + variant, false);
+    if (variant == 0) ck(cudaMemset(P.v.p, 0, P.v.bytes()), "v = 0");
+    const ChunkGlaArgs a = P.gla_args();
+    DTensor o(DType::bf16, P.v_shape()), ht(DType::f32, P.state_shape()), ro(DType::f32, P.v_shape()), rht(DType::f32, P.state_shape());
+    for (DTensor* t : {&o, &ht, &ro, &rht}) t->poison();
+    const RunInfo info = chunk_gla_forward(a, AttentionOutputs{o.view, ht.view}, ForwardMode::training, ExecOptions{Backend::cuda});
+    gpu_reference::chunk_gla_forward(a, AttentionOutputs{ro.view, rht.view});
+    ck(cudaDeviceSynchronize(), "d256 layout self-test");
+    std::string kernels;
+    for (const auto& kn : info.kernels) kernels += (kernels.empty() ? "" : " + ") + kn;
+    std::printf("  ran: %s %s\n", info.backend.c_str(), kernels.c_str());
+    const auto ho = to_host(o.view), rho = to_host(ro.view), hht = to_host(ht.view), rhht = to_host(rht.view);
+    const auto c1 = report(variant == 0 ? "o (o GEMM: qe, 2^rho H fragments)" : "o (A @ v: v tile, A hi / lo tiles)", rho, ho, 0.004);
+    const auto c2 = report(variant == 0 ? "final_state (2^bL H0)" : "final_state (ke^T v: ke, v tiles)", rhht, hht, 0.005);
+    if (!c1.pass) error_map("o [token][V]", rho, ho, 64, 64, 16, 16);
+    if (!c2.pass) error_map("final_state [channel][V]", rhht, hht, 256, 64, 64, 16);
+  }
+}
+
 struct BenchShape {
   const char* name;
   int B, T, H, D;
@@ -287,6 +340,7 @@ void run_gpu(bool small_only, bool bench_only, const char* only_shape) {
     return c;
   };
   if (!bench_only) {
+  check_d256_layout();
   check_gla_fwd("T=1 B1 H2 D64 h0", gla_cfg(1, 1, 2, 64, 64, true), 1, DType::bf16, true);
   check_gla_fwd("T=1 B3 H4 D128 h0", gla_cfg(3, 1, 4, 128, 128, true), 1, DType::bf16, true);
   check_gla_fwd("T=1 B2 H2 D256 h0", gla_cfg(2, 1, 2, 256, 256, true), 1, DType::bf16, true);
