@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -21,6 +22,7 @@
 #include "lina/chunk_gla.h"
 #include "lina/error.h"
 #include "lina/gpu_reference.h"
+#include "ops/gla/cuda/gla_wgmma_selftest.h"
 #include "tests/cuda/device_check_support.cuh"
 #include "tests/cuda/host_recurrence.h"
 
@@ -286,6 +288,12 @@ void run_gpu(bool small_only, bool bench_only, const char* only_shape) {
     return c;
   };
   if (!bench_only) {
+  {  // the K = 128 kernel's wgmma pieces alone: names a wrong descriptor / swizzle / fragment layout
+    const std::string r = lina::detail::cuda::gla_wgmma_selftest();
+    const bool ok = r.empty() || r.rfind("skipped", 0) == 0;
+    if (!ok) ++g_failures;
+    std::printf("[gla fwd] wgmma glue self-test: %s\n", r.empty() ? "ok (exact)" : ok ? r.c_str() : ("FAIL: " + r).c_str());
+  }
   check_gla_fwd("T=1 B1 H2 D64 h0", gla_cfg(1, 1, 2, 64, 64, true), 1, DType::bf16, true);
   check_gla_fwd("T=1 B3 H4 D128 h0", gla_cfg(3, 1, 4, 128, 128, true), 1, DType::bf16, true);
   check_gla_fwd("T=1 B2 H2 D256 h0", gla_cfg(2, 1, 2, 256, 256, true), 1, DType::bf16, true);
@@ -345,7 +353,7 @@ void run_gpu(bool small_only, bool bench_only, const char* only_shape) {
   };
   std::vector<Row> rows;
   for (const auto& s : shapes) {
-    if (only_shape && std::strcmp(only_shape, s.name) != 0) continue;
+    if (only_shape && !std::strstr(only_shape, s.name)) continue;  // one name or a comma-separated list
     Problem P;
     P.cfg = gla_cfg(s.B, s.T, s.H, s.D, s.D, false);
     P.make(42, false);
@@ -369,6 +377,28 @@ void run_gpu(bool small_only, bool bench_only, const char* only_shape) {
     const auto c2 = report("final_state vs GPU ref", to_host(rht.view), to_host(ht.view), 0.005);
     const double ms = timer.median_ms([&] { chunk_gla_forward(a, out, ForwardMode::training, ExecOptions{Backend::cuda}); }, 30, 3);
     const double th = static_cast<double>(s.B) * s.T * s.H;
+    // LINA_GLA_BENCH_AB=N: also time LINA_GLA_FWD_VERSION=N against the default in this process, alternating
+    // (default, N, default, N after the row's own sample), same inputs and timer.
+    if (const char* ab = std::getenv("LINA_GLA_BENCH_AB")) {
+      const char* prev = std::getenv("LINA_GLA_FWD_VERSION");
+      const std::string keep = prev ? prev : "";
+      double t[4];
+      for (int i = 0; i < 4; ++i) {
+        if (i & 1)
+          setenv("LINA_GLA_FWD_VERSION", ab, 1);
+        else if (prev)
+          setenv("LINA_GLA_FWD_VERSION", keep.c_str(), 1);
+        else
+          unsetenv("LINA_GLA_FWD_VERSION");
+        t[i] = timer.median_ms([&] { chunk_gla_forward(a, out, ForwardMode::training, ExecOptions{Backend::cuda}); }, 30, 3);
+      }
+      if (prev)
+        setenv("LINA_GLA_FWD_VERSION", keep.c_str(), 1);
+      else
+        unsetenv("LINA_GLA_FWD_VERSION");
+      std::printf("[ab] %-20s default %.4f %.4f %.4f ms | VERSION=%s %.4f %.4f ms | ratio %.3f\n", s.name, ms, t[0], t[2], ab, t[1], t[3],
+                  (t[1] + t[3]) / (t[0] + t[2]));
+    }
     rows.push_back({s.name, ms, ms * 1e6 / th, s.fla_fwd_ms, s.floor_us, c1.err_ratio, c2.err_ratio, ref_ms});
   }
   // GPU reference backward cost at one shape (informative: it is what `lina run` checks with).
