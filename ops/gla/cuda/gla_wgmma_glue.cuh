@@ -31,18 +31,18 @@ namespace lina::detail::gla_wg {
 namespace GMMA = cute::SM90::GMMA;
 
 // Byte offset of element (r, c) in a [rows][128] bf16 tile stored as two swizzled [rows][64] blocks.
-__device__ __forceinline__ std::uint32_t swz(int r, int c) {
+__host__ __device__ __forceinline__ std::uint32_t swz(int r, int c) {
   return (static_cast<std::uint32_t>(c >> 6) << 13) + (static_cast<std::uint32_t>(r) << 7) +
          (static_cast<std::uint32_t>(((c >> 3) & 7) ^ (r & 7)) << 4) + (static_cast<std::uint32_t>(c & 7) << 1);
 }
 // Same within one [rows][64] block (c < 64).
-__device__ __forceinline__ std::uint32_t swz64(int r, int c) {
+__host__ __device__ __forceinline__ std::uint32_t swz64(int r, int c) {
   return (static_cast<std::uint32_t>(r) << 7) + (static_cast<std::uint32_t>((c >> 3) ^ (r & 7)) << 4) +
          (static_cast<std::uint32_t>(c & 7) << 1);
 }
 
 // SW128 descriptors from a shared-window byte address (block base 1024-aligned; K-major k steps add 32 B).
-__device__ __forceinline__ std::uint64_t desc_k_sw128(std::uint32_t saddr) {
+__host__ __device__ __forceinline__ std::uint64_t desc_k_sw128(std::uint32_t saddr) {
   cute::GmmaDescriptor d;
   d.bitfield.start_address_ = static_cast<std::uint16_t>(saddr >> 4);
   d.bitfield.leading_byte_offset_ = 1;       // unused for swizzled K-major
@@ -51,7 +51,7 @@ __device__ __forceinline__ std::uint64_t desc_k_sw128(std::uint32_t saddr) {
   d.bitfield.layout_type_ = static_cast<std::uint8_t>(GMMA::LayoutType::B128);
   return d.desc_;
 }
-__device__ __forceinline__ std::uint64_t desc_mn_sw128(std::uint32_t saddr, std::uint32_t atom_stride_bytes) {
+__host__ __device__ __forceinline__ std::uint64_t desc_mn_sw128(std::uint32_t saddr, std::uint32_t atom_stride_bytes) {
   cute::GmmaDescriptor d;
   d.bitfield.start_address_ = static_cast<std::uint16_t>(saddr >> 4);
   d.bitfield.leading_byte_offset_ = static_cast<std::uint16_t>(atom_stride_bytes >> 4);  // next 64-element MN atom
