@@ -377,27 +377,38 @@ void run_gpu(bool small_only, bool bench_only, const char* only_shape) {
     const auto c2 = report("final_state vs GPU ref", to_host(rht.view), to_host(ht.view), 0.005);
     const double ms = timer.median_ms([&] { chunk_gla_forward(a, out, ForwardMode::training, ExecOptions{Backend::cuda}); }, 30, 3);
     const double th = static_cast<double>(s.B) * s.T * s.H;
-    // LINA_GLA_BENCH_AB=N: also time LINA_GLA_FWD_VERSION=N against the default in this process, alternating
-    // (default, N, default, N after the row's own sample), same inputs and timer.
+    // LINA_GLA_BENCH_AB=N[,M..]: also time LINA_GLA_FWD_VERSION=N (and M ..) against the default in this
+    // process, alternating twice (default, N, M, .., default, N, M, ..) after the row's own sample; same
+    // inputs and timer. Printed as "[ab] shape default a b | VERSION=N a b ratio (N / default) | ..".
     if (const char* ab = std::getenv("LINA_GLA_BENCH_AB")) {
       const char* prev = std::getenv("LINA_GLA_FWD_VERSION");
       const std::string keep = prev ? prev : "";
-      double t[4];
-      for (int i = 0; i < 4; ++i) {
-        if (i & 1)
-          setenv("LINA_GLA_FWD_VERSION", ab, 1);
+      std::vector<std::string> vers{""};
+      for (std::string rest = ab; !rest.empty();) {
+        const std::size_t c = rest.find(',');
+        vers.push_back(rest.substr(0, c));
+        rest = c == std::string::npos ? "" : rest.substr(c + 1);
+      }
+      auto set_version = [&](const std::string& v) {
+        if (!v.empty())
+          setenv("LINA_GLA_FWD_VERSION", v.c_str(), 1);
         else if (prev)
           setenv("LINA_GLA_FWD_VERSION", keep.c_str(), 1);
         else
           unsetenv("LINA_GLA_FWD_VERSION");
-        t[i] = timer.median_ms([&] { chunk_gla_forward(a, out, ForwardMode::training, ExecOptions{Backend::cuda}); }, 30, 3);
-      }
-      if (prev)
-        setenv("LINA_GLA_FWD_VERSION", keep.c_str(), 1);
-      else
-        unsetenv("LINA_GLA_FWD_VERSION");
-      std::printf("[ab] %-20s default %.4f %.4f %.4f ms | VERSION=%s %.4f %.4f ms | ratio %.3f\n", s.name, ms, t[0], t[2], ab, t[1], t[3],
-                  (t[1] + t[3]) / (t[0] + t[2]));
+      };
+      std::vector<double> t(2 * vers.size());
+      for (int rep = 0; rep < 2; ++rep)
+        for (std::size_t i = 0; i < vers.size(); ++i) {
+          set_version(vers[i]);
+          t[rep * vers.size() + i] = timer.median_ms([&] { chunk_gla_forward(a, out, ForwardMode::training, ExecOptions{Backend::cuda}); }, 30, 3);
+        }
+      set_version("");
+      const double base = t[0] + t[vers.size()];
+      std::printf("[ab] %-20s default %.4f %.4f ms", s.name, t[0], t[vers.size()]);
+      for (std::size_t i = 1; i < vers.size(); ++i)
+        std::printf(" | VERSION=%s %.4f %.4f ms ratio %.3f", vers[i].c_str(), t[i], t[vers.size() + i], (t[i] + t[vers.size() + i]) / base);
+      std::printf("\n");
     }
     rows.push_back({s.name, ms, ms * 1e6 / th, s.fla_fwd_ms, s.floor_us, c1.err_ratio, c2.err_ratio, ref_ms});
   }

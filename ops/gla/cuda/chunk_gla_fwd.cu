@@ -1105,6 +1105,9 @@ __device__ __forceinline__ void store_causal_block_split_swz(unsigned char* hi_s
     }
 }
 
+// kWgA (LINA_GLA_FWD_VERSION=6): producer warpgroup 0 computes A by wgmma (the whole 64 x 64 tile, the
+// mask writes the non-causal blocks' zeros) instead of 8 warps of mma.sync; one producer barrier less.
+template <bool kWgA>
 __global__ void __launch_bounds__(wg128::NT, 1) chunk_gla_fwd_wg128(Params p) {
   using namespace wg128;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -1229,7 +1232,30 @@ __global__ void __launch_bounds__(wg128::NT, 1) chunk_gla_fwd_wg128(Params p) {
           *reinterpret_cast<std::uint32_t*>(sg + o) = pack_bf16(krx, kry);
           *reinterpret_cast<std::uint32_t*>(sk + o) = pack_bf16(krx * ck.x, kry * ck.y);
         }
-        if (want_o) {
+        if (want_o && kWgA) {
+          gla_wg::fence_proxy_async_smem();  // qe, kr (generic writes) -> the A wgmmas
+          psync();                           // qe and kr complete
+          if (pw < 4) {  // producer warpgroup 0: A = qe kr^T, all 64 x 64
+            const std::uint32_t sst = sbase + st * stage_bytes;
+            float aw[32];
+            gla_wg::fence_regs(aw);
+            cute::warpgroup_arrive();
+            gla_wg::issue_a(aw, sst + off_q, sst + off_g);
+            cute::warpgroup_commit_batch();
+            cute::warpgroup_wait<0>();
+            gla_wg::fence_regs(aw);
+            // Each warp's part of a wgmma reads all of kr: the four warps meet before A overwrites it.
+            gla_wg::wg_bar(1);
+            unsigned char* sAh = sg;
+            unsigned char* sAl = sg + 8192;
+#pragma unroll
+            for (int jb = 0; jb < 4; ++jb) {
+              const float acc[2][4] = {{aw[8 * jb], aw[8 * jb + 1], aw[8 * jb + 2], aw[8 * jb + 3]},
+                                       {aw[8 * jb + 4], aw[8 * jb + 5], aw[8 * jb + 6], aw[8 * jb + 7]}};
+              store_causal_block_split_swz(sAh, sAl, acc, pw, jb, g8, t4);  // row block pw; jb > pw: zeros
+            }
+          }
+        } else if (want_o) {
           psync();  // qe and kr complete
           // ---- A = causal(qe kr^T): the 10 causal 16x16 blocks, block i = pw + NPW bi (ldmatrix on swizzled rows).
           const std::uint32_t sq_s = sbase + st * stage_bytes + off_q, sg_s = sbase + st * stage_bytes + off_g;
@@ -1322,8 +1348,9 @@ __global__ void __launch_bounds__(wg128::NT, 1) chunk_gla_fwd_wg128(Params p) {
     const int st = m % STAGES;
     const int t0 = m * kC, cn = min(kC, s.length - t0);
     const std::int64_t row0 = s.row_begin + t0;
+    // (no proxy fence here: the producers fenced their writes before arriving on full, as CUTLASS's
+    // cp.async + GMMA pipelines and FA3's P tile do on the writer side)
     mbar_wait(full + st, static_cast<std::uint32_t>(m / STAGES) & 1u);
-    gla_wg::fence_proxy_async_smem();
     const float* sRe = meta(st);
     const float* sDl = sRe + K;
     const bool steep = any_steep<NPW>(reinterpret_cast<const int*>(sDl + K));
@@ -1869,11 +1896,37 @@ std::string launch_ws(Params prm, int items, const Problem& p, bool split, cudaS
          launch_passes(chunk_gla_fwd_ws<K, VT>, prm, grid, C::NT, C::smem, split, st, "chunk_gla_fwd_ws");
 }
 
+// v5 runs where it exists (K = 128 with 128-column V tiles: on the H200 0.635 vs v4's 0.891 ms at
+// B1_T8192_H96_D128; K = 64 with 64-column tiles: 0.045 vs 0.052 ms at B8_T1024_H8_D64); K = 256 runs
+// prep + state (1.46 vs v4's 2.74 ms at B8_T2048_H32_D256). LINA_GLA_FWD_VERSION=4 selects v4 there
+// (measurement knob, read on every call).
+// K = 128 with 128-column tiles runs chunk_gla_fwd_wg128 (v5 with wgmma consumers) when built with CuTe;
+// LINA_GLA_FWD_VERSION=5 keeps the mma.sync v5 there, =6 runs chunk_gla_fwd_wg128 with A by wgmma too
+// (measurement knobs, read on every call).
+int fwd_version() {
+  const char* e = std::getenv("LINA_GLA_FWD_VERSION");
+  return e ? std::atoi(e) : 0;
+}
+bool use_v5() { return fwd_version() != 4; }
+bool use_wg128() {
+#if defined(LINA_HAVE_CUTLASS)
+  const int v = fwd_version();
+  return v != 4 && v != 5;
+#else
+  return false;
+#endif
+}
+
 std::string launch_wg128(Params prm, int items, const Problem& p, bool split, cudaStream_t st) {
 #if defined(LINA_HAVE_CUTLASS)
-  set_max_dynamic_smem(chunk_gla_fwd_wg128, static_cast<int>(wg128::smem), "chunk_gla_fwd_wg128");
   const dim3 grid(static_cast<unsigned>(p.V / wg128::VT), static_cast<unsigned>(p.H), static_cast<unsigned>(items));
-  return "chunk_gla_fwd_wg128<128,128>" + launch_passes(chunk_gla_fwd_wg128, prm, grid, wg128::NT, wg128::smem, split, st, "chunk_gla_fwd_wg128");
+  if (fwd_version() == 6) {
+    set_max_dynamic_smem(chunk_gla_fwd_wg128<true>, static_cast<int>(wg128::smem), "chunk_gla_fwd_wg128");
+    return "chunk_gla_fwd_wg128<128,128,wgmma A>" +
+           launch_passes(chunk_gla_fwd_wg128<true>, prm, grid, wg128::NT, wg128::smem, split, st, "chunk_gla_fwd_wg128");
+  }
+  set_max_dynamic_smem(chunk_gla_fwd_wg128<false>, static_cast<int>(wg128::smem), "chunk_gla_fwd_wg128");
+  return "chunk_gla_fwd_wg128<128,128>" + launch_passes(chunk_gla_fwd_wg128<false>, prm, grid, wg128::NT, wg128::smem, split, st, "chunk_gla_fwd_wg128");
 #else
   (void)prm, (void)items, (void)p, (void)split, (void)st;
   return {};
@@ -1915,26 +1968,6 @@ std::size_t d256_workspace_bytes(const Problem& p) {
   std::size_t chunks = 0;
   for (const auto& sq : p.sequences) chunks += static_cast<std::size_t>((sq.length + kC - 1) / kC);
   return chunks * static_cast<std::size_t>(p.H) * d256::rec_bytes;
-}
-
-// v5 runs where it exists (K = 128 with 128-column V tiles: on the H200 0.635 vs v4's 0.891 ms at
-// B1_T8192_H96_D128; K = 64 with 64-column tiles: 0.045 vs 0.052 ms at B8_T1024_H8_D64); K = 256 runs
-// prep + state (1.46 vs v4's 2.74 ms at B8_T2048_H32_D256). LINA_GLA_FWD_VERSION=4 selects v4 there
-// (measurement knob, read on every call).
-// K = 128 with 128-column tiles runs chunk_gla_fwd_wg128 (v5 with wgmma consumers) when built with CuTe;
-// LINA_GLA_FWD_VERSION=5 keeps the mma.sync v5 there (measurement knob, read on every call).
-int fwd_version() {
-  const char* e = std::getenv("LINA_GLA_FWD_VERSION");
-  return e ? std::atoi(e) : 0;
-}
-bool use_v5() { return fwd_version() != 4; }
-bool use_wg128() {
-#if defined(LINA_HAVE_CUTLASS)
-  const int v = fwd_version();
-  return v != 4 && v != 5;
-#else
-  return false;
-#endif
 }
 
 template <int K, int VT>

@@ -87,6 +87,15 @@ __device__ __forceinline__ void wgmma_ss_64x64_amn_bk(float (&d)[32], std::uint6
   mma_ss_64x64_mnk(d, da, db, acc ? GMMA::ScaleOut::One : GMMA::ScaleOut::Zero, std::make_index_sequence<32>{});
 }
 template <std::size_t... I>
+__device__ __forceinline__ void mma_ss_64x64_kk(float (&d)[32], std::uint64_t da, std::uint64_t db, GMMA::ScaleOut sc,
+                                                std::index_sequence<I...>) {
+  GMMA::MMA_64x64x16_F32BF16BF16_SS<GMMA::Major::K, GMMA::Major::K>::fma(da, db, d[I]..., sc);
+}
+// D (64 x 64) += A (64 x 16, K-major) @ B (16 x 64, K-major), both in shared memory.
+__device__ __forceinline__ void wgmma_ss_64x64_ak_bk(float (&d)[32], std::uint64_t da, std::uint64_t db, bool acc) {
+  mma_ss_64x64_kk(d, da, db, acc ? GMMA::ScaleOut::One : GMMA::ScaleOut::Zero, std::make_index_sequence<32>{});
+}
+template <std::size_t... I>
 __device__ __forceinline__ void mma_ss_64x128_mnmn(float (&d)[64], std::uint64_t da, std::uint64_t db, GMMA::ScaleOut sc,
                                                    std::index_sequence<I...>) {
   GMMA::MMA_64x128x16_F32BF16BF16_SS<GMMA::Major::MN, GMMA::Major::MN>::fma(da, db, d[I]..., sc);
@@ -135,6 +144,16 @@ __device__ __forceinline__ void issue_o_intra(float (&o)[32], std::uint32_t vblk
 __device__ __forceinline__ void issue_state(float (&ht)[64], std::uint32_t vblk, std::uint32_t ke) {
 #pragma unroll
   for (int ks = 0; ks < 4; ++ks) wgmma_ss_64x128_amn_bmn(ht, desc_mn_sw128(vblk + ks * 2048, 8192), desc_mn_sw128(ke + ks * 2048, 8192), true);
+}
+// Producers (LINA_GLA_FWD_VERSION=6): A [64 tok][64 tok'] = qe @ kr^T, 8 SS wgmmas m64n64k16 over the 128
+// channels (A operand = qe, B operand = kr, both [64][128] tiles K-major). The accumulator d[4 ni + e] of
+// warp w is the m16n8 accumulator of row block w, column tile ni (mma.sync's layout).
+__device__ __forceinline__ void issue_a(float (&a)[32], std::uint32_t qe, std::uint32_t kr) {
+#pragma unroll
+  for (int ks = 0; ks < 8; ++ks) {
+    const std::uint32_t o = (ks >> 2) * 8192 + (ks & 3) * 32;
+    wgmma_ss_64x64_ak_bk(a, desc_k_sw128(qe + o), desc_k_sw128(kr + o), ks > 0);
+  }
 }
 
 }  // namespace lina::detail::gla_wg

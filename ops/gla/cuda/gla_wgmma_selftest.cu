@@ -1,6 +1,6 @@
 // See gla_wgmma_selftest.h. One warpgroup runs state_a_frags + issue_o_state (RS, B = K-major tile),
-// issue_o_intra (SS, A = MN-major v block, B = K-major A hi / lo) and issue_state (SS, A = MN-major,
-// B = MN-major two-block tile) exactly as chunk_gla_fwd_wg128 calls them, on tiles written through the
+// issue_o_intra (SS, A = MN-major v block, B = K-major A hi / lo), issue_a (SS, both K-major) and
+// issue_state (SS, A = MN-major, B = MN-major two-block tile) exactly as chunk_gla_fwd_wg128 calls them, on tiles written through the
 // same swizzle function. Inputs are multiples of 1/8 (A lo: 1/1024) in [-1, 1], scales powers of two, so
 // every product and sum is exact in fp32 and the comparison is exact.
 #include "ops/gla/cuda/gla_wgmma_selftest.h"
@@ -26,9 +26,11 @@ constexpr int kT = 64, kCh = 128, kV = 128;
 #if defined(LINA_HAVE_CUTLASS)
 // X [64 tok][128 ch] (qe, then ke), Vt [64 tok][128 V] (block 1 = this warpgroup's 64 columns), Ahi, Alo
 // [64][64], Hf [64 v][128 ch] fp32 (the state accumulator, v = rows of block 1), re [128] scales.
-// out: O1 [64 v][64 tok] (o from the state), O2 [64 v][64 tok] (intra), O3 [64 v][128 ch] (state update).
+// out: O1 [64 v][64 tok] (o from the state), O2 [64 v][64 tok] (intra), O3 [64 v][128 ch] (state update),
+// O4 [64 tok][64 tok'] = X @ Vt^T (the producers' A of LINA_GLA_FWD_VERSION=6: both operands K-major).
 __global__ void __launch_bounds__(128) wgmma_selftest_kernel(const float* X, const float* Vt, const float* Ahi, const float* Alo,
-                                                              const float* Hf, const float* re, float* O1, float* O2, float* O3) {
+                                                              const float* Hf, const float* re, float* O1, float* O2, float* O3,
+                                                              float* O4) {
   using namespace gla_wg;
   extern __shared__ __align__(16) unsigned char raw[];
   const std::uint32_t raw_s = cuda_util::smem_u32(raw);
@@ -79,6 +81,17 @@ __global__ void __launch_bounds__(128) wgmma_selftest_kernel(const float* X, con
 #pragma unroll
     for (int i = 0; i < 32; ++i) O2[row_of(i) * kT + col_of(i)] = o[i];
   }
+  {
+    float o[32];
+    fence_regs(o);
+    cute::warpgroup_arrive();
+    issue_a(o, bx, cuda_util::smem_u32(sv));
+    cute::warpgroup_commit_batch();
+    cute::warpgroup_wait<0>();
+    fence_regs(o);
+#pragma unroll
+    for (int i = 0; i < 32; ++i) O4[row_of(i) * kT + col_of(i)] = o[i];
+  }
   fence_regs(ht);
   cute::warpgroup_arrive();
   issue_state(ht, bv, bx);
@@ -107,7 +120,13 @@ std::string gla_wgmma_selftest() {
   for (int i = 0; i < 64 * kCh; ++i) Hf[i] = static_cast<float>(val(i, 5, 0.125));
   for (int i = 0; i < kCh; ++i) re[i] = (i % 3 == 0) ? 0.5f : (i % 3 == 1) ? 1.f : 2.f;
   // host results (exact in double and in fp32)
-  std::vector<double> R1(64 * kT), R2(64 * kT), R3(64 * kCh);
+  std::vector<double> R1(64 * kT), R2(64 * kT), R3(64 * kCh), R4(kT * kT);
+  for (int r = 0; r < kT; ++r)
+    for (int c = 0; c < kT; ++c) {
+      double a = 0;
+      for (int ch = 0; ch < kCh; ++ch) a += static_cast<double>(X[r * kCh + ch]) * Vt[c * kV + ch];
+      R4[r * kT + c] = a;
+    }
   for (int v = 0; v < 64; ++v) {
     for (int t = 0; t < kT; ++t) {
       double a = 0, b = 0;
@@ -122,25 +141,26 @@ std::string gla_wgmma_selftest() {
       R3[v * kCh + c] = a;
     }
   }
-  std::vector<float*> d(9, nullptr);
-  const std::size_t n[9] = {X.size(), Vt.size(), Ahi.size(), Alo.size(), Hf.size(), re.size(), R1.size(), R2.size(), R3.size()};
+  std::vector<float*> d(10, nullptr);
+  const std::size_t n[10] = {X.size(), Vt.size(), Ahi.size(), Alo.size(), Hf.size(), re.size(), R1.size(), R2.size(), R3.size(), R4.size()};
   const float* h[6] = {X.data(), Vt.data(), Ahi.data(), Alo.data(), Hf.data(), re.data()};
   std::string err;
   auto ck = [&](cudaError_t e, const char* what) {
     if (e != cudaSuccess && err.empty()) err = std::string(what) + ": " + cudaGetErrorString(e);
     return e == cudaSuccess;
   };
-  for (int i = 0; i < 9; ++i) ck(cudaMalloc(&d[i], n[i] * sizeof(float)), "cudaMalloc");
+  for (int i = 0; i < 10; ++i) ck(cudaMalloc(&d[i], n[i] * sizeof(float)), "cudaMalloc");
   for (int i = 0; i < 6 && err.empty(); ++i) ck(cudaMemcpy(d[i], h[i], n[i] * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
   const int smem = 49152 + kCh * 4 + 1024;
-  std::vector<float> O1(R1.size()), O2(R2.size()), O3(R3.size());
+  std::vector<float> O1(R1.size()), O2(R2.size()), O3(R3.size()), O4(R4.size());
   if (err.empty() && ck(cudaFuncSetAttribute(wgmma_selftest_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem), "smem attribute")) {
-    wgmma_selftest_kernel<<<1, 128, smem>>>(d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8]);
+    wgmma_selftest_kernel<<<1, 128, smem>>>(d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8], d[9]);
     ck(cudaGetLastError(), "launch");
     ck(cudaDeviceSynchronize(), "kernel");
     ck(cudaMemcpy(O1.data(), d[6], O1.size() * 4, cudaMemcpyDeviceToHost), "cudaMemcpy");
     ck(cudaMemcpy(O2.data(), d[7], O2.size() * 4, cudaMemcpyDeviceToHost), "cudaMemcpy");
     ck(cudaMemcpy(O3.data(), d[8], O3.size() * 4, cudaMemcpyDeviceToHost), "cudaMemcpy");
+    ck(cudaMemcpy(O4.data(), d[9], O4.size() * 4, cudaMemcpyDeviceToHost), "cudaMemcpy");
   }
   for (float* p : d) cudaFree(p);
   if (!err.empty()) return err;
@@ -169,7 +189,8 @@ std::string gla_wgmma_selftest() {
   };
   return cmp("o from the state (state_a_frags register fragments + RS wgmma, B = qe K-major SW128)", O1, R1, kT) +
          cmp("o intra (SS wgmma, A = v^T MN-major SW128 block 1, B = A hi / lo K-major SW128)", O2, R2, kT) +
-         cmp("state update (SS wgmma m64n128, A = v^T MN-major, B = ke MN-major SW128, two atoms LBO 8192)", O3, R3, kCh);
+         cmp("state update (SS wgmma m64n128, A = v^T MN-major, B = ke MN-major SW128, two atoms LBO 8192)", O3, R3, kCh) +
+         cmp("producers' A of VERSION=6 (SS wgmma, A = qe K-major, B = kr K-major SW128)", O4, R4, kT);
 #endif
 }
 
