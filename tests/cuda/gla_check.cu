@@ -22,6 +22,7 @@
 #include "lina/chunk_gla.h"
 #include "lina/error.h"
 #include "lina/gpu_reference.h"
+#include "ops/gla/cuda/gla_wgmma_selftest.h"
 #include "tests/cuda/device_check_support.cuh"
 #include "tests/cuda/host_recurrence.h"
 
@@ -341,6 +342,12 @@ void run_gpu(bool small_only, bool bench_only, const char* only_shape) {
   };
   if (!bench_only) {
   check_d256_layout();
+  {  // the K = 128 kernel's wgmma pieces alone: names a wrong descriptor / swizzle / fragment layout
+    const std::string r = lina::detail::cuda::gla_wgmma_selftest();
+    const bool ok = r.empty() || r.rfind("skipped", 0) == 0;
+    if (!ok) ++g_failures;
+    std::printf("[gla fwd] wgmma glue self-test: %s\n", r.empty() ? "ok (exact)" : ok ? r.c_str() : ("FAIL: " + r).c_str());
+  }
   check_gla_fwd("T=1 B1 H2 D64 h0", gla_cfg(1, 1, 2, 64, 64, true), 1, DType::bf16, true);
   check_gla_fwd("T=1 B3 H4 D128 h0", gla_cfg(3, 1, 4, 128, 128, true), 1, DType::bf16, true);
   check_gla_fwd("T=1 B2 H2 D256 h0", gla_cfg(2, 1, 2, 256, 256, true), 1, DType::bf16, true);
@@ -409,7 +416,7 @@ void run_gpu(bool small_only, bool bench_only, const char* only_shape) {
   };
   std::vector<Row> rows;
   for (const auto& s : shapes) {
-    if (only_shape && std::strcmp(only_shape, s.name) != 0) continue;
+    if (only_shape && !std::strstr(only_shape, s.name)) continue;  // one name or a comma-separated list
     Problem P;
     P.cfg = gla_cfg(s.B, s.T, s.H, s.D, s.D, false);
     P.make(42, false);
@@ -433,6 +440,39 @@ void run_gpu(bool small_only, bool bench_only, const char* only_shape) {
     const auto c2 = report("final_state vs GPU ref", to_host(rht.view), to_host(ht.view), 0.005);
     const double ms = timer.median_ms([&] { chunk_gla_forward(a, out, ForwardMode::training, ExecOptions{Backend::cuda}); }, 30, 3);
     const double th = static_cast<double>(s.B) * s.T * s.H;
+    // LINA_GLA_BENCH_AB=N[,M..]: also time LINA_GLA_FWD_VERSION=N (and M ..) against the default in this
+    // process, alternating twice (default, N, M, .., default, N, M, ..) after the row's own sample; same
+    // inputs and timer. Printed as "[ab] shape default a b | VERSION=N a b ratio (N / default) | ..".
+    if (const char* ab = std::getenv("LINA_GLA_BENCH_AB")) {
+      const char* prev = std::getenv("LINA_GLA_FWD_VERSION");
+      const std::string keep = prev ? prev : "";
+      std::vector<std::string> vers{""};
+      for (std::string rest = ab; !rest.empty();) {
+        const std::size_t c = rest.find(',');
+        vers.push_back(rest.substr(0, c));
+        rest = c == std::string::npos ? "" : rest.substr(c + 1);
+      }
+      auto set_version = [&](const std::string& v) {
+        if (!v.empty())
+          setenv("LINA_GLA_FWD_VERSION", v.c_str(), 1);
+        else if (prev)
+          setenv("LINA_GLA_FWD_VERSION", keep.c_str(), 1);
+        else
+          unsetenv("LINA_GLA_FWD_VERSION");
+      };
+      std::vector<double> t(2 * vers.size());
+      for (int rep = 0; rep < 2; ++rep)
+        for (std::size_t i = 0; i < vers.size(); ++i) {
+          set_version(vers[i]);
+          t[rep * vers.size() + i] = timer.median_ms([&] { chunk_gla_forward(a, out, ForwardMode::training, ExecOptions{Backend::cuda}); }, 30, 3);
+        }
+      set_version("");
+      const double base = t[0] + t[vers.size()];
+      std::printf("[ab] %-20s default %.4f %.4f ms", s.name, t[0], t[vers.size()]);
+      for (std::size_t i = 1; i < vers.size(); ++i)
+        std::printf(" | VERSION=%s %.4f %.4f ms ratio %.3f", vers[i].c_str(), t[i], t[vers.size() + i], (t[i] + t[vers.size() + i]) / base);
+      std::printf("\n");
+    }
     rows.push_back({s.name, ms, ms * 1e6 / th, s.fla_fwd_ms, s.floor_us, c1.err_ratio, c2.err_ratio, ref_ms});
   }
   // GPU reference backward cost at one shape (informative: it is what `lina run` checks with).
