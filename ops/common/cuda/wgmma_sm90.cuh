@@ -34,7 +34,7 @@ using Major = cute::SM90::GMMA::Major;
 using ScaleOut = cute::SM90::GMMA::ScaleOut;
 
 // Element offset of (row, col < 64) inside an SW128 tile.
-__device__ __forceinline__ int sw128(int row, int col) { return row * 64 + ((((col >> 3) ^ row) & 7) << 3) + (col & 7); }
+__host__ __device__ __forceinline__ int sw128(int row, int col) { return row * 64 + ((((col >> 3) ^ row) & 7) << 3) + (col & 7); }
 // Byte offset of the 16-byte piece c8 (columns 8 c8 ..) of row `row` inside an SW128 tile.
 __device__ __forceinline__ std::uint32_t sw128_piece(int row, int c8) {
   return static_cast<std::uint32_t>(row * 128 + (((c8 ^ row) & 7) << 4));
@@ -42,7 +42,7 @@ __device__ __forceinline__ std::uint32_t sw128_piece(int row, int c8) {
 
 // Descriptor of an SW128 operand starting at shared-window byte address `saddr` (the atom base plus a
 // k-step offset; the atom base 1024-byte aligned, so base_offset = 0). lbo / sbo in bytes.
-__device__ __forceinline__ std::uint64_t desc_sw128(std::uint32_t saddr, std::uint32_t lbo, std::uint32_t sbo) {
+__host__ __device__ __forceinline__ std::uint64_t desc_sw128(std::uint32_t saddr, std::uint32_t lbo, std::uint32_t sbo) {
   cute::GmmaDescriptor d;
   d.bitfield.start_address_ = static_cast<std::uint16_t>(saddr >> 4);
   d.bitfield.leading_byte_offset_ = static_cast<std::uint16_t>(lbo >> 4);
@@ -52,8 +52,8 @@ __device__ __forceinline__ std::uint64_t desc_sw128(std::uint32_t saddr, std::ui
   return d.desc_;
 }
 // K-major and MN-major descriptors of the tile format above.
-__device__ __forceinline__ std::uint64_t desc_k(std::uint32_t saddr) { return desc_sw128(saddr, 16, 1024); }
-__device__ __forceinline__ std::uint64_t desc_mn(std::uint32_t saddr, std::uint32_t tile_stride) {
+__host__ __device__ __forceinline__ std::uint64_t desc_k(std::uint32_t saddr) { return desc_sw128(saddr, 16, 1024); }
+__host__ __device__ __forceinline__ std::uint64_t desc_mn(std::uint32_t saddr, std::uint32_t tile_stride) {
   return desc_sw128(saddr, tile_stride, 1024);
 }
 
@@ -93,6 +93,8 @@ __device__ __forceinline__ void mma_rs(const std::uint32_t* a, std::uint64_t db,
 }
 
 // The shapes used (bf16 x bf16 -> f32).
+template <Major A, Major B>
+using M64N64_SS = cute::SM90::GMMA::MMA_64x64x16_F32BF16BF16_SS<A, B>;
 template <Major A, Major B>
 using M64N16_SS = cute::SM90::GMMA::MMA_64x16x16_F32BF16BF16_SS<A, B>;
 template <Major A, Major B>

@@ -1,36 +1,30 @@
-// wgmma glue for chunk_gla_fwd's K = 128 consumer warpgroups (v5 wgmma; docs/kernels/chunk_gla_fwd.md,
-// "v5 wgmma"). Local to the GLA forward until the project's shared sm_90 wgmma header
-// (ops/common/cuda/wgmma_sm90.cuh, another branch) lands; the lead unifies the two.
-//
-// Tiles: bf16 [rows][64] blocks with 128-byte rows, 128-byte swizzled (the 16-byte unit u of row r sits at
-// unit u ^ (r & 7); address bits [4,7) ^= bits [7,10)), each block 1024-byte aligned, 8-row groups 1024 B
-// apart. A [64][128] tile is two such blocks (columns 0..63, 64..127), 8 KB apart.
-// Descriptors (PTX ISA "matrix descriptor", CuTe make_gmma_desc, cute/atom/mma_traits_sm90_gmma.hpp):
-//   K-major  SW128: ((8 rows, n groups), (16 B x 2)) : ((128 B, SBO), (16 B)); LBO unused (1), SBO = 1024.
-//                   The k16 step kk of a 64-wide block starts 32 kk bytes into the row (base offset 0).
-//   MN-major SW128: ((64 MN elements, n atoms), (8 K rows, k groups)) : ((2 B, LBO), (128 B, SBO));
-//                   LBO = distance between 64-element MN atoms (here the next block, 8192), SBO = 1024.
-// Register fragments (CuTe CLayout_64xN / ALayout_64x16): thread t of the warpgroup, w = t / 32,
-// g8 = (t % 32) / 4, t4 = t % 4; accumulator d[i] of m64nN: row 16 w + g8 + 8 ((i >> 1) & 1),
-// column 8 (i >> 2) + 2 t4 + (i & 1). The A fragment of m64k16 (RS) a[j] = bf16x2 of rows 16 w + g8
-// + 8 (j & 1), columns 8 (j >> 1) + 2 t4 + {0, 1}: so d[8 ks + 2 j], d[8 ks + 2 j + 1] of an fp32 m64nN
-// accumulator, packed, are a[j] of the k-slice 16 ks .. 16 ks + 15 (FlashAttention-3's P @ V identity).
+// wgmma pieces of chunk_gla_fwd's K = 128 kernel (v5 wgmma; docs/kernels/chunk_gla_fwd.md, "v5 wgmma"):
+// the [rows][128] stage tiles (two SW128 blocks of 64 columns) and the consumer / producer GEMMs of one
+// chunk, on the project's wgmma glue (ops/common/cuda/wgmma_sm90.cuh: tile format, descriptors,
+// register-fragment identity, call wrappers).
 #pragma once
 #include <cuda_bf16.h>
 
 #include <cstdint>
 #include <utility>
 
-#include <cute/arch/mma_sm90_desc.hpp>
-#include <cute/arch/mma_sm90_gmma.hpp>
-
 #include "ops/common/cuda/mma_primitives.cuh"  // pack_bf16
+#include "ops/common/cuda/wgmma_sm90.cuh"
 
 namespace lina::detail::gla_wg {
 
 namespace GMMA = cute::SM90::GMMA;
 
-// Byte offset of element (r, c) in a [rows][128] bf16 tile stored as two swizzled [rows][64] blocks.
+namespace wg = cuda_util::wgmma;
+using wg::fence_proxy_async_smem;
+template <int N>
+__device__ __forceinline__ void fence_regs(float (&r)[N]) {
+  wg::fence_regs<N>(r);
+}
+
+// Byte offset of element (r, c) in a [rows][128] bf16 tile stored as two SW128 blocks of 64 columns
+// (wgmma_sm90.cuh's sw128 on bytes; written out in unsigned arithmetic, which the kernel's address code
+// was tuned with).
 __host__ __device__ __forceinline__ std::uint32_t swz(int r, int c) {
   return (static_cast<std::uint32_t>(c >> 6) << 13) + (static_cast<std::uint32_t>(r) << 7) +
          (static_cast<std::uint32_t>(((c >> 3) & 7) ^ (r & 7)) << 4) + (static_cast<std::uint32_t>(c & 7) << 1);
@@ -40,34 +34,16 @@ __host__ __device__ __forceinline__ std::uint32_t swz64(int r, int c) {
   return (static_cast<std::uint32_t>(r) << 7) + (static_cast<std::uint32_t>((c >> 3) ^ (r & 7)) << 4) +
          (static_cast<std::uint32_t>(c & 7) << 1);
 }
-
-// SW128 descriptors from a shared-window byte address (block base 1024-aligned; K-major k steps add 32 B).
-__host__ __device__ __forceinline__ std::uint64_t desc_k_sw128(std::uint32_t saddr) {
-  cute::GmmaDescriptor d;
-  d.bitfield.start_address_ = static_cast<std::uint16_t>(saddr >> 4);
-  d.bitfield.leading_byte_offset_ = 1;       // unused for swizzled K-major
-  d.bitfield.stride_byte_offset_ = 1024 >> 4;  // 8-row groups
-  d.bitfield.base_offset_ = 0;
-  d.bitfield.layout_type_ = static_cast<std::uint8_t>(GMMA::LayoutType::B128);
-  return d.desc_;
-}
+__host__ __device__ __forceinline__ std::uint64_t desc_k_sw128(std::uint32_t saddr) { return wg::desc_k(saddr); }
 __host__ __device__ __forceinline__ std::uint64_t desc_mn_sw128(std::uint32_t saddr, std::uint32_t atom_stride_bytes) {
-  cute::GmmaDescriptor d;
-  d.bitfield.start_address_ = static_cast<std::uint16_t>(saddr >> 4);
-  d.bitfield.leading_byte_offset_ = static_cast<std::uint16_t>(atom_stride_bytes >> 4);  // next 64-element MN atom
-  d.bitfield.stride_byte_offset_ = 1024 >> 4;                                           // next 8 K rows
-  d.bitfield.base_offset_ = 0;
-  d.bitfield.layout_type_ = static_cast<std::uint8_t>(GMMA::LayoutType::B128);
-  return d.desc_;
+  return wg::desc_mn(saddr, atom_stride_bytes);
 }
-
-// Generic-proxy shared-memory writes (st.shared, cp.async) before async-proxy reads (wgmma operands).
-__device__ __forceinline__ void fence_proxy_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
 // Warpgroup named barrier (ids 1, 2: the kernel uses no other named barrier).
 __device__ __forceinline__ void wg_bar(int id) { asm volatile("bar.sync %0, 128;\n" ::"r"(id) : "memory"); }
 
-// ---- calls of the CuTe atoms with the accumulator array expanded into the argument list.
+// Calls of the CuTe atoms with the accumulator array expanded into the argument list (array references:
+// the pointer-taking wrappers of wgmma_sm90.cuh gave wg128 an 8-byte stack frame).
 template <std::size_t... I>
 __device__ __forceinline__ void mma_rs_64x64(float (&d)[32], const std::uint32_t (&a)[4], std::uint64_t db, GMMA::ScaleOut sc,
                                              std::index_sequence<I...>) {
@@ -103,12 +79,6 @@ __device__ __forceinline__ void mma_ss_64x128_mnmn(float (&d)[64], std::uint64_t
 // D (64 x 128) += A (64 x 16, MN-major) @ B (16 x 128, MN-major), both in shared memory.
 __device__ __forceinline__ void wgmma_ss_64x128_amn_bmn(float (&d)[64], std::uint64_t da, std::uint64_t db, bool acc) {
   mma_ss_64x128_mnmn(d, da, db, acc ? GMMA::ScaleOut::One : GMMA::ScaleOut::Zero, std::make_index_sequence<64>{});
-}
-
-template <int N>
-__device__ __forceinline__ void fence_regs(float (&r)[N]) {
-#pragma unroll
-  for (int i = 0; i < N; ++i) cute::warpgroup_fence_operand(r[i]);
 }
 
 // ---- The consumer GEMMs of one chunk (issue only: the caller fences, arrives, commits and waits).
