@@ -344,9 +344,8 @@ void run_gpu(bool small_only, bool bench_only, const char* only_shape) {
   check_d256_layout();
   {  // the K = 128 kernel's wgmma pieces alone: names a wrong descriptor / swizzle / fragment layout
     const std::string r = lina::detail::cuda::gla_wgmma_selftest();
-    const bool ok = r.empty() || r.rfind("skipped", 0) == 0;
-    if (!ok) ++g_failures;
-    std::printf("[gla fwd] wgmma glue self-test: %s\n", r.empty() ? "ok (exact)" : ok ? r.c_str() : ("FAIL: " + r).c_str());
+    if (!r.empty()) ++g_failures;
+    std::printf("[gla fwd] wgmma glue self-test: %s\n", r.empty() ? "ok (exact)" : ("FAIL: " + r).c_str());
   }
   check_gla_fwd("T=1 B1 H2 D64 h0", gla_cfg(1, 1, 2, 64, 64, true), 1, DType::bf16, true);
   check_gla_fwd("T=1 B3 H4 D128 h0", gla_cfg(3, 1, 4, 128, 128, true), 1, DType::bf16, true);

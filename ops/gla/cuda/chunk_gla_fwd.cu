@@ -29,9 +29,7 @@
 #include "ops/common/cuda/mma_primitives.cuh"
 #include "ops/common/cuda/wgmma_sm90.cuh"
 #include "ops/common/cuda/workspace.h"
-#if defined(LINA_HAVE_CUTLASS)
 #include "ops/gla/cuda/gla_wgmma_glue.cuh"
-#endif
 
 namespace lina::detail::cuda {
 namespace {
@@ -1047,7 +1045,6 @@ __global__ void __launch_bounds__(WsCfg<K, VT>::NT, WsCfg<K, VT>::MINB) chunk_gl
   }
 }
 
-#if defined(LINA_HAVE_CUTLASS)
 // ---------------------------------------------------------------------------------------------------
 // v5 wgmma (K = 128, VT = 128; the default there, LINA_GLA_FWD_VERSION=5 runs chunk_gla_fwd_ws<128,128>;
 // docs/kernels/chunk_gla_fwd.md, "v5 wgmma"). The producers are v5's (same loads, scan, operands, A),
@@ -1468,7 +1465,6 @@ __global__ void __launch_bounds__(wg128::NT, 1) chunk_gla_fwd_wg128(Params p) {
       }
   }
 }
-#endif  // LINA_HAVE_CUTLASS
 
 // ---------------------------------------------------------------------------------------------------
 // K = 256 (docs/kernels/chunk_gla_fwd.md, "D256 prep + state"): v4's <256,64> redid the gate scan, the
@@ -2415,16 +2411,11 @@ int fwd_version() {
 }
 bool use_v5() { return fwd_version() != 4; }
 bool use_wg128() {
-#if defined(LINA_HAVE_CUTLASS)
   const int v = fwd_version();
   return v != 4 && v != 5;
-#else
-  return false;
-#endif
 }
 
 std::string launch_wg128(Params prm, int items, const Problem& p, bool split, cudaStream_t st) {
-#if defined(LINA_HAVE_CUTLASS)
   const dim3 grid(static_cast<unsigned>(p.V / wg128::VT), static_cast<unsigned>(p.H), static_cast<unsigned>(items));
   if (fwd_version() != 6) {
     set_max_dynamic_smem(chunk_gla_fwd_wg128<true>, static_cast<int>(wg128::smem), "chunk_gla_fwd_wg128");
@@ -2435,10 +2426,6 @@ std::string launch_wg128(Params prm, int items, const Problem& p, bool split, cu
   set_max_dynamic_smem(chunk_gla_fwd_wg128<false>, static_cast<int>(wg128::smem), "chunk_gla_fwd_wg128");
   return "chunk_gla_fwd_wg128<128,128>" + launch_passes(chunk_gla_fwd_wg128<false>, prm, grid, wg128::NT, wg128::smem, split, st, "chunk_gla_fwd_wg128",
                                                              launch_segstate<128, 128>);
-#else
-  (void)prm, (void)items, (void)p, (void)split, (void)st;
-  return {};
-#endif
 }
 
 // K = 256: the prep kernel (operands once per chunk and head) and the state kernel per 64-column V tile.

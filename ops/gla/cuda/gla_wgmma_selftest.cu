@@ -13,17 +13,14 @@
 #include <string>
 #include <vector>
 
-#if defined(LINA_HAVE_CUTLASS)
 #include "ops/common/cuda/mma_primitives.cuh"
 #include "ops/gla/cuda/gla_wgmma_glue.cuh"
-#endif
 
 namespace lina::detail::cuda {
 namespace {
 
 constexpr int kT = 64, kCh = 128, kV = 128;
 
-#if defined(LINA_HAVE_CUTLASS)
 // X [64 tok][128 ch] (qe, then ke), Vt [64 tok][128 V] (block 1 = this warpgroup's 64 columns), Ahi, Alo
 // [64][64], Hf [64 v][128 ch] fp32 (the state accumulator, v = rows of block 1), re [128] scales.
 // out: O1 [64 v][64 tok] (o from the state), O2 [64 v][64 tok] (intra), O3 [64 v][128 ch] (state update),
@@ -101,14 +98,10 @@ __global__ void __launch_bounds__(128) wgmma_selftest_kernel(const float* X, con
 #pragma unroll
   for (int i = 0; i < 64; ++i) O3[row_of(i) * kCh + col_of(i)] = ht[i];
 }
-#endif
 
 }  // namespace
 
 std::string gla_wgmma_selftest() {
-#if !defined(LINA_HAVE_CUTLASS)
-  return "skipped: built without CuTe";
-#else
   auto val = [](int i, int salt, double unit) { return static_cast<double>(((i * 37 + salt * 101 + 11) % 17) - 8) * unit; };
   std::vector<float> X(kT * kCh), Vt(kT * kV), Ahi(kT * kT), Alo(kT * kT), Hf(64 * kCh), re(kCh);
   for (int i = 0; i < kT * kCh; ++i) X[i] = static_cast<float>(val(i, 1, 0.125));
@@ -190,8 +183,7 @@ std::string gla_wgmma_selftest() {
   return cmp("o from the state (state_a_frags register fragments + RS wgmma, B = qe K-major SW128)", O1, R1, kT) +
          cmp("o intra (SS wgmma, A = v^T MN-major SW128 block 1, B = A hi / lo K-major SW128)", O2, R2, kT) +
          cmp("state update (SS wgmma m64n128, A = v^T MN-major, B = ke MN-major SW128, two atoms LBO 8192)", O3, R3, kCh) +
-         cmp("producers' A of VERSION=6 (SS wgmma, A = qe K-major, B = kr K-major SW128)", O4, R4, kT);
-#endif
+         cmp("producers' A (SS wgmma, A = qe K-major, B = kr K-major SW128)", O4, R4, kT);
 }
 
 }  // namespace lina::detail::cuda
