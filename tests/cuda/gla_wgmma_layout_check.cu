@@ -2,9 +2,8 @@
 // against CuTe's own layout algebra: the swizzled element offsets of the qe / ke, v and A tiles (swz,
 // swz64), the start offsets of the k16 slices, the LBO / SBO / layout type that make_gmma_desc derives for
 // them (the values desc_k_sw128 / desc_mn_sw128 hard-code), and the accumulator / RS A register fragments
-// that state_a_frags and the o store assume. No GPU needed. Not a CMake target (CuTe is optional there):
-//   nvcc -std=c++20 --expt-relaxed-constexpr -I. -I$LINA_CUTLASS_INCLUDE -o /tmp/gla_wgmma_layout_check \
-//        tests/cuda/gla_wgmma_layout_check.cu && /tmp/gla_wgmma_layout_check
+// that state_a_frags and the o store assume. No GPU needed: target lina_gla_wgmma_layout_check, ctest
+// gla_wgmma_layout_check (built with the CUDA backend).
 // (CuTe prints "cast_smem_ptr_to_uint not supported" on the host for the descriptor start address; the
 // start offsets are compared through the slice pointers instead.) Passes (0 mismatches) on this branch; a changed SBO is caught (tried).
 #include <cstdio>
