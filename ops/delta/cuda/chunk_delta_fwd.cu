@@ -36,6 +36,7 @@
 #include "ops/common/cuda/launch_setup.h"
 #include "ops/common/cuda/mbarrier.cuh"
 #include "ops/common/cuda/mma_primitives.cuh"
+#include "ops/common/cuda/wgmma_sm90.cuh"
 #include "ops/common/cuda/workspace.h"
 
 namespace lina::detail::cuda {
@@ -87,6 +88,7 @@ struct Params {
   int l2norm;
   int safe;  // KDA: diagonal sub-blocks through the middle reference row (needs g >= -5)
   int nitems;  // prep work items: total chunks * HV (the prep grid is persistent and strides over them)
+  int wg_layout;  // w, q e^b, k e^(bL-b) tiles in the wgmma state kernel's order (tile_off)
   Workspace ws;
 };
 
@@ -202,6 +204,15 @@ template <int R>
 __device__ __forceinline__ int swz(int r, int c) {
   static_assert(R % 64 == 0, "swz: rows of whole 128-byte lines");
   return r * R + ((((c >> 3) ^ (r & 7))) << 3) + (c & 7);
+}
+// Element offset of (r, c) in a w / q e^b / k e^(bL-b) workspace tile: rows of K (`swz`, the mma.sync
+// state kernel's ldmatrix layout) or, for the wgmma state kernel (`blocked`), K / 64 consecutive SW128
+// tiles [C][64] (wgmma's canonical order: 64-column block, then row). Same bytes per tile, both one
+// contiguous block; at K = 64 the two are the same.
+template <int K>
+__device__ __forceinline__ int tile_off(int r, int c, int blocked) {
+  if constexpr (K == 64) return swz<K>(r, c);
+  else return blocked ? wgmma::sw128_blocked<kC>(r, c) : swz<K>(r, c);
 }
 // ldmatrix addresses in a swizzled tile: the unswizzled shared byte address of the lane's row piece,
 // XORed with (row mod 8) << 4. Tile bases and row pitches are multiples of 128 bytes (the state
@@ -693,7 +704,7 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
         } else {
           e0 = e1 = ex2(s.bs[r]);
         }
-        st_u32(qg + swz<K>(r, c), pack_bf16(qv.x * e0, qv.y * e1));
+        st_u32(qg + tile_off<K>(r, c, p.wg_layout), pack_bf16(qv.x * e0, qv.y * e1));
       }
       for (int c = tid - 128; c < K; c += 128) p.ws.el[ch * K + c] = KDA ? ex2(s.bL[c]) : ex2(bsl);
     }
@@ -758,7 +769,7 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
           e0 = e1 = ex2(s.bs[r]);
           l0 = l1 = ex2(fminf(bsl - s.bs[r], 0.f));
         }
-        st_u32(kg + swz<K>(r, c), pack_bf16(kv.x * l0, kv.y * l1));
+        st_u32(kg + tile_off<K>(r, c, p.wg_layout), pack_bf16(kv.x * l0, kv.y * l1));
         st_u32(&sk[r][c], pack_bf16(kv.x * e0, kv.y * e1));  // k e^b for w
       }
     }
@@ -799,8 +810,8 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
 #pragma unroll
         for (int nt = 0; nt < NW / 8; ++nt) {
           const int c = cb + nt * 8 + 2 * t;
-          st_u32(wg + swz<K>(r0 + g, c), pack_bf16(acc[nt][0], acc[nt][1]));
-          st_u32(wg + swz<K>(r0 + g + 8, c), pack_bf16(acc[nt][2], acc[nt][3]));
+          st_u32(wg + tile_off<K>(r0 + g, c, p.wg_layout), pack_bf16(acc[nt][0], acc[nt][1]));
+          st_u32(wg + tile_off<K>(r0 + g + 8, c, p.wg_layout), pack_bf16(acc[nt][2], acc[nt][3]));
         }
       }
     }
@@ -1088,6 +1099,201 @@ __global__ void __launch_bounds__(NW * 32, (K <= 128 && NW == 8) ? 2 : 1) delta_
   }
 }
 
+// ---- wgmma state kernel (K = 64 / 128; the default there, LINA_DELTA_STATE=mma runs
+// delta_state_kernel). One CTA = one warpgroup (128 threads) per (sequence, value head, 64-column V
+// tile). The state is held transposed, H^T [64 V][K channels], as the fp32 accumulator of an m64nK
+// wgmma: thread (warp w, lane g8 = lane / 4, t4 = lane % 4) holds ht[4 nt + e] = H^T(v = 16 w + g8 +
+// 8 (e >= 2), ch = 8 nt + 2 t4 + (e & 1)). Per chunk (every product RS: the left operand comes from
+// registers, so neither H nor v_new goes through shared memory):
+//   batch 1: v_new^T = u^T - bf16(H^T) w^T and P^T = bf16(H^T) (q e^b)^T: 2 x K/16 m64n64k16 RS
+//     (A = bf16(H^T) packed from the accumulator, k-step = 16 channels; B = w / q e^b, K-major)
+//   batch 2 (o): o^T = scale P^T + vn_hi^T Aqk_hi^T + vn_hi^T Aqk_lo^T + vn_lo^T Aqk_hi^T: 12
+//     m64n64k16 RS (A = v_new^T hi / lo packed from batch 1's accumulator, k-step = 16 tokens; B = Aqk,
+//     K-major; Aqk is zero above the diagonal, so the whole tile is multiplied)
+//   batch 3 (state): H^T = H^T diag(e^bL) + vn_hi^T (k e^(bL-b)): 4 m64nKk16 RS (B = k e^(bL-b),
+//     MN-major)
+// Operands: w, q e^b, k e^(bL-b) as K/64 SW128 tiles [C][64] (the prep's `blocked` layout), Aqk hi / lo
+// SW128 [C][C], e^bL; one bulk copy each, in two mbarrier groups as in delta_state_kernel (WQ = w,
+// q e^b; KA = k e^(bL-b), Aqk, e^bL). u: plain loads into registers, one chunk ahead. o leaves through
+// a padded shared tile [tok][v] (16-byte stores to HBM).
+template <int K>
+struct StateWgSmem {
+  bf16 w[kC * K];  // SW128 tiles, each 1024-byte aligned (the struct is placed at a 1 KB boundary)
+  bf16 qg[kC * K];
+  bf16 kg[kC * K];
+  bf16 a[2][kC * kC];  // Aqk hi, lo
+  float el[K];         // e^bL
+  bf16 o[kC][kC + 8];  // o tile [token][value column], padded (conflict-free scalar writes)
+  std::uint64_t bar[2];
+};
+template <int K>
+constexpr std::size_t kStateWgSmemBytes = sizeof(StateWgSmem<K>) + 1024;  // + manual 1 KB alignment
+static_assert(kStateWgSmemBytes<128> <= 113 * 1024, "wgmma state K=128: two CTAs per SM");
+
+template <int K>
+__global__ void __launch_bounds__(128, 1) delta_state_wg_kernel(const Params p) {
+  using wgmma::Major;
+  using S = StateWgSmem<K>;
+  static_assert(K == 64 || K == 128, "wgmma state kernel: K = 64 or 128");
+  static_assert(offsetof(S, w) % 1024 == 0 && offsetof(S, qg) % 1024 == 0 && offsetof(S, kg) % 1024 == 0 &&
+                    offsetof(S, a) % 1024 == 0 && offsetof(S, el) % 16 == 0 && offsetof(S, bar) % 8 == 0,
+                "SW128 tiles 1 KB aligned; bulk copies 16-byte aligned");
+  static_assert(sizeof(S::w) == kTileBytes<K> && sizeof(S::a) == kATileBytes, "shared tile = workspace block");
+  extern __shared__ __align__(16) unsigned char state_wg_smem_raw[];
+  unsigned char* const sm_base = state_wg_smem_raw + ((1024u - (smem_u32(state_wg_smem_raw) & 1023u)) & 1023u);
+  S& s = *reinterpret_cast<S*>(sm_base);
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
+  const int vrow = 16 * warp + g8;  // this thread's value columns: vrow, vrow + 8
+
+  int bid = blockIdx.x;
+  const int vt = bid % p.nvt;
+  bid /= p.nvt;
+  const int hv = bid % p.HV;
+  const int n = bid / p.HV;
+  const SeqDesc sd = p.seqs.at(n);
+  const int V = p.V, vcol0 = vt * kVT;
+  const int nchunks = (sd.length + kC - 1) / kC;
+  auto chunk_id = [&](int ci) { return (static_cast<long>(sd.chunk_off) + ci) * p.HV + hv; };
+
+  std::uint64_t* const bar_wq = &s.bar[0];
+  std::uint64_t* const bar_ka = &s.bar[1];
+  auto issue_wq = [&](int ci) {  // thread 0 only
+    const long c = chunk_id(ci);
+    mbar_arrive_expect_tx(bar_wq, 2 * kTileBytes<K>);
+    bulk_copy_g2s(s.w, p.ws.w + c * kC * K, kTileBytes<K>, bar_wq);
+    bulk_copy_g2s(s.qg, p.ws.qg + c * kC * K, kTileBytes<K>, bar_wq);
+  };
+  auto issue_ka = [&](int ci) {  // thread 0 only
+    const long c = chunk_id(ci);
+    mbar_arrive_expect_tx(bar_ka, kTileBytes<K> + kATileBytes + K * 4);
+    bulk_copy_g2s(s.kg, p.ws.kg + c * kC * K, kTileBytes<K>, bar_ka);
+    bulk_copy_g2s(&s.a[0][0], p.ws.a + c * 2 * kC * kC, kATileBytes, bar_ka);
+    bulk_copy_g2s(s.el, p.ws.el + c * K, K * 4, bar_ka);
+  };
+  if (tid == 0) {
+    mbar_init(bar_wq, 1);
+    mbar_init(bar_ka, 1);
+    mbar_init_fence();
+  }
+  __syncthreads();
+  if (tid == 0 && nchunks > 0) issue_wq(0);
+
+  float ht[K / 2];  // H^T accumulator (m64nK)
+  const long sbase = (static_cast<long>(n) * p.HV + hv) * K * V;
+#pragma unroll
+  for (int i = 0; i < K / 2; ++i) {
+    const int ch = 8 * (i >> 2) + 2 * t4 + (i & 1), v = vrow + ((i & 2) << 2);
+    ht[i] = p.h0 ? p.h0[sbase + static_cast<long>(ch) * V + vcol0 + v] : 0.f;
+  }
+  // u^T in the m64n64 accumulator layout: ur[4 j + e] = u(token 8 j + 2 t4 + (e & 1), value vrow + 8 (e >= 2))
+  float ur[32];
+  auto load_u = [&](int ci) {
+    if (ci >= nchunks) return;
+    const float* ug = p.ws.u + chunk_id(ci) * kC * V + vcol0 + vrow;
+#pragma unroll
+    for (int i = 0; i < 32; ++i) ur[i] = ug[(8 * (i >> 2) + 2 * t4 + (i & 1)) * V + ((i & 2) << 2)];
+  };
+  load_u(0);
+
+  const std::uint32_t a_w = smem_u32(s.w), a_q = smem_u32(s.qg), a_k = smem_u32(s.kg), a_a = smem_u32(&s.a[0][0]);
+#pragma unroll 1
+  for (int ci = 0; ci < nchunks; ++ci) {
+    __syncthreads();  // every wgmma read of kg / Aqk (chunk ci-1) and every read of the o tile done
+    if (tid == 0) issue_ka(ci);
+    mbar_wait(bar_wq, ci & 1);  // WQ(ci) landed
+
+    // ---- batch 1: vacc = bf16(H^T) w^T, pacc = bf16(H^T) (q e^b)^T
+    std::uint32_t af[K / 16][4];
+#pragma unroll
+    for (int ks = 0; ks < K / 16; ++ks)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) af[ks][j] = pack_bf16(ht[8 * ks + 2 * j], ht[8 * ks + 2 * j + 1]);
+    float vacc[32], pacc[32];
+#pragma unroll
+    for (int i = 0; i < 32; ++i) vacc[i] = pacc[i] = 0.f;
+    wgmma::fence_regs<32>(vacc);
+    wgmma::fence_regs<32>(pacc);
+    wgmma::fence_regs<K / 4>(&af[0][0]);
+    cute::warpgroup_arrive();
+#pragma unroll
+    for (int ks = 0; ks < K / 16; ++ks)  // channels 16 ks ..: tile ks / 4, 32 bytes per k-step inside it
+      wgmma::mma_rs<wgmma::M64N64_RS<Major::K>, 32>(af[ks], wgmma::desc_k(a_w + (ks >> 2) * 8192 + (ks & 3) * 32), vacc);
+#pragma unroll
+    for (int ks = 0; ks < K / 16; ++ks)
+      wgmma::mma_rs<wgmma::M64N64_RS<Major::K>, 32>(af[ks], wgmma::desc_k(a_q + (ks >> 2) * 8192 + (ks & 3) * 32), pacc);
+    cute::warpgroup_commit_batch();
+    cute::warpgroup_wait<0>();
+    wgmma::fence_regs<32>(vacc);
+    wgmma::fence_regs<32>(pacc);
+    wgmma::fence_regs<K / 4>(&af[0][0]);
+
+    // v_new^T = u^T - vacc as bf16 hi + lo: the A fragments of k-step (16 tokens) i / 4
+    std::uint32_t vh[4][4], vl[4][4];
+#pragma unroll
+    for (int i = 0; i < 16; ++i) pack_bf16_split(ur[2 * i] - vacc[2 * i], ur[2 * i + 1] - vacc[2 * i + 1], vh[i >> 2][i & 3], vl[i >> 2][i & 3]);
+    __syncthreads();  // every warp's batch-1 reads of w, q e^b are done
+    if (tid == 0 && ci + 1 < nchunks) issue_wq(ci + 1);
+    load_u(ci + 1);
+#pragma unroll
+    for (int i = 0; i < 32; ++i) pacc[i] *= p.scale;
+    mbar_wait(bar_ka, ci & 1);  // KA(ci) landed
+#pragma unroll
+    for (int i = 0; i < K / 2; i += 2) {
+      const float2 e = *reinterpret_cast<const float2*>(&s.el[8 * (i >> 2) + 2 * t4]);
+      ht[i] *= e.x;
+      ht[i + 1] *= e.y;
+    }
+
+    // ---- batch 2 (o) then batch 3 (state), one after the other without waiting in between
+    wgmma::fence_regs<32>(pacc);
+    wgmma::fence_regs<K / 2>(ht);
+    wgmma::fence_regs<16>(&vh[0][0]);
+    wgmma::fence_regs<16>(&vl[0][0]);
+    cute::warpgroup_arrive();
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {  // tokens j = 16 ks ..: 32 bytes per k-step in Aqk's rows
+      wgmma::mma_rs<wgmma::M64N64_RS<Major::K>, 32>(vh[ks], wgmma::desc_k(a_a + ks * 32), pacc);
+      wgmma::mma_rs<wgmma::M64N64_RS<Major::K>, 32>(vh[ks], wgmma::desc_k(a_a + kATileBytes / 2 + ks * 32), pacc);
+      wgmma::mma_rs<wgmma::M64N64_RS<Major::K>, 32>(vl[ks], wgmma::desc_k(a_a + ks * 32), pacc);
+    }
+    cute::warpgroup_commit_batch();
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks)  // tokens 16 ks ..: 16 rows = 2048 bytes; 64-channel tiles 8 KB apart
+      wgmma::mma_rs<wgmma::M64_RS<K, Major::MN>, K / 2>(vh[ks], wgmma::desc_mn(a_k + ks * 2048, 8192), ht);
+    cute::warpgroup_commit_batch();
+    cute::warpgroup_wait<1>();  // o done (the state batch may still run)
+    wgmma::fence_regs<32>(pacc);
+
+    // o^T -> the o tile [token][value] -> 16-byte stores of the chunk's valid rows
+#pragma unroll
+    for (int i = 0; i < 32; ++i) s.o[8 * (i >> 2) + 2 * t4 + (i & 1)][vrow + ((i & 2) << 2)] = __float2bfloat16_rn(pacc[i]);
+    __syncthreads();  // the o tile is complete
+    {
+      const long t0 = sd.row_begin + static_cast<long>(ci) * kC;
+      const int Cn = min(kC, sd.length - ci * kC);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int u = tid + 128 * j, r = u >> 3, c8 = u & 7;
+        if (r < Cn)
+          *reinterpret_cast<uint4*>(p.o + ((t0 + r) * p.HV + hv) * V + vcol0 + 8 * c8) = *reinterpret_cast<const uint4*>(&s.o[r][8 * c8]);
+      }
+    }
+    cute::warpgroup_wait<0>();
+    wgmma::fence_regs<K / 2>(ht);
+    wgmma::fence_regs<16>(&vh[0][0]);
+    wgmma::fence_regs<16>(&vl[0][0]);
+  }
+  // No bulk copy is in flight here: KA of the last chunk was waited for, WQ(nchunks) never issued.
+
+  if (p.ht) {
+#pragma unroll
+    for (int i = 0; i < K / 2; ++i) {
+      const int ch = 8 * (i >> 2) + 2 * t4 + (i & 1), v = vrow + ((i & 2) << 2);
+      p.ht[sbase + static_cast<long>(ch) * V + vcol0 + v] = ht[i];
+    }
+  }
+}
+
 [[noreturn]] void cuda_fail(const char* what, cudaError_t e) {
   throw Error(ErrorCode::runtime, "", std::string("chunk_delta cuda: ") + what + ": " + cudaGetErrorString(e));
 }
@@ -1104,13 +1310,29 @@ bool narrow_state_tiles() {
   return on;
 }
 
+// The state kernel at K <= 128: wgmma (delta_state_wg_kernel, the default) or, with
+// LINA_DELTA_STATE=mma, the mma.sync one (delta_state_kernel, 32- or 64-column tiles; A/B knob, read
+// once per process). K = 256 always runs the mma.sync kernel: one warpgroup's m64n256 state accumulator
+// (128 registers) plus the product accumulators does not fit 255 registers.
+bool state_wgmma(long K) {
+  static const bool mma = [] {
+    const char* e = std::getenv("LINA_DELTA_STATE");
+    return e && std::string(e) == "mma";
+  }();
+  return K <= 128 && !mma;
+}
+
 template <bool KDA, int K>
 void run(Params prm, const Problem& p, cudaStream_t st) {
   // Attributes and occupancy once per device (launch_setup), not per call.
   set_max_dynamic_smem(delta_prep_kernel<KDA, K>, static_cast<int>(sizeof(PrepSmem<KDA, K>)), "delta_prep_kernel");
   set_max_dynamic_smem(delta_state_kernel<K, 8>, static_cast<int>(sizeof(StateSmem<K>)), "delta_state_kernel");
-  if constexpr (K <= 128)
+  if constexpr (K <= 128) {
     set_max_dynamic_smem(delta_state_kernel<K, 8, 32>, static_cast<int>(sizeof(StateSmem<K, 32>)), "delta_state_kernel");
+    set_max_dynamic_smem(delta_state_wg_kernel<K>, static_cast<int>(kStateWgSmemBytes<K>), "delta_state_wg_kernel");
+  }
+  const bool wg = state_wgmma(K);
+  prm.wg_layout = wg ? 1 : 0;  // the prep writes w, q e^b, k e^(bL-b) in the wgmma kernel's tile order
   const int prep_per_sm = std::max(1, max_active_blocks(delta_prep_kernel<KDA, K>, kThreads, sizeof(PrepSmem<KDA, K>), "delta_prep_kernel"));
   const int sms = sm_count();
   const DeviceSeqs seqs = upload_sequences(p, st);  // dense: no table
@@ -1144,7 +1366,9 @@ void run(Params prm, const Problem& p, cudaStream_t st) {
     // each walks the same chunks with half the state and products. Measured on the H200: faster at 64
     // CTAs (B2_T16384_H16, D64), slower at 128 (B4_T2048_H16: two CTAs per SM), so the bar is 2 x grid
     // <= SMs (LINA_DELTA_STATE_VC=64 keeps 64; measurement knob).
-    if (K <= 128 && 2 * grid <= sms && narrow_state_tiles()) {
+    if (wg) {
+      if constexpr (K <= 128) delta_state_wg_kernel<K><<<static_cast<unsigned>(grid), 128, kStateWgSmemBytes<K>, st>>>(prm);
+    } else if (K <= 128 && 2 * grid <= sms && narrow_state_tiles()) {
       if constexpr (K <= 128)
         delta_state_kernel<K, 8, 32><<<static_cast<unsigned>(2 * grid), 256, sizeof(StateSmem<K, 32>), st>>>(prm);
     } else {
@@ -1224,7 +1448,8 @@ RunInfo chunk_kda_forward(const Problem& p, const ChunkKdaArgs& a, const Attenti
   prm.safe = a.safe_gate && a.lower_bound && *a.lower_bound >= -5.0;
   dispatch<true>(prm, p, static_cast<cudaStream_t>(opts.stream));
   const std::string kd = std::to_string(p.K);
-  return RunInfo{"cuda", {"lina::delta_prep_kernel<kda," + kd + ">", "lina::delta_state_kernel<" + kd + ">"}};
+  return RunInfo{"cuda", {"lina::delta_prep_kernel<kda," + kd + ">",
+                          std::string(state_wgmma(p.K) ? "lina::delta_state_wg_kernel<" : "lina::delta_state_kernel<") + kd + ">"}};
 }
 
 RunInfo chunk_gdn_forward(const Problem& p, const ChunkGdnArgs& a, const AttentionOutputs& out, ForwardMode,
@@ -1235,7 +1460,8 @@ RunInfo chunk_gdn_forward(const Problem& p, const ChunkGdnArgs& a, const Attenti
   prm.safe = 0;
   dispatch<false>(prm, p, static_cast<cudaStream_t>(opts.stream));
   const std::string kd = std::to_string(p.K);
-  return RunInfo{"cuda", {"lina::delta_prep_kernel<gdn," + kd + ">", "lina::delta_state_kernel<" + kd + ">"}};
+  return RunInfo{"cuda", {"lina::delta_prep_kernel<gdn," + kd + ">",
+                          std::string(state_wgmma(p.K) ? "lina::delta_state_wg_kernel<" : "lina::delta_state_kernel<") + kd + ">"}};
 }
 
 }  // namespace lina::detail::cuda
