@@ -1195,11 +1195,24 @@ __global__ void __launch_bounds__(128, 1) delta_state_wg_kernel(const Params p) 
   };
   load_u(0);
 
+  // Chunk cj's o tile (in s.o) -> 16-byte stores of its valid rows; called after a CTA barrier.
+  auto store_o = [&](int cj) {
+    const long t0 = sd.row_begin + static_cast<long>(cj) * kC;
+    const int Cn = min(kC, sd.length - cj * kC);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int u = tid + 128 * j, r = u >> 3, c8 = u & 7;
+      if (r < Cn)
+        *reinterpret_cast<uint4*>(p.o + ((t0 + r) * p.HV + hv) * V + vcol0 + 8 * c8) = *reinterpret_cast<const uint4*>(&s.o[r][8 * c8]);
+    }
+  };
+
   const std::uint32_t a_w = smem_u32(s.w), a_q = smem_u32(s.qg), a_k = smem_u32(s.kg), a_a = smem_u32(&s.a[0][0]);
 #pragma unroll 1
   for (int ci = 0; ci < nchunks; ++ci) {
-    __syncthreads();  // every wgmma read of kg / Aqk (chunk ci-1) and every read of the o tile done
+    __syncthreads();  // every wgmma read of kg / Aqk (chunk ci-1) done; chunk ci-1's o tile complete
     if (tid == 0) issue_ka(ci);
+    if (ci > 0) store_o(ci - 1);  // read before the next barrier; the tile is rewritten after it
     mbar_wait(bar_wq, ci & 1);  // WQ(ci) landed
 
     // ---- batch 1: vacc = bf16(H^T) w^T, pacc = bf16(H^T) (q e^b)^T
@@ -1231,7 +1244,7 @@ __global__ void __launch_bounds__(128, 1) delta_state_wg_kernel(const Params p) 
     std::uint32_t vh[4][4], vl[4][4];
 #pragma unroll
     for (int i = 0; i < 16; ++i) pack_bf16_split(ur[2 * i] - vacc[2 * i], ur[2 * i + 1] - vacc[2 * i + 1], vh[i >> 2][i & 3], vl[i >> 2][i & 3]);
-    __syncthreads();  // every warp's batch-1 reads of w, q e^b are done
+    __syncthreads();  // every warp's batch-1 reads of w, q e^b are done; chunk ci-1's o tile stored
     if (tid == 0 && ci + 1 < nchunks) issue_wq(ci + 1);
     load_u(ci + 1);
 #pragma unroll
@@ -1264,26 +1277,19 @@ __global__ void __launch_bounds__(128, 1) delta_state_wg_kernel(const Params p) 
     cute::warpgroup_wait<1>();  // o done (the state batch may still run)
     wgmma::fence_regs<32>(pacc);
 
-    // o^T -> the o tile [token][value] -> 16-byte stores of the chunk's valid rows
+    // o^T -> the o tile [token][value]; stored to HBM after the next barrier (next chunk or below)
 #pragma unroll
     for (int i = 0; i < 32; ++i) s.o[8 * (i >> 2) + 2 * t4 + (i & 1)][vrow + ((i & 2) << 2)] = __float2bfloat16_rn(pacc[i]);
-    __syncthreads();  // the o tile is complete
-    {
-      const long t0 = sd.row_begin + static_cast<long>(ci) * kC;
-      const int Cn = min(kC, sd.length - ci * kC);
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int u = tid + 128 * j, r = u >> 3, c8 = u & 7;
-        if (r < Cn)
-          *reinterpret_cast<uint4*>(p.o + ((t0 + r) * p.HV + hv) * V + vcol0 + 8 * c8) = *reinterpret_cast<const uint4*>(&s.o[r][8 * c8]);
-      }
-    }
     cute::warpgroup_wait<0>();
     wgmma::fence_regs<K / 2>(ht);
     wgmma::fence_regs<16>(&vh[0][0]);
     wgmma::fence_regs<16>(&vl[0][0]);
   }
   // No bulk copy is in flight here: KA of the last chunk was waited for, WQ(nchunks) never issued.
+  if (nchunks > 0) {
+    __syncthreads();
+    store_o(nchunks - 1);
+  }
 
   if (p.ht) {
 #pragma unroll
