@@ -43,7 +43,7 @@ __device__ __forceinline__ std::uint32_t sw128_piece(int row, int c8) {
 
 // Descriptor of an SW128 operand starting at shared-window byte address `saddr` (the atom base plus a
 // k-step offset; the atom base 1024-byte aligned, so base_offset = 0). lbo / sbo in bytes.
-__device__ __forceinline__ std::uint64_t desc_sw128(std::uint32_t saddr, std::uint32_t lbo, std::uint32_t sbo) {
+__host__ __device__ __forceinline__ std::uint64_t desc_sw128(std::uint32_t saddr, std::uint32_t lbo, std::uint32_t sbo) {
   cute::GmmaDescriptor d;
   d.bitfield.start_address_ = static_cast<std::uint16_t>(saddr >> 4);
   d.bitfield.leading_byte_offset_ = static_cast<std::uint16_t>(lbo >> 4);
@@ -53,8 +53,8 @@ __device__ __forceinline__ std::uint64_t desc_sw128(std::uint32_t saddr, std::ui
   return d.desc_;
 }
 // K-major and MN-major descriptors of the tile format above.
-__device__ __forceinline__ std::uint64_t desc_k(std::uint32_t saddr) { return desc_sw128(saddr, 16, 1024); }
-__device__ __forceinline__ std::uint64_t desc_mn(std::uint32_t saddr, std::uint32_t tile_stride) {
+__host__ __device__ __forceinline__ std::uint64_t desc_k(std::uint32_t saddr) { return desc_sw128(saddr, 16, 1024); }
+__host__ __device__ __forceinline__ std::uint64_t desc_mn(std::uint32_t saddr, std::uint32_t tile_stride) {
   return desc_sw128(saddr, tile_stride, 1024);
 }
 
