@@ -13,6 +13,8 @@
 //    v_new (H update and o's Aqk part); each phase's operands are loaded during the other, as bulk
 //    copies (cp.async.bulk + mbarrier) of workspace tiles the prep wrote in the shared-memory layout
 //    (unpadded rows, 16-byte pieces XOR-swizzled by the row so that ldmatrix is conflict-free).
+//    The default is its wgmma form, delta_state_wg_kernel (H^T as the accumulator, every product RS;
+//    LINA_DELTA_STATE=mma runs the mma.sync delta_state_kernel).
 // Tensor-core products use mma.sync m16n8k16 bf16 -> fp32; the (I+L)^-1 block merges use mma.sync
 // m16n8k8 tf32 (FLA's precision). Gates are kept as log2 cumsums and only non-positive differences
 // are exponentiated, except KDA's safe_gate diagonal sub-blocks, whose middle reference row bounds
