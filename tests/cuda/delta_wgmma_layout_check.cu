@@ -2,7 +2,7 @@
 // ops/delta/cuda/chunk_delta_fwd.cu, helpers in ops/common/cuda/wgmma_sm90.cuh) against CuTe's layout
 // algebra: the prep's `blocked` tile offsets (wgmma::sw128_blocked) of w / q e^b (B of batch 1, K-major,
 // N = 64 tokens, K = K channels) and k e^(bL-b) (B of the state batch, MN-major, N = KH channels of a
-// warpgroup, K = 64 tokens) for K = 64 / 128 / 256, the k16 slice starts and the descriptor fields
+// warpgroup, K = 64 tokens) for K = 64 / 128 / 256 (K = 128 with one or two warpgroups), the k16 slice starts and the descriptor fields
 // (desc_k / desc_mn), Aqk rows NO kh .. as the K-major B of the o batch (N = 64 or 32), and the
 // accumulator / RS A register fragments for N = 32 / 64 / 128. No GPU needed. Not a CMake target:
 //   nvcc -std=c++20 --expt-relaxed-constexpr -I. -I$LINA_CUTLASS_INCLUDE -o /tmp/delta_wgmma_layout_check \
@@ -35,9 +35,9 @@ const uintptr_t base = reinterpret_cast<uintptr_t>(buf);
 template <class T>
 long off(T* p) { return long(reinterpret_cast<uintptr_t>(p) - base); }
 
-template <int K>
+template <int K, int NWG>
 void check_k() {
-  constexpr int NWG = K == 256 ? 2 : 1, KH = K / NWG;
+  constexpr int KH = K / NWG;
   // w / q e^b: B of batch 1, (N = 64 tokens, K = K channels), K-major; warpgroup kh reads channels KH kh ..
   {
     auto L = tile_to_shape(G::Layout_K_SW128_Atom<bfloat16_t>{}, Shape<_64, Int<K>>{});
@@ -94,9 +94,10 @@ void check_frag() {  // accumulator m64nN: value i of thread t -> (row 16 w + g8
 }
 
 int main() {
-  check_k<64>();
-  check_k<128>();
-  check_k<256>();
+  check_k<64, 1>();
+  check_k<128, 1>();
+  check_k<128, 2>();  // LINA_DELTA_STATE=wg2
+  check_k<256, 2>();
   check_a<64>();
   check_a<32>();
   check_frag<32>();

@@ -1122,9 +1122,9 @@ __global__ void __launch_bounds__(NW * 32, (K <= 128 && NW == 8) ? 2 : 1) delta_
 // a padded shared tile [tok][v] (16-byte stores to HBM after the next CTA barrier).
 // One code path for all warpgroups (kh only in addresses and selects: wgmma under a branch on kh makes
 // ptxas serialise every wgmma of the kernel).
-template <int K>
+template <int K, int NWG_ = (K == 256 ? 2 : 1)>
 struct StateWgSmem {
-  static constexpr int NWG = K == 256 ? 2 : 1;
+  static constexpr int NWG = NWG_;
   bf16 w[kC * K];  // SW128 tiles, each 1024-byte aligned (the struct is placed at a 1 KB boundary)
   bf16 qg[kC * K];
   bf16 kg[kC * K];
@@ -1136,16 +1136,19 @@ struct StateWgSmem {
   float4 x[NWG == 2 ? 2 : 1][NWG == 2 ? 12 : 1][128];
   std::uint64_t bar[2];
 };
-template <int K>
-constexpr std::size_t kStateWgSmemBytes = sizeof(StateWgSmem<K>) + 1024;  // + manual 1 KB alignment
+template <int K, int NWG = (K == 256 ? 2 : 1)>
+constexpr std::size_t kStateWgSmemBytes = sizeof(StateWgSmem<K, NWG>) + 1024;  // + manual 1 KB alignment
 static_assert(kStateWgSmemBytes<128> <= 113 * 1024, "wgmma state K=128: two CTAs per SM");
 static_assert(kStateWgSmemBytes<256> <= 227 * 1024, "wgmma state K=256 over the sm_90 limit");
 
-template <int K>
-__global__ void __launch_bounds__(128 * StateWgSmem<K>::NWG, 1) delta_state_wg_kernel(const Params p) {
+// NWG: 1 (K = 64 / 128) or 2 (K = 256; K = 128 with LINA_DELTA_STATE=wg2, a measurement variant with
+// half the batch-1 chain per warpgroup).
+template <int K, int NWG = (K == 256 ? 2 : 1)>
+__global__ void __launch_bounds__(128 * NWG, 1) delta_state_wg_kernel(const Params p) {
   using wgmma::Major;
-  using S = StateWgSmem<K>;
-  constexpr int NWG = S::NWG, KH = K / NWG, NO = 64 / NWG;  // warpgroups, channels and o tokens per warpgroup
+  using S = StateWgSmem<K, NWG>;
+  constexpr int KH = K / NWG, NO = 64 / NWG;  // channels and o tokens per warpgroup
+  static_assert((NWG == 1 || NWG == 2) && KH >= 64, "wgmma state kernel: 64 or more channels per warpgroup");
   constexpr int NTH = 128 * NWG;
   static_assert(offsetof(S, w) % 1024 == 0 && offsetof(S, qg) % 1024 == 0 && offsetof(S, kg) % 1024 == 0 &&
                     offsetof(S, a) % 1024 == 0 && offsetof(S, el) % 16 == 0 && offsetof(S, bar) % 8 == 0,
@@ -1364,14 +1367,19 @@ bool narrow_state_tiles() {
 }
 
 // The state kernel: wgmma (delta_state_wg_kernel, the default) or, with LINA_DELTA_STATE=mma, the
-// mma.sync one (delta_state_kernel, 32- or 64-column tiles; A/B knob, read once per process).
-bool state_wgmma(long) {
-  static const bool mma = [] {
+// mma.sync one (delta_state_kernel, 32- or 64-column tiles); LINA_DELTA_STATE=wg2 runs the K = 128
+// wgmma kernel with two warpgroups splitting the channels (measurement variant for small grids).
+// A/B knobs, read once per process. 0: mma.sync, 1: wgmma, 2: wgmma, two warpgroups at K = 128.
+int state_kind() {
+  static const int kind = [] {
     const char* e = std::getenv("LINA_DELTA_STATE");
-    return e && std::string(e) == "mma";
+    if (e && std::string(e) == "mma") return 0;
+    if (e && std::string(e) == "wg2") return 2;
+    return 1;
   }();
-  return !mma;
+  return kind;
 }
+bool state_wgmma(long) { return state_kind() != 0; }
 
 template <bool KDA, int K>
 void run(Params prm, const Problem& p, cudaStream_t st) {
@@ -1381,6 +1389,8 @@ void run(Params prm, const Problem& p, cudaStream_t st) {
   if constexpr (K <= 128)
     set_max_dynamic_smem(delta_state_kernel<K, 8, 32>, static_cast<int>(sizeof(StateSmem<K, 32>)), "delta_state_kernel");
   set_max_dynamic_smem(delta_state_wg_kernel<K>, static_cast<int>(kStateWgSmemBytes<K>), "delta_state_wg_kernel");
+  if constexpr (K == 128)
+    set_max_dynamic_smem(delta_state_wg_kernel<K, 2>, static_cast<int>(kStateWgSmemBytes<K, 2>), "delta_state_wg_kernel");
   const bool wg = state_wgmma(K);
   prm.wg_layout = wg ? 1 : 0;  // the prep writes w, q e^b, k e^(bL-b) in the wgmma kernel's tile order
   const int prep_per_sm = std::max(1, max_active_blocks(delta_prep_kernel<KDA, K>, kThreads, sizeof(PrepSmem<KDA, K>), "delta_prep_kernel"));
@@ -1417,7 +1427,11 @@ void run(Params prm, const Problem& p, cudaStream_t st) {
     // CTAs (B2_T16384_H16, D64), slower at 128 (B4_T2048_H16: two CTAs per SM), so the bar is 2 x grid
     // <= SMs (LINA_DELTA_STATE_VC=64 keeps 64; measurement knob).
     if (wg) {
-      delta_state_wg_kernel<K><<<static_cast<unsigned>(grid), 128 * StateWgSmem<K>::NWG, kStateWgSmemBytes<K>, st>>>(prm);
+      if (K == 128 && state_kind() == 2) {
+        if constexpr (K == 128) delta_state_wg_kernel<K, 2><<<static_cast<unsigned>(grid), 256, kStateWgSmemBytes<K, 2>, st>>>(prm);
+      } else {
+        delta_state_wg_kernel<K><<<static_cast<unsigned>(grid), 128 * StateWgSmem<K>::NWG, kStateWgSmemBytes<K>, st>>>(prm);
+      }
     } else if (K <= 128 && 2 * grid <= sms && narrow_state_tiles()) {
       if constexpr (K <= 128)
         delta_state_kernel<K, 8, 32><<<static_cast<unsigned>(2 * grid), 256, sizeof(StateSmem<K, 32>), st>>>(prm);
