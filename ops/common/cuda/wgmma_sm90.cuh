@@ -23,6 +23,7 @@
 // accumulator as the left operand.
 #pragma once
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 
 #include <cute/arch/mma_sm90_desc.hpp>
@@ -101,5 +102,19 @@ template <Major A, Major B>
 using M64N128_SS = cute::SM90::GMMA::MMA_64x128x16_F32BF16BF16_SS<A, B>;
 template <Major B>
 using M64N64_RS = cute::SM90::GMMA::MMA_64x64x16_F32BF16BF16_RS<Major::K, B>;
+template <Major B>
+using M64N128_RS = cute::SM90::GMMA::MMA_64x128x16_F32BF16BF16_RS<Major::K, B>;
+template <Major B>
+using M64N32_RS = cute::SM90::GMMA::MMA_64x32x16_F32BF16BF16_RS<Major::K, B>;
+// m64nN RS atom by N (32, 64 or 128), for kernels templated on a head dimension.
+template <int N, Major B>
+using M64_RS = std::conditional_t<N == 32, M64N32_RS<B>, std::conditional_t<N == 64, M64N64_RS<B>, M64N128_RS<B>>>;
+
+// Element offset of (row, col) in a [rows][W] bf16 matrix stored as W / 64 consecutive SW128 tiles of
+// [rows][64] (the canonical wgmma order: column block, then row), `rows` rows per tile.
+template <int Rows>
+__host__ __device__ __forceinline__ int sw128_blocked(int row, int col) {
+  return (col >> 6) * (Rows * 64) + row * 64 + ((((col >> 3) ^ row) & 7) << 3) + (col & 7);
+}
 
 }  // namespace lina::detail::cuda_util::wgmma

@@ -13,6 +13,8 @@
 //    v_new (H update and o's Aqk part); each phase's operands are loaded during the other, as bulk
 //    copies (cp.async.bulk + mbarrier) of workspace tiles the prep wrote in the shared-memory layout
 //    (unpadded rows, 16-byte pieces XOR-swizzled by the row so that ldmatrix is conflict-free).
+//    The default is its wgmma form, delta_state_wg_kernel (H^T as the accumulator, every product RS;
+//    LINA_DELTA_STATE=mma runs the mma.sync delta_state_kernel).
 // Tensor-core products use mma.sync m16n8k16 bf16 -> fp32; the (I+L)^-1 block merges use mma.sync
 // m16n8k8 tf32 (FLA's precision). Gates are kept as log2 cumsums and only non-positive differences
 // are exponentiated, except KDA's safe_gate diagonal sub-blocks, whose middle reference row bounds
@@ -36,6 +38,7 @@
 #include "ops/common/cuda/launch_setup.h"
 #include "ops/common/cuda/mbarrier.cuh"
 #include "ops/common/cuda/mma_primitives.cuh"
+#include "ops/common/cuda/wgmma_sm90.cuh"
 #include "ops/common/cuda/workspace.h"
 
 namespace lina::detail::cuda {
@@ -87,6 +90,7 @@ struct Params {
   int l2norm;
   int safe;  // KDA: diagonal sub-blocks through the middle reference row (needs g >= -5)
   int nitems;  // prep work items: total chunks * HV (the prep grid is persistent and strides over them)
+  int wg_layout;  // w, q e^b, k e^(bL-b) tiles in the wgmma state kernel's order (tile_off)
   Workspace ws;
 };
 
@@ -202,6 +206,15 @@ template <int R>
 __device__ __forceinline__ int swz(int r, int c) {
   static_assert(R % 64 == 0, "swz: rows of whole 128-byte lines");
   return r * R + ((((c >> 3) ^ (r & 7))) << 3) + (c & 7);
+}
+// Element offset of (r, c) in a w / q e^b / k e^(bL-b) workspace tile: rows of K (`swz`, the mma.sync
+// state kernel's ldmatrix layout) or, for the wgmma state kernel (`blocked`), K / 64 consecutive SW128
+// tiles [C][64] (wgmma's canonical order: 64-column block, then row). Same bytes per tile, both one
+// contiguous block; at K = 64 the two are the same.
+template <int K>
+__device__ __forceinline__ int tile_off(int r, int c, int blocked) {
+  if constexpr (K == 64) return swz<K>(r, c);
+  else return blocked ? wgmma::sw128_blocked<kC>(r, c) : swz<K>(r, c);
 }
 // ldmatrix addresses in a swizzled tile: the unswizzled shared byte address of the lane's row piece,
 // XORed with (row mod 8) << 4. Tile bases and row pitches are multiples of 128 bytes (the state
@@ -693,7 +706,7 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
         } else {
           e0 = e1 = ex2(s.bs[r]);
         }
-        st_u32(qg + swz<K>(r, c), pack_bf16(qv.x * e0, qv.y * e1));
+        st_u32(qg + tile_off<K>(r, c, p.wg_layout), pack_bf16(qv.x * e0, qv.y * e1));
       }
       for (int c = tid - 128; c < K; c += 128) p.ws.el[ch * K + c] = KDA ? ex2(s.bL[c]) : ex2(bsl);
     }
@@ -758,7 +771,7 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
           e0 = e1 = ex2(s.bs[r]);
           l0 = l1 = ex2(fminf(bsl - s.bs[r], 0.f));
         }
-        st_u32(kg + swz<K>(r, c), pack_bf16(kv.x * l0, kv.y * l1));
+        st_u32(kg + tile_off<K>(r, c, p.wg_layout), pack_bf16(kv.x * l0, kv.y * l1));
         st_u32(&sk[r][c], pack_bf16(kv.x * e0, kv.y * e1));  // k e^b for w
       }
     }
@@ -799,8 +812,8 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
 #pragma unroll
         for (int nt = 0; nt < NW / 8; ++nt) {
           const int c = cb + nt * 8 + 2 * t;
-          st_u32(wg + swz<K>(r0 + g, c), pack_bf16(acc[nt][0], acc[nt][1]));
-          st_u32(wg + swz<K>(r0 + g + 8, c), pack_bf16(acc[nt][2], acc[nt][3]));
+          st_u32(wg + tile_off<K>(r0 + g, c, p.wg_layout), pack_bf16(acc[nt][0], acc[nt][1]));
+          st_u32(wg + tile_off<K>(r0 + g + 8, c, p.wg_layout), pack_bf16(acc[nt][2], acc[nt][3]));
         }
       }
     }
@@ -1088,6 +1101,255 @@ __global__ void __launch_bounds__(NW * 32, (K <= 128 && NW == 8) ? 2 : 1) delta_
   }
 }
 
+// ---- wgmma state kernel (the default; LINA_DELTA_STATE=mma runs delta_state_kernel). One CTA per
+// (sequence, value head, 64-column V tile) with NWG = K / 128 warpgroups (one at K = 64 / 128, two at
+// K = 256). The state is held transposed, H^T [64 V][K channels]; warpgroup kh holds channels
+// KH kh .. KH kh + KH - 1 (KH = K / NWG) as the fp32 accumulator of an m64nKH wgmma: thread (warp w of
+// the warpgroup, lane g8 = lane / 4, t4 = lane % 4) holds ht[4 nt + e] = H^T(v = 16 w + g8 + 8 (e >= 2),
+// ch = KH kh + 8 nt + 2 t4 + (e & 1)). Per chunk, every product RS (the left operand from registers, so
+// neither H nor v_new goes through shared memory):
+//   batch 1: v_new^T = u^T - bf16(H^T) w^T and P^T = bf16(H^T) (q e^b)^T: 2 x KH/16 m64n64k16 (A =
+//     bf16(H^T) packed from the accumulator, k-step = 16 channels; B = w / q e^b, K-major). K = 256:
+//     each warpgroup has the sum over its 128 channels; the partials meet in shared memory (v_new^T
+//     whole in both warpgroups, P^T for the warpgroup's 32 tokens of o).
+//   batch 2 (o): o^T = scale P^T + vn_hi^T Aqk_hi^T + vn_hi^T Aqk_lo^T + vn_lo^T Aqk_hi^T: 12
+//     m64nNOk16, NO = 64 / NWG tokens (A = v_new^T hi / lo packed from batch 1's accumulator, k-step =
+//     16 tokens; B = Aqk rows, K-major; Aqk is zero above the diagonal, so whole tiles are multiplied)
+//   batch 3 (state): H^T = H^T diag(e^bL) + vn_hi^T (k e^(bL-b)): 4 m64nKHk16 (B = k e^(bL-b), MN-major)
+// Operands: w, q e^b, k e^(bL-b) as K/64 SW128 tiles [C][64] (the prep's `blocked` layout), Aqk hi / lo
+// SW128 [C][C], e^bL; one bulk copy each, in two mbarrier groups as in delta_state_kernel (WQ = w,
+// q e^b; KA = k e^(bL-b), Aqk, e^bL). u: plain loads into registers, one chunk ahead. o leaves through
+// a padded shared tile [tok][v] (16-byte stores to HBM after the next CTA barrier).
+// One code path for all warpgroups (kh only in addresses and selects: wgmma under a branch on kh makes
+// ptxas serialise every wgmma of the kernel).
+template <int K, int NWG_ = (K == 256 ? 2 : 1)>
+struct StateWgSmem {
+  static constexpr int NWG = NWG_;
+  bf16 w[kC * K];  // SW128 tiles, each 1024-byte aligned (the struct is placed at a 1 KB boundary)
+  bf16 qg[kC * K];
+  bf16 kg[kC * K];
+  bf16 a[2][kC * kC];  // Aqk hi, lo
+  float el[K];         // e^bL
+  bf16 o[kC][kC + 8];  // o tile [token][value column], padded (conflict-free scalar writes)
+  // K = 256: batch 1's partial sums per warpgroup: v_new^T (8 float4 per thread), then the partner's
+  // 32 tokens of P^T (4 float4); [warpgroup][float4 index][thread of the warpgroup]
+  float4 x[NWG == 2 ? 2 : 1][NWG == 2 ? 12 : 1][128];
+  std::uint64_t bar[2];
+};
+template <int K, int NWG = (K == 256 ? 2 : 1)>
+constexpr std::size_t kStateWgSmemBytes = sizeof(StateWgSmem<K, NWG>) + 1024;  // + manual 1 KB alignment
+static_assert(kStateWgSmemBytes<128> <= 113 * 1024, "wgmma state K=128: two CTAs per SM");
+static_assert(kStateWgSmemBytes<256> <= 227 * 1024, "wgmma state K=256 over the sm_90 limit");
+
+// NWG: 1 (K = 64 / 128) or 2 (K = 256; K = 128 with LINA_DELTA_STATE=wg2, a measurement variant with
+// half the batch-1 chain per warpgroup).
+template <int K, int NWG = (K == 256 ? 2 : 1)>
+__global__ void __launch_bounds__(128 * NWG, 1) delta_state_wg_kernel(const Params p) {
+  using wgmma::Major;
+  using S = StateWgSmem<K, NWG>;
+  constexpr int KH = K / NWG, NO = 64 / NWG;  // channels and o tokens per warpgroup
+  static_assert((NWG == 1 || NWG == 2) && KH >= 64, "wgmma state kernel: 64 or more channels per warpgroup");
+  constexpr int NTH = 128 * NWG;
+  static_assert(offsetof(S, w) % 1024 == 0 && offsetof(S, qg) % 1024 == 0 && offsetof(S, kg) % 1024 == 0 &&
+                    offsetof(S, a) % 1024 == 0 && offsetof(S, el) % 16 == 0 && offsetof(S, bar) % 8 == 0,
+                "SW128 tiles 1 KB aligned; bulk copies 16-byte aligned");
+  static_assert(sizeof(S::w) == kTileBytes<K> && sizeof(S::a) == kATileBytes, "shared tile = workspace block");
+  extern __shared__ __align__(16) unsigned char state_wg_smem_raw[];
+  unsigned char* const sm_base = state_wg_smem_raw + ((1024u - (smem_u32(state_wg_smem_raw) & 1023u)) & 1023u);
+  S& s = *reinterpret_cast<S*>(sm_base);
+  const int tid = threadIdx.x, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3, tw = tid & 127;
+  // kh through a shuffle: warp-uniform for ptxas (descriptor math in uniform registers)
+  const int kh = NWG == 1 ? 0 : __shfl_sync(0xffffffffu, tid >> 7, 0);
+  const int vrow = 16 * ((tid >> 5) & 3) + g8;  // this thread's value columns: vrow, vrow + 8
+  const int ch0 = KH * kh;                       // the warpgroup's first channel
+
+  int bid = blockIdx.x;
+  const int vt = bid % p.nvt;
+  bid /= p.nvt;
+  const int hv = bid % p.HV;
+  const int n = bid / p.HV;
+  const SeqDesc sd = p.seqs.at(n);
+  const int V = p.V, vcol0 = vt * kVT;
+  const int nchunks = (sd.length + kC - 1) / kC;
+  auto chunk_id = [&](int ci) { return (static_cast<long>(sd.chunk_off) + ci) * p.HV + hv; };
+
+  std::uint64_t* const bar_wq = &s.bar[0];
+  std::uint64_t* const bar_ka = &s.bar[1];
+  auto issue_wq = [&](int ci) {  // thread 0 only
+    const long c = chunk_id(ci);
+    mbar_arrive_expect_tx(bar_wq, 2 * kTileBytes<K>);
+    bulk_copy_g2s(s.w, p.ws.w + c * kC * K, kTileBytes<K>, bar_wq);
+    bulk_copy_g2s(s.qg, p.ws.qg + c * kC * K, kTileBytes<K>, bar_wq);
+  };
+  auto issue_ka = [&](int ci) {  // thread 0 only
+    const long c = chunk_id(ci);
+    mbar_arrive_expect_tx(bar_ka, kTileBytes<K> + kATileBytes + K * 4);
+    bulk_copy_g2s(s.kg, p.ws.kg + c * kC * K, kTileBytes<K>, bar_ka);
+    bulk_copy_g2s(&s.a[0][0], p.ws.a + c * 2 * kC * kC, kATileBytes, bar_ka);
+    bulk_copy_g2s(s.el, p.ws.el + c * K, K * 4, bar_ka);
+  };
+  if (tid == 0) {
+    mbar_init(bar_wq, 1);
+    mbar_init(bar_ka, 1);
+    mbar_init_fence();
+  }
+  __syncthreads();
+  if (tid == 0 && nchunks > 0) issue_wq(0);
+
+  float ht[KH / 2];  // H^T accumulator (m64nKH)
+  const long sbase = (static_cast<long>(n) * p.HV + hv) * K * V;
+#pragma unroll
+  for (int i = 0; i < KH / 2; ++i) {
+    const int ch = ch0 + 8 * (i >> 2) + 2 * t4 + (i & 1), v = vrow + ((i & 2) << 2);
+    ht[i] = p.h0 ? p.h0[sbase + static_cast<long>(ch) * V + vcol0 + v] : 0.f;
+  }
+  // u^T in the m64n64 accumulator layout: ur[4 j + e] = u(token 8 j + 2 t4 + (e & 1), value vrow + 8 (e >= 2))
+  float ur[32];
+  auto load_u = [&](int ci) {
+    if (ci >= nchunks) return;
+    const float* ug = p.ws.u + chunk_id(ci) * kC * V + vcol0 + vrow;
+#pragma unroll
+    for (int i = 0; i < 32; ++i) ur[i] = ug[(8 * (i >> 2) + 2 * t4 + (i & 1)) * V + ((i & 2) << 2)];
+  };
+  load_u(0);
+
+  // Chunk cj's o tile (in s.o) -> 16-byte stores of its valid rows; called after a CTA barrier.
+  auto store_o = [&](int cj) {
+    const long t0 = sd.row_begin + static_cast<long>(cj) * kC;
+    const int Cn = min(kC, sd.length - cj * kC);
+#pragma unroll
+    for (int j = 0; j < 512 / NTH; ++j) {
+      const int u = tid + NTH * j, r = u >> 3, c8 = u & 7;
+      if (r < Cn)
+        *reinterpret_cast<uint4*>(p.o + ((t0 + r) * p.HV + hv) * V + vcol0 + 8 * c8) = *reinterpret_cast<const uint4*>(&s.o[r][8 * c8]);
+    }
+  };
+
+  // the warpgroup's channel tiles (K / 64 tiles of 8 KB; warpgroup kh starts at tile KH / 64 kh)
+  const std::uint32_t tile0 = static_cast<std::uint32_t>(kh * (KH / 64) * 8192);
+  const std::uint32_t a_w = smem_u32(s.w) + tile0, a_q = smem_u32(s.qg) + tile0, a_k = smem_u32(s.kg) + tile0;
+  const std::uint32_t a_a = smem_u32(&s.a[0][0]) + static_cast<std::uint32_t>(kh * NO * 128);  // Aqk rows NO kh ..
+#pragma unroll 1
+  for (int ci = 0; ci < nchunks; ++ci) {
+    __syncthreads();  // every wgmma read of kg / Aqk (chunk ci-1) done; chunk ci-1's o tile complete
+    if (tid == 0) issue_ka(ci);
+    if (ci > 0) store_o(ci - 1);  // read before the next barrier; the tile is rewritten after it
+    mbar_wait(bar_wq, ci & 1);    // WQ(ci) landed
+
+    // ---- batch 1: vacc = bf16(H^T) w^T, pacc = bf16(H^T) (q e^b)^T over the warpgroup's channels
+    std::uint32_t af[KH / 16][4];
+#pragma unroll
+    for (int ks = 0; ks < KH / 16; ++ks)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) af[ks][j] = pack_bf16(ht[8 * ks + 2 * j], ht[8 * ks + 2 * j + 1]);
+    float vacc[32], pacc[32];
+#pragma unroll
+    for (int i = 0; i < 32; ++i) vacc[i] = pacc[i] = 0.f;
+    wgmma::fence_regs<32>(vacc);
+    wgmma::fence_regs<32>(pacc);
+    wgmma::fence_regs<KH / 4>(&af[0][0]);
+    cute::warpgroup_arrive();
+#pragma unroll
+    for (int ks = 0; ks < KH / 16; ++ks)  // channels 16 ks ..: tile ks / 4, 32 bytes per k-step inside it
+      wgmma::mma_rs<wgmma::M64N64_RS<Major::K>, 32>(af[ks], wgmma::desc_k(a_w + (ks >> 2) * 8192 + (ks & 3) * 32), vacc);
+#pragma unroll
+    for (int ks = 0; ks < KH / 16; ++ks)
+      wgmma::mma_rs<wgmma::M64N64_RS<Major::K>, 32>(af[ks], wgmma::desc_k(a_q + (ks >> 2) * 8192 + (ks & 3) * 32), pacc);
+    cute::warpgroup_commit_batch();
+    cute::warpgroup_wait<0>();
+    wgmma::fence_regs<32>(vacc);
+    wgmma::fence_regs<32>(pacc);
+    wgmma::fence_regs<KH / 4>(&af[0][0]);
+
+    // o tokens NO kh .. of P^T: pacc[NO / 2 kh + i] (a select, not an indexed register)
+    float oacc[NO / 2];
+#pragma unroll
+    for (int i = 0; i < NO / 2; ++i) oacc[i] = NWG == 1 ? pacc[i] : (kh ? pacc[16 + (i & 15)] : pacc[i]);
+    if constexpr (NWG == 2) {  // partial sums to the partner: v_new^T whole, P^T of its 32 tokens
+      float4* const xo = &s.x[kh][0][tw];
+#pragma unroll
+      for (int q = 0; q < 8; ++q) xo[128 * q] = make_float4(vacc[4 * q], vacc[4 * q + 1], vacc[4 * q + 2], vacc[4 * q + 3]);
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        float y[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) y[e] = kh ? pacc[4 * q + e] : pacc[16 + 4 * q + e];
+        xo[128 * (8 + q)] = make_float4(y[0], y[1], y[2], y[3]);
+      }
+    }
+    __syncthreads();  // every warp's batch-1 reads of w, q e^b are done; chunk ci-1's o tile stored; partials visible
+    if (tid == 0 && ci + 1 < nchunks) issue_wq(ci + 1);
+    if constexpr (NWG == 2) {  // own + partner (the same fp32 sum in both warpgroups)
+      const float4* const xp = &s.x[kh ^ 1][0][tw];
+#pragma unroll
+      for (int q = 0; q < 8; ++q) {
+        const float4 y = xp[128 * q];
+        vacc[4 * q] += y.x, vacc[4 * q + 1] += y.y, vacc[4 * q + 2] += y.z, vacc[4 * q + 3] += y.w;
+      }
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const float4 y = xp[128 * (8 + q)];
+        oacc[4 * q] += y.x, oacc[4 * q + 1] += y.y, oacc[4 * q + 2] += y.z, oacc[4 * q + 3] += y.w;
+      }
+    }
+    // v_new^T = u^T - vacc as bf16 hi + lo: the A fragments of k-step (16 tokens) i / 4
+    std::uint32_t vh[4][4], vl[4][4];
+#pragma unroll
+    for (int i = 0; i < 16; ++i) pack_bf16_split(ur[2 * i] - vacc[2 * i], ur[2 * i + 1] - vacc[2 * i + 1], vh[i >> 2][i & 3], vl[i >> 2][i & 3]);
+    load_u(ci + 1);
+#pragma unroll
+    for (int i = 0; i < NO / 2; ++i) oacc[i] *= p.scale;
+    mbar_wait(bar_ka, ci & 1);  // KA(ci) landed
+#pragma unroll
+    for (int i = 0; i < KH / 2; i += 2) {
+      const float2 e = *reinterpret_cast<const float2*>(&s.el[ch0 + 8 * (i >> 2) + 2 * t4]);
+      ht[i] *= e.x;
+      ht[i + 1] *= e.y;
+    }
+
+    // ---- batch 2 (o) then batch 3 (state), one after the other without waiting in between
+    wgmma::fence_regs<NO / 2>(oacc);
+    wgmma::fence_regs<KH / 2>(ht);
+    wgmma::fence_regs<16>(&vh[0][0]);
+    wgmma::fence_regs<16>(&vl[0][0]);
+    cute::warpgroup_arrive();
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {  // tokens j = 16 ks ..: 32 bytes per k-step in Aqk's rows
+      wgmma::mma_rs<wgmma::M64_RS<NO, Major::K>, NO / 2>(vh[ks], wgmma::desc_k(a_a + ks * 32), oacc);
+      wgmma::mma_rs<wgmma::M64_RS<NO, Major::K>, NO / 2>(vh[ks], wgmma::desc_k(a_a + kATileBytes / 2 + ks * 32), oacc);
+      wgmma::mma_rs<wgmma::M64_RS<NO, Major::K>, NO / 2>(vl[ks], wgmma::desc_k(a_a + ks * 32), oacc);
+    }
+    cute::warpgroup_commit_batch();
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks)  // tokens 16 ks ..: 16 rows = 2048 bytes; 64-channel tiles 8 KB apart
+      wgmma::mma_rs<wgmma::M64_RS<KH, Major::MN>, KH / 2>(vh[ks], wgmma::desc_mn(a_k + ks * 2048, 8192), ht);
+    cute::warpgroup_commit_batch();
+    cute::warpgroup_wait<1>();  // o done (the state batch may still run)
+    wgmma::fence_regs<NO / 2>(oacc);
+
+    // o^T -> the o tile [token][value]; stored to HBM after the next barrier (next chunk or below)
+#pragma unroll
+    for (int i = 0; i < NO / 2; ++i) s.o[NO * kh + 8 * (i >> 2) + 2 * t4 + (i & 1)][vrow + ((i & 2) << 2)] = __float2bfloat16_rn(oacc[i]);
+    cute::warpgroup_wait<0>();
+    wgmma::fence_regs<KH / 2>(ht);
+    wgmma::fence_regs<16>(&vh[0][0]);
+    wgmma::fence_regs<16>(&vl[0][0]);
+  }
+  // No bulk copy is in flight here: KA of the last chunk was waited for, WQ(nchunks) never issued.
+  if (nchunks > 0) {
+    __syncthreads();
+    store_o(nchunks - 1);
+  }
+
+  if (p.ht) {
+#pragma unroll
+    for (int i = 0; i < KH / 2; ++i) {
+      const int ch = ch0 + 8 * (i >> 2) + 2 * t4 + (i & 1), v = vrow + ((i & 2) << 2);
+      p.ht[sbase + static_cast<long>(ch) * V + vcol0 + v] = ht[i];
+    }
+  }
+}
+
 [[noreturn]] void cuda_fail(const char* what, cudaError_t e) {
   throw Error(ErrorCode::runtime, "", std::string("chunk_delta cuda: ") + what + ": " + cudaGetErrorString(e));
 }
@@ -1104,6 +1366,21 @@ bool narrow_state_tiles() {
   return on;
 }
 
+// The state kernel: wgmma (delta_state_wg_kernel, the default) or, with LINA_DELTA_STATE=mma, the
+// mma.sync one (delta_state_kernel, 32- or 64-column tiles); LINA_DELTA_STATE=wg2 runs the K = 128
+// wgmma kernel with two warpgroups splitting the channels (measurement variant for small grids).
+// A/B knobs, read once per process. 0: mma.sync, 1: wgmma, 2: wgmma, two warpgroups at K = 128.
+int state_kind() {
+  static const int kind = [] {
+    const char* e = std::getenv("LINA_DELTA_STATE");
+    if (e && std::string(e) == "mma") return 0;
+    if (e && std::string(e) == "wg2") return 2;
+    return 1;
+  }();
+  return kind;
+}
+bool state_wgmma(long) { return state_kind() != 0; }
+
 template <bool KDA, int K>
 void run(Params prm, const Problem& p, cudaStream_t st) {
   // Attributes and occupancy once per device (launch_setup), not per call.
@@ -1111,6 +1388,11 @@ void run(Params prm, const Problem& p, cudaStream_t st) {
   set_max_dynamic_smem(delta_state_kernel<K, 8>, static_cast<int>(sizeof(StateSmem<K>)), "delta_state_kernel");
   if constexpr (K <= 128)
     set_max_dynamic_smem(delta_state_kernel<K, 8, 32>, static_cast<int>(sizeof(StateSmem<K, 32>)), "delta_state_kernel");
+  set_max_dynamic_smem(delta_state_wg_kernel<K>, static_cast<int>(kStateWgSmemBytes<K>), "delta_state_wg_kernel");
+  if constexpr (K == 128)
+    set_max_dynamic_smem(delta_state_wg_kernel<K, 2>, static_cast<int>(kStateWgSmemBytes<K, 2>), "delta_state_wg_kernel");
+  const bool wg = state_wgmma(K);
+  prm.wg_layout = wg ? 1 : 0;  // the prep writes w, q e^b, k e^(bL-b) in the wgmma kernel's tile order
   const int prep_per_sm = std::max(1, max_active_blocks(delta_prep_kernel<KDA, K>, kThreads, sizeof(PrepSmem<KDA, K>), "delta_prep_kernel"));
   const int sms = sm_count();
   const DeviceSeqs seqs = upload_sequences(p, st);  // dense: no table
@@ -1144,7 +1426,13 @@ void run(Params prm, const Problem& p, cudaStream_t st) {
     // each walks the same chunks with half the state and products. Measured on the H200: faster at 64
     // CTAs (B2_T16384_H16, D64), slower at 128 (B4_T2048_H16: two CTAs per SM), so the bar is 2 x grid
     // <= SMs (LINA_DELTA_STATE_VC=64 keeps 64; measurement knob).
-    if (K <= 128 && 2 * grid <= sms && narrow_state_tiles()) {
+    if (wg) {
+      if (K == 128 && state_kind() == 2) {
+        if constexpr (K == 128) delta_state_wg_kernel<K, 2><<<static_cast<unsigned>(grid), 256, kStateWgSmemBytes<K, 2>, st>>>(prm);
+      } else {
+        delta_state_wg_kernel<K><<<static_cast<unsigned>(grid), 128 * StateWgSmem<K>::NWG, kStateWgSmemBytes<K>, st>>>(prm);
+      }
+    } else if (K <= 128 && 2 * grid <= sms && narrow_state_tiles()) {
       if constexpr (K <= 128)
         delta_state_kernel<K, 8, 32><<<static_cast<unsigned>(2 * grid), 256, sizeof(StateSmem<K, 32>), st>>>(prm);
     } else {
@@ -1224,7 +1512,8 @@ RunInfo chunk_kda_forward(const Problem& p, const ChunkKdaArgs& a, const Attenti
   prm.safe = a.safe_gate && a.lower_bound && *a.lower_bound >= -5.0;
   dispatch<true>(prm, p, static_cast<cudaStream_t>(opts.stream));
   const std::string kd = std::to_string(p.K);
-  return RunInfo{"cuda", {"lina::delta_prep_kernel<kda," + kd + ">", "lina::delta_state_kernel<" + kd + ">"}};
+  return RunInfo{"cuda", {"lina::delta_prep_kernel<kda," + kd + ">",
+                          std::string(state_wgmma(p.K) ? "lina::delta_state_wg_kernel<" : "lina::delta_state_kernel<") + kd + ">"}};
 }
 
 RunInfo chunk_gdn_forward(const Problem& p, const ChunkGdnArgs& a, const AttentionOutputs& out, ForwardMode,
@@ -1235,7 +1524,8 @@ RunInfo chunk_gdn_forward(const Problem& p, const ChunkGdnArgs& a, const Attenti
   prm.safe = 0;
   dispatch<false>(prm, p, static_cast<cudaStream_t>(opts.stream));
   const std::string kd = std::to_string(p.K);
-  return RunInfo{"cuda", {"lina::delta_prep_kernel<gdn," + kd + ">", "lina::delta_state_kernel<" + kd + ">"}};
+  return RunInfo{"cuda", {"lina::delta_prep_kernel<gdn," + kd + ">",
+                          std::string(state_wgmma(p.K) ? "lina::delta_state_wg_kernel<" : "lina::delta_state_kernel<") + kd + ">"}};
 }
 
 }  // namespace lina::detail::cuda
