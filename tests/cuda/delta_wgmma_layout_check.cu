@@ -4,9 +4,8 @@
 // N = 64 tokens, K = K channels) and k e^(bL-b) (B of the state batch, MN-major, N = KH channels of a
 // warpgroup, K = 64 tokens) for K = 64 / 128 / 256 (K = 128 with one or two warpgroups), the k16 slice starts and the descriptor fields
 // (desc_k / desc_mn), Aqk rows NO kh .. as the K-major B of the o batch (N = 64 or 32), and the
-// accumulator / RS A register fragments for N = 32 / 64 / 128. No GPU needed. Not a CMake target:
-//   nvcc -std=c++20 --expt-relaxed-constexpr -I. -I$LINA_CUTLASS_INCLUDE -o /tmp/delta_wgmma_layout_check \
-//        tests/cuda/delta_wgmma_layout_check.cu && /tmp/delta_wgmma_layout_check
+// accumulator / RS A register fragments for N = 32 / 64 / 128. No GPU needed: target
+// lina_delta_wgmma_layout_check, ctest delta_wgmma_layout_check (built with the CUDA backend).
 #include <cstdint>
 #include <cstdio>
 #include <cute/atom/mma_traits_sm90_gmma.hpp>
