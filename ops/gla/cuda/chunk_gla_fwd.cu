@@ -1476,36 +1476,22 @@ __global__ void __launch_bounds__(wg128::NT, 1) chunk_gla_fwd_wg128(Params p) {
 namespace d256 {
 constexpr int K = 256, VT = 64;
 constexpr int NT = 256;  // 8 warps, both kernels
-constexpr int kQ = K + 8, kVs = VT + 8, kAs = kC + 8;
+constexpr int kQ = K + 8, kAs = kC + 8;  // prep tiles (padded rows), A staging
 // Prep: q -> qe, k, g -> kr -> A hi + lo tiles [64][kQ] and the half sums [2][K].
 constexpr std::size_t ptile = 1ull * kC * kQ * 2;
 constexpr std::size_t prep_smem = 3 * ptile + 2ull * K * 4;
-// Workspace record of one (global chunk, head), rows 0..63 of the chunk (rows past a sequence end zero),
-// laid out exactly as the state kernel's shared-memory stage (padded rows: ldmatrix without bank
-// conflicts), so that one bulk copy moves it:
-//   qe [64][kQ] bf16 | ke [64][kQ] bf16 | A hi [64][kAs], A lo [64][kAs] bf16 (non-causal 16x16 blocks
-//   zero) | 2^rho [256] f32 | 2^bL [256] f32 (steep: the product of the per-token decays) | steep flag,
-//   3 pad. Every byte is written (pad columns zero).
-constexpr std::size_t rec_qe = 0, rec_ke = ptile, rec_a = 2 * ptile, rec_meta = rec_a + 2ull * kC * kAs * 2;
-constexpr int kMeta = 2 * K + 4;  // 32-bit words
-constexpr std::size_t rec_bytes = rec_meta + kMeta * 4;
-// State: 2 stages of {record, v [64][kVs]}, the o exchange of the warp pairs (8 warps x 2 row blocks x
-// 1 KB), then one mbarrier per stage (the record's bulk copy).
-constexpr std::size_t s_v = rec_bytes;
-constexpr std::size_t stage_bytes = s_v + 1ull * kC * kVs * 2;
-constexpr std::size_t s_bar = 2 * stage_bytes + 8ull * 2 * 32 * 8 * 4;
-constexpr std::size_t state_smem = s_bar + 2 * 8;
-static_assert(rec_bytes % 16 == 0 && stage_bytes % 16 == 0 && s_bar % 8 == 0, "bulk copies: 16-byte sizes and addresses");
+constexpr int kMeta = 2 * K + 4;  // meta 32-bit words: 2^rho [256] f32 | 2^bL [256] f32 | steep flag, 3 pad
 static_assert(2ull * kC * kAs * 2 <= ptile, "A hi + lo fit the kr tile");
 static_assert(2 * prep_smem + 2048 <= 228ull * 1024, "prep: 2 CTAs / SM");
-static_assert(state_smem <= 227ull * 1024, "state: shared memory per CTA");
-static_assert(8ull * 2 * 32 * 8 >= 4ull * kC * 16, "steep o scratch ([4 pairs][64][16] f32) fits the exchange");
 static_assert(NT == K, "state kernel: thread tid keeps the segment decay of channel tid");
 
-// wgmma state kernel (the default; "D256 prep + state", wgmma): the record holds qe, ke, A hi, A lo as
-// SW128 tiles (ops/common/cuda/wgmma_sm90.cuh: [64 rows][64 bf16], 128-byte rows, 16-byte pieces
-// permuted by row % 8), no padding: qe, ke [4 channel tiles][64 tokens][64 ch], A hi / lo [64 tok][64 tok'],
-// then the same meta words. The stage is v (SW128 [64 tok][64 V]) | record, 1 KB aligned.
+// Workspace record of one (global chunk, head), rows 0..63 of the chunk (rows past a sequence end zero),
+// laid out exactly as the state kernel's shared-memory stage so that one bulk copy moves it: qe, ke,
+// A hi, A lo as SW128 tiles (ops/common/cuda/wgmma_sm90.cuh: [64 rows][64 bf16], 128-byte rows, 16-byte
+// pieces permuted by row % 8), no padding: qe, ke [4 channel tiles][64 tokens][64 ch], A hi / lo
+// [64 tok][64 tok'] (non-causal 16x16 blocks zero), then the meta words (2^bL of a steep chunk: the
+// product of its per-token decays). Every byte is written. The stage is v (SW128 [64 tok][64 V]) |
+// record, 1 KB aligned.
 constexpr std::size_t wtile = 64ull * 64 * 2;  // one SW128 tile: 8 KB
 constexpr std::size_t wrec_qe = 0, wrec_ke = 4 * wtile, wrec_a = 8 * wtile, wrec_meta = 10 * wtile;
 constexpr std::size_t wrec_bytes = wrec_meta + kMeta * 4;
@@ -1528,14 +1514,12 @@ struct D256Params {
   Params p;        // inputs, outputs, work items, split (as v4 / v5)
   SeqTable seqs;   // chunk numbering: sequence n's chunks are records seqs.at(n).chunk_off ..
   int nseq;
-  unsigned char* ws;  // [total chunks][H] records of d256::rec_bytes (mma.sync state kernel) or d256::wrec_bytes (wgmma)
+  unsigned char* ws;  // [total chunks][H] records of d256::wrec_bytes
 };
 
 // One CTA per (global chunk, head), record gc H + h = blockIdx.x (heads adjacent: neighbouring CTAs read
 // neighbouring q / k / g bytes of the same rows and write neighbouring records). Thread: channel pair cp = 64 (warp & 3) + 2 lane, rows 32 (warp >> 2)
 // .. + 31 (v5's producer layout with halves instead of quarters).
-// SWZ: the wgmma state kernel's record (SW128 tiles, d256::wrec_*), else the mma.sync one (padded rows).
-template <bool SWZ>
 __global__ void __launch_bounds__(d256::NT, 2) chunk_gla_fwd_d256_prep(D256Params dp) {
   using namespace d256;
   const Params& p = dp.p;
@@ -1551,15 +1535,14 @@ __global__ void __launch_bounds__(d256::NT, 2) chunk_gla_fwd_d256_prep(D256Param
   const SeqDesc sd = dp.seqs.at(sc.x);
   const int t0 = sc.y * kC, cn = min(kC, sd.length - t0);
   const std::int64_t row0 = sd.row_begin + t0;
-  constexpr std::size_t r_bytes = SWZ ? wrec_bytes : rec_bytes, r_ke = SWZ ? wrec_ke : rec_ke, r_a = SWZ ? wrec_a : rec_a,
-                        r_meta = SWZ ? wrec_meta : rec_meta;
-  unsigned char* rec = dp.ws + (static_cast<std::int64_t>(gc) * p.H + h) * r_bytes;
-  __nv_bfloat16* wq = reinterpret_cast<__nv_bfloat16*>(rec + (SWZ ? wrec_qe : rec_qe));
-  __nv_bfloat16* wk = reinterpret_cast<__nv_bfloat16*>(rec + r_ke);
-  __nv_bfloat16* wa = reinterpret_cast<__nv_bfloat16*>(rec + r_a);
+  constexpr std::size_t r_meta = wrec_meta;
+  unsigned char* rec = dp.ws + (static_cast<std::int64_t>(gc) * p.H + h) * wrec_bytes;
+  __nv_bfloat16* wq = reinterpret_cast<__nv_bfloat16*>(rec + wrec_qe);
+  __nv_bfloat16* wk = reinterpret_cast<__nv_bfloat16*>(rec + wrec_ke);
+  __nv_bfloat16* wa = reinterpret_cast<__nv_bfloat16*>(rec + wrec_a);
   float* wm = reinterpret_cast<float*>(rec + r_meta);
-  // qe / ke element (token r, channel c): padded row, or SW128 tile c / 64.
-  auto qk_at = [](int r, int c) { return SWZ ? (c >> 6) * 4096 + wgmma::sw128(r, c & 63) : r * kQ + c; };
+  // qe / ke element (token r, channel c): SW128 tile c / 64.
+  auto qk_at = [](int r, int c) { return (c >> 6) * 4096 + wgmma::sw128(r, c & 63); };
 
   {  // q, k, g: thread copies 16 bytes at column lc of rows lr + 8 j (rows past the end zero-filled)
     const int lr = tid >> 5, lc = (tid & 31) * 8;
@@ -1648,16 +1631,14 @@ __global__ void __launch_bounds__(d256::NT, 2) chunk_gla_fwd_d256_prep(D256Param
     }
     __syncthreads();
     // Whole rows: the causal 16-byte units (row r: columns < 16 (r / 16 + 1)) from A, the rest zero
-    // (padded rows of kAs, or SW128 tiles hi, lo).
-    constexpr int U = SWZ ? 8 : kAs / 8;  // 16-byte units per row
+    // (SW128 tiles hi, lo).
+    constexpr int U = 8;  // 16-byte units per row
     for (int u = tid; u < 2 * kC * U; u += NT) {
       const int hl = u / (kC * U), r = (u / U) % kC, c8 = u % U;
-      const int dst = SWZ ? hl * 4096 + r * 64 + (((c8 ^ r) & 7) << 3) : (hl * kC + r) * kAs + c8 * 8;
+      const int dst = hl * 4096 + r * 64 + (((c8 ^ r) & 7) << 3);
       *reinterpret_cast<uint4*>(wa + dst) =
           c8 < 2 * ((r >> 4) + 1) ? *reinterpret_cast<const uint4*>((hl ? sAl : sAh) + r * kAs + c8 * 8) : make_uint4(0u, 0u, 0u, 0u);
     }
-    if (!SWZ && tid < 2 * kC)  // the pad columns K .. kQ - 1 of the qe and ke rows
-      *reinterpret_cast<uint4*>((tid < kC ? wq : wk) + (tid % kC) * kQ + K) = make_uint4(0u, 0u, 0u, 0u);
   } else {
     // Steep chunk: the state kernel runs the exact token recurrence on raw q, k, g. Its segment decay
     // (split pass 1) is the product of the per-token decays in token order, as in v4.
@@ -1677,217 +1658,8 @@ __global__ void __launch_bounds__(d256::NT, 2) chunk_gla_fwd_d256_prep(D256Param
   }
 }
 
-// One CTA per (work item, head, 64-column V tile), 8 warps: warp w = (vq = w & 3, kh = w >> 2) holds
-// H^T for value columns 16 vq .. + 15 and channels 128 kh .. + 127 (64 accumulator registers; v5's
-// consumer layout with K split over the warp pair). o = qe @ bf16(2^rho H) is summed over the pair
-// through shared memory: kh = 0 finishes row blocks 0 and 3, kh = 1 row blocks 1 and 2 (A @ v for the
-// same blocks: 5 causal 16x16 blocks each). While chunk m runs, chunk m + 1 loads into the other stage
-// (2 stages): its record as one bulk copy (thread 0, an mbarrier per stage), its v tile by cp.async
-// (all threads); one CTA barrier per chunk.
-__global__ void __launch_bounds__(d256::NT, 1) chunk_gla_fwd_d256_state(D256Params dp) {
-  using namespace d256;
-  const Params& p = dp.p;
-  extern __shared__ __align__(16) unsigned char smem[];
-  float* sX = reinterpret_cast<float*>(smem + 2 * stage_bytes);  // o exchange / steep o scratch
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int g8 = lane >> 2, t4 = lane & 3;
-  const int vq = warp & 3, kh = warp >> 2, vc0 = 16 * vq, cb = 128 * kh;
-  const int j0 = blockIdx.x * VT, h = blockIdx.y, n = blockIdx.z;
-  const WorkItem s = work_item(p, n);
-  if (p.mode == 1 && s.seg == s.nseg - 1) return;  // the last segment's local state is not needed
-  const std::int64_t state_base = (static_cast<std::int64_t>(s.seq) * p.H + h) * K * p.V;
-  const bool want_o = p.mode != 1;
-  const int nchunks = (s.length + kC - 1) / kC;
-  const SeqDesc sd = dp.seqs.at(s.seq);
-  const std::int64_t chunk0 = sd.chunk_off + (s.row_begin - sd.row_begin) / kC;  // the item's first record
-
-  float ht[16][4];
-#pragma unroll
-  for (int nt = 0; nt < 16; ++nt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int ch = cb + nt * 8 + 2 * t4 + (e & 1), v = vc0 + g8 + (e >= 2 ? 8 : 0);
-      ht[nt][e] = p.h0 && p.mode != 1 ? p.h0[state_base + static_cast<std::int64_t>(ch) * p.V + j0 + v] : 0.f;
-    }
-  if (p.mode == 2) {
-    for (int u = 0; u < s.seg; ++u) {
-      const std::int64_t sb = (static_cast<std::int64_t>(s.slot0 + u) * p.H + h) * K;
-#pragma unroll
-      for (int nt = 0; nt < 16; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int ch = cb + nt * 8 + 2 * t4 + (e & 1), v = vc0 + g8 + (e >= 2 ? 8 : 0);
-          ht[nt][e] = fmaf(p.seg_decay[sb + ch], ht[nt][e], p.seg_state[(sb + ch) * p.V + j0 + v]);
-        }
-    }
-  }
-  float segdec = 1.f;  // mode 1: product of 2^bL of channel tid
-  std::uint64_t* bar = reinterpret_cast<std::uint64_t*>(smem + s_bar);  // [stage]: the record landed
-  if (tid == 0) {
-    mbar_init(&bar[0], 1);
-    mbar_init(&bar[1], 1);
-    mbar_init_fence();
-  }
-  __syncthreads();
-
-  // Chunk m's record and v tile into stage st. The record (already in the stage's layout): one bulk copy
-  // by thread 0, completing bar[st]; v: cp.async by all threads, rows past the end zero-filled.
-  auto issue = [&](int m, int st) {
-    unsigned char* stg = smem + st * stage_bytes;
-    if (tid == 0) {
-      mbar_arrive_expect_tx(&bar[st], static_cast<std::uint32_t>(rec_bytes));
-      bulk_copy_g2s(stg, dp.ws + ((chunk0 + m) * p.H + h) * rec_bytes, static_cast<std::uint32_t>(rec_bytes), &bar[st]);
-    }
-    const int cn = min(kC, s.length - m * kC);
-    const std::int64_t row0 = s.row_begin + m * kC;
-#pragma unroll
-    for (int j = 0; j < kC * VT / 8 / NT; ++j) {
-      const int u = tid + NT * j, r = u >> 3, c = (u & 7) * 8;
-      const bool ok = r < cn;
-      cp_async16(stg + s_v + (r * kVs + c) * 2, p.v + (ok ? ((row0 + r) * p.H + h) * p.V + j0 + c : 0), ok);
-    }
-  };
-  if (nchunks > 0) {
-    issue(0, 0);
-    cp_async_commit();
-  }
-  // Row blocks this warp finishes (the other two go to its partner through sX, slot rb >> 1).
-  auto own = [kh](int rb) { return kh ? (rb == 1 || rb == 2) : (rb == 0 || rb == 3); };
-  float* xmine = sX + (vq * 2 + kh) * 512;
-  const float* xpart = sX + (vq * 2 + (kh ^ 1)) * 512;
-  for (int m = 0; m < nchunks; ++m) {
-    cp_async_wait<0>();
-    mbar_wait(&bar[m & 1], (m >> 1) & 1);
-    __syncthreads();  // chunk m landed; every warp is done with chunk m - 1 (its stage and sX)
-    if (m + 1 < nchunks) {
-      issue(m + 1, (m + 1) & 1);
-      cp_async_commit();
-    }
-    const unsigned char* stg = smem + (m & 1) * stage_bytes;
-    const __nv_bfloat16* sQe = reinterpret_cast<const __nv_bfloat16*>(stg);
-    const __nv_bfloat16* sKe = reinterpret_cast<const __nv_bfloat16*>(stg + rec_ke);
-    const __nv_bfloat16* sAh = reinterpret_cast<const __nv_bfloat16*>(stg + rec_a);
-    const __nv_bfloat16* sAl = sAh + kC * kAs;
-    const __nv_bfloat16* sv = reinterpret_cast<const __nv_bfloat16*>(stg + s_v);
-    const float* sRe = reinterpret_cast<const float*>(stg + rec_meta);
-    const float* sDl = sRe + K;
-    const bool steep = reinterpret_cast<const int*>(sRe)[2 * K] != 0;
-    const int cn = min(kC, s.length - m * kC);
-    const std::int64_t row0 = s.row_begin + m * kC;
-    if (p.mode == 1) segdec *= sDl[tid];
-    if (!steep) {
-      if (want_o) {
-        float oacc[4][2][4];
-#pragma unroll
-        for (int rb = 0; rb < 4; ++rb)
-#pragma unroll
-          for (int j = 0; j < 2; ++j) oacc[rb][j][0] = oacc[rb][j][1] = oacc[rb][j][2] = oacc[rb][j][3] = 0.f;
-        o_from_state<128>(oacc, ht, sRe + cb, sQe + cb, kQ, lane);  // this warp's 128 channels
-#pragma unroll
-        for (int rb = 0; rb < 4; ++rb)
-          if (!own(rb)) {
-            float4* x = reinterpret_cast<float4*>(xmine + (rb >> 1) * 256) + lane;  // [2][32 lanes] float4
-            x[0] = make_float4(oacc[rb][0][0], oacc[rb][0][1], oacc[rb][0][2], oacc[rb][0][3]);
-            x[32] = make_float4(oacc[rb][1][0], oacc[rb][1][1], oacc[rb][1][2], oacc[rb][1][3]);
-          }
-        o_add_av(oacc, sAh, sAl, kAs, sv, kVs, vc0, lane, own);
-        pair_sync(vq);  // the partner's partial sums of this warp's row blocks are in sX
-#pragma unroll
-        for (int rb = 0; rb < 4; ++rb) {
-          if (!own(rb)) continue;
-          const float4* x = reinterpret_cast<const float4*>(xpart + (rb >> 1) * 256) + lane;
-          const float4 a = x[0], b = x[32];
-          oacc[rb][0][0] += a.x;
-          oacc[rb][0][1] += a.y;
-          oacc[rb][0][2] += a.z;
-          oacc[rb][0][3] += a.w;
-          oacc[rb][1][0] += b.x;
-          oacc[rb][1][1] += b.y;
-          oacc[rb][1][2] += b.z;
-          oacc[rb][1][3] += b.w;
-#pragma unroll
-          for (int j = 0; j < 2; ++j)
-#pragma unroll
-            for (int hh = 0; hh < 2; ++hh) {
-              const int r = rb * 16 + g8 + hh * 8;
-              if (r < cn) {
-                const int col = j0 + vc0 + j * 8 + 2 * t4;
-                *reinterpret_cast<std::uint32_t*>(p.o + ((row0 + r) * p.H + h) * p.V + col) =
-                    pack_bf16(p.scale * oacc[rb][j][2 * hh], p.scale * oacc[rb][j][2 * hh + 1]);
-              }
-            }
-        }
-      }  // want_o
-      state_update<128>(ht, sDl + cb, sv, kVs, vc0, sKe + cb, kQ, lane);
-    } else {
-      // ---- Steep chunk: the exact token recurrence (v4 / v5) on raw q, k, g from global memory; o of
-      // the pair's 16 columns summed over its 256 channels with shared-memory atomics.
-      float* so = sX + vq * (kC * 16);  // [64 tokens][16 columns], this pair's exchange region
-      if (want_o) {
-        for (int i = kh * 32 + lane; i < kC * 16; i += 64) so[i] = 0.f;
-        pair_sync(vq);
-      }
-      for (int t = 0; t < cn; ++t) {
-        const std::int64_t gro = ((row0 + t) * p.H + h) * K + cb;
-        const float vlo = __bfloat162float(sv[t * kVs + vc0 + g8]), vhi = __bfloat162float(sv[t * kVs + vc0 + g8 + 8]);
-        float plo = 0.f, phi = 0.f;
-#pragma unroll
-        for (int nt = 0; nt < 16; ++nt) {
-          const int ch = nt * 8 + 2 * t4;
-          const float2 gg = load_bf16x2(p.g + gro + ch);
-          const float2 kk = load_bf16x2(p.k + gro + ch);
-          const float2 qq = load_bf16x2(p.q + gro + ch);
-          const float d0 = ex2(gg.x * kLog2e), d1 = ex2(gg.y * kLog2e);
-          ht[nt][0] = fmaf(ht[nt][0], d0, kk.x * vlo);
-          ht[nt][1] = fmaf(ht[nt][1], d1, kk.y * vlo);
-          ht[nt][2] = fmaf(ht[nt][2], d0, kk.x * vhi);
-          ht[nt][3] = fmaf(ht[nt][3], d1, kk.y * vhi);
-          plo = fmaf(qq.x, ht[nt][0], fmaf(qq.y, ht[nt][1], plo));
-          phi = fmaf(qq.x, ht[nt][2], fmaf(qq.y, ht[nt][3], phi));
-        }
-        if (!want_o) continue;
-#pragma unroll
-        for (int o = 1; o < 4; o <<= 1) {
-          plo += __shfl_xor_sync(0xffffffffu, plo, o);
-          phi += __shfl_xor_sync(0xffffffffu, phi, o);
-        }
-        if (t4 == 0) {
-          atomicAdd(so + t * 16 + g8, plo);
-          atomicAdd(so + t * 16 + g8 + 8, phi);
-        }
-      }
-      if (want_o) {
-        pair_sync(vq);  // both halves of the channels added
-        for (int i = kh * 32 + lane; i < cn * 8; i += 64) {
-          const int t = i >> 3, c = (i & 7) * 2;
-          *reinterpret_cast<std::uint32_t*>(p.o + ((row0 + t) * p.H + h) * p.V + j0 + vc0 + c) =
-              pack_bf16(p.scale * so[t * 16 + c], p.scale * so[t * 16 + c + 1]);
-        }
-      }
-    }
-  }
-  if (p.mode == 1) {
-    const std::int64_t sb = (static_cast<std::int64_t>(s.slot0 + s.seg) * p.H + h) * K;
-    if (blockIdx.x == 0) p.seg_decay[sb + tid] = segdec;
-#pragma unroll
-    for (int nt = 0; nt < 16; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int ch = cb + nt * 8 + 2 * t4 + (e & 1), v = vc0 + g8 + (e >= 2 ? 8 : 0);
-        p.seg_state[(sb + ch) * p.V + j0 + v] = ht[nt][e];
-      }
-  } else if (p.ht && s.seg == s.nseg - 1) {
-#pragma unroll
-    for (int nt = 0; nt < 16; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int ch = cb + nt * 8 + 2 * t4 + (e & 1), v = vc0 + g8 + (e >= 2 ? 8 : 0);
-        p.ht[state_base + static_cast<std::int64_t>(ch) * p.V + j0 + v] = ht[nt][e];
-      }
-  }
-}
-
-// The wgmma state kernel (the default at K = 256; LINA_GLA_D256_STATE=mma runs the mma.sync one above).
+// The K = 256 state kernel (seventh session: wgmma; the mma.sync kernel it replaced, 1.21 against 0.97 ms
+// at B8_T2048_H32_D256, is in git history before this comment's commit).
 // One CTA per (work item, head, 64-column V tile), two warpgroups: warpgroup kh (warps 4 kh .. 4 kh + 3)
 // holds H^T [64 V][channels 128 kh .. + 127] as the fp32 accumulator of an m64n128 wgmma (64 registers;
 // thread (warp w, lane l) holds v = 16 (w & 3) + g8 (+ 8), channels 128 kh + 8 nt + 2 t4 (+ 1): the
@@ -2389,14 +2161,6 @@ std::string launch_ws(Params prm, int items, const Problem& p, bool split, cudaS
          launch_passes(chunk_gla_fwd_ws<K, VT>, prm, grid, C::NT, C::smem, split, st, "chunk_gla_fwd_ws", launch_segstate<K, VT>);
 }
 
-// The K = 256 state kernel: wgmma (default) or, with LINA_GLA_D256_STATE=mma (or 8, the earlier spelling
-// of "the 8-warp mma.sync kernel"), the mma.sync one with its padded-row record (measurement knob, read
-// on every call).
-bool d256_wgmma() {
-  const char* e = std::getenv("LINA_GLA_D256_STATE");
-  return !(e && (std::strcmp(e, "mma") == 0 || std::atoi(e) == 8));
-}
-
 // v5 runs where it exists (K = 128 with 128-column V tiles: on the H200 0.635 vs v4's 0.891 ms at
 // B1_T8192_H96_D128; K = 64 with 64-column tiles: 0.045 vs 0.052 ms at B8_T1024_H8_D64); K = 256 runs
 // prep + state (1.46 vs v4's 2.74 ms at B8_T2048_H32_D256). LINA_GLA_FWD_VERSION=4 selects v4 there
@@ -2442,19 +2206,15 @@ std::vector<std::string> launch_d256(Params prm, int items, const Problem& p, bo
     return {};
   }
   D256Params dp{prm, seqs.view, static_cast<int>(p.N), ws};
-  const bool wg = d256_wgmma();
-  auto prep = wg ? chunk_gla_fwd_d256_prep<true> : chunk_gla_fwd_d256_prep<false>;
-  auto state_kernel = wg ? chunk_gla_fwd_d256_state_wg : chunk_gla_fwd_d256_state;
-  const std::size_t ssmem = wg ? wstate_smem : state_smem;
-  set_max_dynamic_smem(prep, static_cast<int>(prep_smem), "chunk_gla_fwd_d256_prep");
-  set_max_dynamic_smem(state_kernel, static_cast<int>(ssmem), "chunk_gla_fwd_d256_state");
+  set_max_dynamic_smem(chunk_gla_fwd_d256_prep, static_cast<int>(prep_smem), "chunk_gla_fwd_d256_prep");
+  set_max_dynamic_smem(chunk_gla_fwd_d256_state_wg, static_cast<int>(wstate_smem), "chunk_gla_fwd_d256_state_wg");
   if (seqs.total_chunks > 0) {
-    prep<<<static_cast<unsigned>(seqs.total_chunks * p.H), NT, prep_smem, st>>>(dp);
+    chunk_gla_fwd_d256_prep<<<static_cast<unsigned>(seqs.total_chunks * p.H), NT, prep_smem, st>>>(dp);
     check(cudaGetLastError(), "chunk_gla_fwd_d256_prep launch");
   }
   const dim3 grid(static_cast<unsigned>(p.V / VT), static_cast<unsigned>(p.H), static_cast<unsigned>(items));
-  const std::string state = std::string(wg ? "chunk_gla_fwd_d256_state_wgmma<256,64>" : "chunk_gla_fwd_d256_state<256,64>") +
-                            launch_passes(state_kernel, dp, grid, NT, ssmem, split, st, "chunk_gla_fwd_d256_state");
+  const std::string state = std::string("chunk_gla_fwd_d256_state_wgmma<256,64>") +
+                            launch_passes(chunk_gla_fwd_d256_state_wg, dp, grid, NT, wstate_smem, split, st, "chunk_gla_fwd_d256_state_wg");
   workspace_free(ws, st, "chunk_gla fwd D256 operands");
   workspace_free(seqs.ptr, st, "sequence table");
   return {"chunk_gla_fwd_d256_prep", state};
@@ -2466,7 +2226,7 @@ constexpr std::size_t kD256MaxWorkspace = 8ull << 30;
 std::size_t d256_workspace_bytes(const Problem& p) {
   std::size_t chunks = 0;
   for (const auto& sq : p.sequences) chunks += static_cast<std::size_t>((sq.length + kC - 1) / kC);
-  return chunks * static_cast<std::size_t>(p.H) * (d256_wgmma() ? d256::wrec_bytes : d256::rec_bytes);
+  return chunks * static_cast<std::size_t>(p.H) * d256::wrec_bytes;
 }
 
 template <int K, int VT>
@@ -2592,7 +2352,7 @@ RunInfo chunk_gla_forward(const Problem& p, const ChunkGlaArgs& a, const Attenti
   // K = 256: prep + state (LINA_GLA_FWD_VERSION=4, or a workspace past kD256MaxWorkspace: v4 <256,64>).
   const std::size_t d256_ws = p.K == 256 ? d256_workspace_bytes(p) : 0;
   // (the prep grid is chunks x heads CTAs in one dimension: at most 2^31 - 1)
-  if (p.K == 256 && use_v5() && d256_ws <= kD256MaxWorkspace && d256_ws / d256::rec_bytes < (1ull << 31)) {
+  if (p.K == 256 && use_v5() && d256_ws <= kD256MaxWorkspace && d256_ws / d256::wrec_bytes < (1ull << 31)) {
     std::vector<std::string> names = launch_d256(prm, ni, p, split, d256_ws, st);
     if (!names.empty()) {
       workspace_free(scratch, st, "chunk_gla fwd segment states");
