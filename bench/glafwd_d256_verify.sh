@@ -12,19 +12,7 @@
 # (A / B / A in one binary), the gate's CUDA cases. Logs -> $OUT, summary printed.
 set -u
 if [ "${1:-}" = "--stage" ]; then
-  set -e
-  W="$(cd "$(dirname "$0")/.." && pwd)"
-  C=/work/main/.carry/glafwd-d256-wgmma
-  ninja -C "$W/build" -j1 lina_cuda_gla_check lina_chunk_gla_gate
-  mkdir -p "$C"
-  rm -f "$C"/lina_*
-  for b in lina_cuda_gla_check lina_chunk_gla_gate; do
-    strip -o "$C/$b" "$W/build/tests/$b"
-    xz -9 -f -T1 "$C/$b"
-  done
-  cp "$W/bench/glafwd_d256_verify.sh" "$C/"
-  du -sh "$C"
-  exit 0
+  exec bash "$(dirname "$0")/stage_carry.sh" glafwd-d256-wgmma "$0" lina_cuda_gla_check lina_chunk_gla_gate
 fi
 D="${1:?folder with lina_cuda_gla_check.xz and lina_chunk_gla_gate.xz}"
 MODE="${2:-quick}"

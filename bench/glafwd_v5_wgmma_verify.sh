@@ -6,24 +6,13 @@
 #           (carry [".carry/glafwd-v5-wgmma"]; quick: steps capped at 165 s in all, timeout_s 180;
 #           `full` instead runs racecheck / memcheck / initcheck / synccheck on --small: capped at 360 s, timeout_s 400)
 # Quick: --small (starts with the wgmma glue self-test, which names a wrong descriptor / swizzle / fragment
-# layout), --small again with LINA_GLA_FWD_VERSION=6 (wg128 with the producers' A by wgmma too), the four
-# K = 128 bench shapes timed default vs VERSION=5 (the mma.sync v5 it replaces) vs 6 in the same process
+# layout), --small again with LINA_GLA_FWD_VERSION=6 (since the merge: wg128 with the producers' mma.sync
+# A; the default has A by wgmma), the four K = 128 bench shapes timed default vs VERSION=5 (the mma.sync
+# v5) vs 6 in the same process
 # (LINA_GLA_BENCH_AB=5,6: default, 5, 6, default, 5, 6), the gate's CUDA cases. Logs -> $OUT, summary printed.
 set -u
 if [ "${1:-}" = "--stage" ]; then
-  set -e
-  W="$(cd "$(dirname "$0")/.." && pwd)"
-  C=/work/main/.carry/glafwd-v5-wgmma
-  ninja -C "$W/build" -j1 lina_cuda_gla_check lina_chunk_gla_gate
-  mkdir -p "$C"
-  rm -f "$C"/lina_*
-  for b in lina_cuda_gla_check lina_chunk_gla_gate; do
-    strip -o "$C/$b" "$W/build/tests/$b"
-    xz -9 -f -T1 "$C/$b"
-  done
-  cp "$W/bench/glafwd_v5_wgmma_verify.sh" "$C/"
-  du -sh "$C"
-  exit 0
+  exec bash "$(dirname "$0")/stage_carry.sh" glafwd-v5-wgmma "$0" lina_cuda_gla_check lina_chunk_gla_gate
 fi
 D="${1:?folder with lina_cuda_gla_check.xz and lina_chunk_gla_gate.xz}"
 MODE="${2:-quick}"
