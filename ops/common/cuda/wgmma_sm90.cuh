@@ -74,24 +74,28 @@ __device__ __forceinline__ void fence_regs(std::uint32_t* d) {
 // async-proxy reads (wgmma operands); a barrier must follow before other threads' wgmma.
 __device__ __forceinline__ void fence_proxy_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
-// D (+)= A(smem) B(smem): Op is a CuTe SS atom with C registers float[N].
+// D (+)= A(smem) B(smem): Op is a CuTe SS atom with C registers float[N]. The accumulator is taken as an
+// array reference (a pointer parameter gave one kernel, chunk_gla_fwd_wg128, an 8-byte stack frame).
 template <class Op, int N, std::size_t... I>
-__device__ __forceinline__ void ss_impl(std::uint64_t da, std::uint64_t db, float* d, ScaleOut s, std::index_sequence<I...>) {
+__device__ __forceinline__ void ss_impl(std::uint64_t da, std::uint64_t db, float (&d)[N], ScaleOut s, std::index_sequence<I...>) {
   Op::fma(da, db, d[I]..., s);
 }
 template <class Op, int N>
-__device__ __forceinline__ void mma_ss(std::uint64_t da, std::uint64_t db, float* d, ScaleOut s = ScaleOut::One) {
+__device__ __forceinline__ void mma_ss(std::uint64_t da, std::uint64_t db, float (&d)[N], ScaleOut s = ScaleOut::One) {
   ss_impl<Op, N>(da, db, d, s, std::make_index_sequence<N>{});
 }
 // D (+)= A(registers, 4 x bf16x2) B(smem): Op is a CuTe RS atom.
 template <class Op, int N, std::size_t... I>
-__device__ __forceinline__ void rs_impl(const std::uint32_t* a, std::uint64_t db, float* d, ScaleOut s, std::index_sequence<I...>) {
+__device__ __forceinline__ void rs_impl(const std::uint32_t (&a)[4], std::uint64_t db, float (&d)[N], ScaleOut s,
+                                        std::index_sequence<I...>) {
   Op::fma(a[0], a[1], a[2], a[3], db, d[I]..., s);
 }
 template <class Op, int N>
-__device__ __forceinline__ void mma_rs(const std::uint32_t* a, std::uint64_t db, float* d, ScaleOut s = ScaleOut::One) {
+__device__ __forceinline__ void mma_rs(const std::uint32_t (&a)[4], std::uint64_t db, float (&d)[N], ScaleOut s = ScaleOut::One) {
   rs_impl<Op, N>(a, db, d, s, std::make_index_sequence<N>{});
 }
+// ScaleOut from "accumulate into d" (false: d = A B).
+__device__ __forceinline__ ScaleOut scale_out(bool acc) { return acc ? ScaleOut::One : ScaleOut::Zero; }
 
 // The shapes used (bf16 x bf16 -> f32).
 template <Major A, Major B>

@@ -42,43 +42,22 @@ __host__ __device__ __forceinline__ std::uint64_t desc_mn_sw128(std::uint32_t sa
 // Warpgroup named barrier (ids 1, 2: the kernel uses no other named barrier).
 __device__ __forceinline__ void wg_bar(int id) { asm volatile("bar.sync %0, 128;\n" ::"r"(id) : "memory"); }
 
-// Calls of the CuTe atoms with the accumulator array expanded into the argument list (array references:
-// the pointer-taking wrappers of wgmma_sm90.cuh gave wg128 an 8-byte stack frame).
-template <std::size_t... I>
-__device__ __forceinline__ void mma_rs_64x64(float (&d)[32], const std::uint32_t (&a)[4], std::uint64_t db, GMMA::ScaleOut sc,
-                                             std::index_sequence<I...>) {
-  GMMA::MMA_64x64x16_F32BF16BF16_RS<GMMA::Major::K, GMMA::Major::K>::fma(a[0], a[1], a[2], a[3], db, d[I]..., sc);
-}
+// The atom calls of this kernel, on wgmma_sm90.cuh's wrappers.
 // o^T (64 x 64) += A (64 x 16, registers) @ B (16 x 64, K-major in shared memory).
 __device__ __forceinline__ void wgmma_rs_64x64_kb(float (&d)[32], const std::uint32_t (&a)[4], std::uint64_t db, bool acc) {
-  mma_rs_64x64(d, a, db, acc ? GMMA::ScaleOut::One : GMMA::ScaleOut::Zero, std::make_index_sequence<32>{});
-}
-template <std::size_t... I>
-__device__ __forceinline__ void mma_ss_64x64_mnk(float (&d)[32], std::uint64_t da, std::uint64_t db, GMMA::ScaleOut sc,
-                                                 std::index_sequence<I...>) {
-  GMMA::MMA_64x64x16_F32BF16BF16_SS<GMMA::Major::MN, GMMA::Major::K>::fma(da, db, d[I]..., sc);
+  wg::mma_rs<wg::M64N64_RS<GMMA::Major::K>, 32>(a, db, d, wg::scale_out(acc));
 }
 // D (64 x 64) += A (64 x 16, MN-major) @ B (16 x 64, K-major), both in shared memory.
 __device__ __forceinline__ void wgmma_ss_64x64_amn_bk(float (&d)[32], std::uint64_t da, std::uint64_t db, bool acc) {
-  mma_ss_64x64_mnk(d, da, db, acc ? GMMA::ScaleOut::One : GMMA::ScaleOut::Zero, std::make_index_sequence<32>{});
-}
-template <std::size_t... I>
-__device__ __forceinline__ void mma_ss_64x64_kk(float (&d)[32], std::uint64_t da, std::uint64_t db, GMMA::ScaleOut sc,
-                                                std::index_sequence<I...>) {
-  GMMA::MMA_64x64x16_F32BF16BF16_SS<GMMA::Major::K, GMMA::Major::K>::fma(da, db, d[I]..., sc);
+  wg::mma_ss<wg::M64N64_SS<GMMA::Major::MN, GMMA::Major::K>, 32>(da, db, d, wg::scale_out(acc));
 }
 // D (64 x 64) += A (64 x 16, K-major) @ B (16 x 64, K-major), both in shared memory.
 __device__ __forceinline__ void wgmma_ss_64x64_ak_bk(float (&d)[32], std::uint64_t da, std::uint64_t db, bool acc) {
-  mma_ss_64x64_kk(d, da, db, acc ? GMMA::ScaleOut::One : GMMA::ScaleOut::Zero, std::make_index_sequence<32>{});
-}
-template <std::size_t... I>
-__device__ __forceinline__ void mma_ss_64x128_mnmn(float (&d)[64], std::uint64_t da, std::uint64_t db, GMMA::ScaleOut sc,
-                                                   std::index_sequence<I...>) {
-  GMMA::MMA_64x128x16_F32BF16BF16_SS<GMMA::Major::MN, GMMA::Major::MN>::fma(da, db, d[I]..., sc);
+  wg::mma_ss<wg::M64N64_SS<GMMA::Major::K, GMMA::Major::K>, 32>(da, db, d, wg::scale_out(acc));
 }
 // D (64 x 128) += A (64 x 16, MN-major) @ B (16 x 128, MN-major), both in shared memory.
 __device__ __forceinline__ void wgmma_ss_64x128_amn_bmn(float (&d)[64], std::uint64_t da, std::uint64_t db, bool acc) {
-  mma_ss_64x128_mnmn(d, da, db, acc ? GMMA::ScaleOut::One : GMMA::ScaleOut::Zero, std::make_index_sequence<64>{});
+  wg::mma_ss<wg::M64N128_SS<GMMA::Major::MN, GMMA::Major::MN>, 64>(da, db, d, wg::scale_out(acc));
 }
 
 // ---- The consumer GEMMs of one chunk (issue only: the caller fences, arrives, commits and waits).
@@ -115,7 +94,7 @@ __device__ __forceinline__ void issue_state(float (&ht)[64], std::uint32_t vblk,
 #pragma unroll
   for (int ks = 0; ks < 4; ++ks) wgmma_ss_64x128_amn_bmn(ht, desc_mn_sw128(vblk + ks * 2048, 8192), desc_mn_sw128(ke + ks * 2048, 8192), true);
 }
-// Producers (LINA_GLA_FWD_VERSION=6): A [64 tok][64 tok'] = qe @ kr^T, 8 SS wgmmas m64n64k16 over the 128
+// Producers (the default; LINA_GLA_FWD_VERSION=6 keeps the mma.sync A): A [64 tok][64 tok'] = qe @ kr^T, 8 SS wgmmas m64n64k16 over the 128
 // channels (A operand = qe, B operand = kr, both [64][128] tiles K-major). The accumulator d[4 ni + e] of
 // warp w is the m16n8 accumulator of row block w, column tile ni (mma.sync's layout).
 __device__ __forceinline__ void issue_a(float (&a)[32], std::uint32_t qe, std::uint32_t kr) {
