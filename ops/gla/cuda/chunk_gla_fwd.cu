@@ -1963,7 +1963,7 @@ int& pass_mode(D256Params& d) { return d.p.mode; }
 // consumer hand-over is on the chain. e_t <= 0 for decaying gates, so kd = k 2^e never overflows; a
 // piece with some e_t > kLim (growing gates) or a NaN takes the exact token recurrence instead. Writes
 // seg_state / seg_decay exactly as mode 1 of the chunk kernels does; pass 2 (mode 2) is unchanged.
-// p.mode: 1, or 3 = every piece by the exact recurrence (test knob, see segstate_setting).
+// p.mode: 1, or 3 = every piece by the exact recurrence (test knob, see segstate_mode).
 template <int K, int VT>
 struct SegCfg {
   static constexpr int R = 128;                       // rows per piece
@@ -2109,23 +2109,29 @@ __global__ void __launch_bounds__(SegCfg<K, VT>::NT, SegCfg<K, VT>::MINB) chunk_
   }
 }
 
-// Pass 1 through chunk_gla_fwd_segstate. LINA_GLA_FWD_SEGSTATE (read on every call; measurement and
-// test knob): 0 = the chunk kernel's own mode 1 instead, exact = every piece by the exact token
-// recurrence (mode 3), so that the checks reach that path with ordinary gates.
-int segstate_setting() {
+// Pass 1 through chunk_gla_fwd_segstate: the kernel's mode. LINA_GLA_FWD_SEGSTATE (read on every call;
+// measurement and test knob): 0 = none (the chunk kernel's own mode 1 instead), exact = every piece by the
+// exact token recurrence (mode 3), so that the checks reach that path with ordinary gates.
+int segstate_mode() {
   const char* e = std::getenv("LINA_GLA_FWD_SEGSTATE");
   if (!e) return 1;
   if (std::string(e) == "exact") return 3;
   return std::atoi(e) == 0 ? 0 : 1;
 }
-bool use_segstate() { return segstate_setting() != 0; }
+// Launches chunk_gla_fwd_segstate in prm.mode (1 or 3, from segstate_mode).
 template <int K, int VT>
 void launch_segstate(Params prm, dim3 grid, cudaStream_t st) {
   using C = SegCfg<K, VT>;
   set_max_dynamic_smem(chunk_gla_fwd_segstate<K, VT>, static_cast<int>(C::smem), "chunk_gla_fwd_segstate");
-  prm.mode = segstate_setting() == 3 ? 3 : 1;
   chunk_gla_fwd_segstate<K, VT><<<grid, C::NT, C::smem, st>>>(prm);
   check(cudaGetLastError(), "chunk_gla_fwd_segstate launch (segment states)");
+}
+using SegstateLaunch = void (*)(Params, dim3, cudaStream_t);
+// The split pass 1 of a chunk kernel's configuration: none at K = 256 (v4 <256,64> keeps its own mode 1).
+template <int K, int VT>
+constexpr SegstateLaunch segstate_launcher() {
+  if constexpr (K == 256) return nullptr;
+  else return launch_segstate<K, VT>;
 }
 
 template <class P>
@@ -2138,8 +2144,9 @@ std::string launch_passes(void (*kernel)(P), P prm, dim3 grid, unsigned threads,
     check(cudaGetLastError(), msg.c_str());
     return "";
   }
-  const bool chunk_parallel = segstate && use_segstate();
-  if (chunk_parallel) {
+  const int seg_mode = segstate ? segstate_mode() : 0;
+  if (seg_mode != 0) {
+    pass_mode(prm) = seg_mode;
     segstate(prm, grid, st);
   } else {
     pass_mode(prm) = 1;
@@ -2149,7 +2156,7 @@ std::string launch_passes(void (*kernel)(P), P prm, dim3 grid, unsigned threads,
   pass_mode(prm) = 2;
   kernel<<<grid, threads, smem, st>>>(prm);
   check(cudaGetLastError(), msg.c_str());
-  return chunk_parallel ? " x2 (sequence split, segment states by chunk_gla_fwd_segstate)" : " x2 (sequence split)";
+  return seg_mode != 0 ? " x2 (sequence split, segment states by chunk_gla_fwd_segstate)" : " x2 (sequence split)";
 }
 
 template <int K, int VT>
@@ -2236,7 +2243,7 @@ std::string launch(Params prm, int items, const Problem& p, bool split, cudaStre
   const dim3 grid(static_cast<unsigned>(p.V / VT), static_cast<unsigned>(p.H), static_cast<unsigned>(items));
   return "chunk_gla_fwd_fused<" + std::to_string(K) + "," + std::to_string(VT) + ">" +
          launch_passes(chunk_gla_fwd_fused<K, VT>, prm, grid, C::NT, C::smem, split, st, "chunk_gla_fwd_fused",
-                       K == 256 ? nullptr : launch_segstate<K == 256 ? 128 : K, VT>);
+                       segstate_launcher<K, VT>());
 }
 
 // K = 128: one CTA per 128 value columns (A and the operands made once per head). LINA_GLA_FWD_VT=64
