@@ -337,13 +337,30 @@ __global__ void __launch_bounds__(kNT, 2) chunk_prep_v2_kernel(const Params p) {
   }
   __syncthreads();
 
-  // ---- (I+L)^-1. The first v tile's loads go out now and land during the inverse.
-  float4 vr[kC * kVT / 4 / kNT];
+  // ---- (I+L)^-1. The first v tile's loads go out now and land during the inverse; each later tile's
+  // during the products of the one before (v tiles pass through registers: vr).
+  constexpr int VR = kC * kVT / 4 / kNT;  // float4 of a v tile per thread
+  float4 vr[VR];
+  auto load_vt = [&](int vt) {
 #pragma unroll
-  for (int u = 0; u < kC * kVT / 4 / kNT; ++u) {
-    const int i = tid + u * kNT, r = i / (kVT / 4), c = 4 * (i % (kVT / 4));
-    vr[u] = r < Cn ? load_v4(p, ((t0 + r) * p.HV + hv) * p.V + c) : kZero4;
-  }
+    for (int u = 0; u < VR; ++u) {
+      const int i = tid + u * kNT, r = i / (kVT / 4), c = 4 * (i % (kVT / 4));
+      vr[u] = r < Cn ? load_v4(p, ((t0 + r) * p.HV + hv) * p.V + vt * kVT + c) : kZero4;
+    }
+  };
+  auto store_vt = [&]() {  // v beta as hi + lo planes into b's space
+#pragma unroll
+    for (int u = 0; u < VR; ++u) {
+      const int i = tid + u * kNT, r = i / (kVT / 4), c = 4 * (i % (kVT / 4));
+      const float b = s.beta[r];
+      std::uint32_t h0, l0, h1, l1;
+      cuda_util::pack_bf16_split(vr[u].x * b, vr[u].y * b, h0, l0);
+      cuda_util::pack_bf16_split(vr[u].z * b, vr[u].w * b, h1, l1);
+      *reinterpret_cast<uint2*>(&s.r3.v[0][r][c]) = make_uint2(h0, h1);
+      *reinterpret_cast<uint2*>(&s.r3.v[1][r][c]) = make_uint2(l0, l1);
+    }
+  };
+  load_vt(0);
   if (warp < 4) {  // diagonal block `warp` by forward substitution, column lane % 16, in registers
     const int c = lane & 15, o = 16 * warp;
     float xs[16];
@@ -404,17 +421,9 @@ __global__ void __launch_bounds__(kNT, 2) chunk_prep_v2_kernel(const Params p) {
     st_u32(&s.r2.kbe[0][r][c], kh[u]);
     st_u32(&s.r2.kbe[1][r][c], kl[u]);
   }
-#pragma unroll
-  for (int u = 0; u < kC * kVT / 4 / kNT; ++u) {
-    const int i = tid + u * kNT, r = i / (kVT / 4), c = 4 * (i % (kVT / 4));
-    const float b = s.beta[r];
-    std::uint32_t h0, l0, h1, l1;
-    cuda_util::pack_bf16_split(vr[u].x * b, vr[u].y * b, h0, l0);
-    cuda_util::pack_bf16_split(vr[u].z * b, vr[u].w * b, h1, l1);
-    *reinterpret_cast<uint2*>(&s.r3.v[0][r][c]) = make_uint2(h0, h1);
-    *reinterpret_cast<uint2*>(&s.r3.v[1][r][c]) = make_uint2(l0, l1);
-  }
+  store_vt();
   __syncthreads();
+  if (p.nvt > 1) load_vt(1);
 
   const int m0 = 16 * (warp & 3), ks1 = (warp & 3) + 1;  // X's k16 steps past the warp's rows are zero
   {  // w = X kbe: warp (m0, key columns nk0 .. nk0 + K/2)
@@ -437,12 +446,8 @@ __global__ void __launch_bounds__(kNT, 2) chunk_prep_v2_kernel(const Params p) {
   for (int vt = 0; vt < p.nvt; ++vt) {
     if (vt > 0) {
       __syncthreads();  // the previous tile is consumed
-      fill_split<kC, kVT, 72>(&s.r3.v[0][0][0], &s.r3.v[1][0][0], [&](int r, int c) {
-        if (r >= Cn) return kZero4;
-        const float4 x = load_v4(p, ((t0 + r) * p.HV + hv) * p.V + vt * kVT + c);
-        const float b = s.beta[r];
-        return make_float4(x.x * b, x.y * b, x.z * b, x.w * b);
-      });
+      store_vt();
+      if (vt + 1 < p.nvt) load_vt(vt + 1);
       __syncthreads();
     }
     float acc[4][4] = {};
