@@ -524,6 +524,11 @@ __device__ __forceinline__ void warp_mma_split(float (&acc)[NT][4], const bf16* 
   }
 }
 
+// A, second tensor-core version chunk_prep_v2 (default at K = 128; LINA_DELTA_BWD_PREP=old selects
+// chunk_prep_tc / chunk_prep below and above). Its own file, so that stage A and the state passes
+// change independently.
+#include "ops/delta/cuda/chunk_delta_bwd_prep.cuh"
+
 // Warp tiles of the state passes (8 warps): the state [K][64] as WR x WC warps of 16 rows x NTS n8
 // tiles; the per-chunk [64][64] products (v_new, dvn) as 4 x 2 warps of 16 rows x 4 n8 tiles.
 template <int K>
@@ -798,9 +803,6 @@ __global__ void __launch_bounds__(kNT, 1) chunk_prep_tc_kernel(const Params p) {
       }
   }
 }
-
-// A, second tensor-core version (default at K = 128; LINA_DELTA_BWD_PREP=old selects the kernels above).
-#include "ops/delta/cuda/chunk_delta_bwd_prep.cuh"
 
 template <int K>
 struct StateFwdSmem {

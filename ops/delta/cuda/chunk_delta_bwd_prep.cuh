@@ -1,6 +1,6 @@
 // Stage A of the chunk_kda / chunk_gdn backward, second tensor-core version: chunk_prep_v2_kernel<K>
 // (docs/kernels/chunk_delta_bwd.md, "chunk_prep v2"). Included by chunk_delta_bwd.cu inside its
-// anonymous namespace, after the helpers it uses (Params, ChunkInfo, gate helpers, fill_split,
+// anonymous namespace, after the helpers it uses (Params, ChunkInfo, gate helpers,
 // warp_mma_split, ld2 / st2 / st_u32, load4_as_float); not a standalone header.
 //
 // Same outputs as chunk_prep_tc_kernel (fp32 b, bt, Aqk, Tinv, w, u = v beta's Tinv product in p.vn).
