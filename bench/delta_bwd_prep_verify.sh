@@ -47,6 +47,12 @@ st "stages v2 kda 4" v2 --op kda --shape 4 >> $L/stages.txt
 st "stages default kda 4" "" --op kda --shape 4 >> $L/stages.txt
 tm "timing v2 shape 4" v2 12 --shape 4 >> $L/time.txt
 echo "total ${SECONDS}s" >> $L/time.txt
-grep -h "=== \|FAIL\|PASS\|hazard\|ERROR SUMMARY\|RACECHECK\|refused\|nan" $L/checks.txt $L/sanitize.txt | cut -c1-200 | head -60
+for f in check_v2 check_v2all check_old; do  # compact: counts, failures, the summary line (details in checks.txt)
+  echo "=== $f: $(grep -c ' PASS$' $T/$f.txt) PASS, $(grep -c ' FAIL$' $T/$f.txt) FAIL"
+  grep -h " FAIL$\|ERROR\|(nan)\|ALL CHECKS\|FAILED" $T/$f.txt | cut -c1-200 | head -8
+done
+grep -h "=== \|hazard\|ERROR SUMMARY\|RACECHECK" $L/sanitize.txt | cut -c1-200
 grep -h "=== \|PASSED\|FAILED" $L/gates.txt | head
-grep -h "=== \|bwd \|stages\|rc=\|total" $L/time.txt $L/stages.txt | cut -c1-220
+grep -h "=== \|bwd \|rc=\|total" $L/time.txt | cut -c1-220
+# per stage run: its last stage line (every timed call prints one)
+awk '/^===/{if(l)print l; print; l=""} /delta_bwd stages/{l=$0} END{if(l)print l}' $L/stages.txt | cut -c1-240
