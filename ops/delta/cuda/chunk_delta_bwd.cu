@@ -1776,8 +1776,13 @@ void run_pipeline(const Params& prm, int total_chunks, cudaStream_t st) {
     launch(chunk_prep_kernel<K>, chunk_grid, kNT, S::A, st, prm, "delta_bwd chunk_prep");
   else if (prep == 1) {
     if constexpr (K == 128) launch(chunk_prep_tc_kernel<K>, chunk_grid, kNT, prep_tc_smem<K>(), st, prm, "delta_bwd chunk_prep");
-  } else
+  } else {
+    // two CTAs per SM need the whole carveout as shared memory (a hint; the default may pick less)
+    cuda_util::check(cudaFuncSetAttribute(chunk_prep_v2_kernel<K>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                          cudaSharedmemCarveoutMaxShared),
+                     "delta_bwd chunk_prep carveout");
     launch(chunk_prep_v2_kernel<K>, chunk_grid, kNT, prep_v2_smem<K>(), st, prm, "delta_bwd chunk_prep");
+  }
   mark("chunk_prep");
   launch(state_fwd_kernel<K>, seq_grid, kNT, S::B, st, prm, "delta_bwd state_fwd");
   mark("state_fwd");
