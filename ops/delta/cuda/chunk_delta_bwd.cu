@@ -1768,7 +1768,7 @@ void run_pipeline(const Params& prm, int total_chunks, cudaStream_t st) {
   mark("prep_qk");
   const bool simt = simt_chunk_kernels();
   // K = 64 keeps the SIMT chunk_prep: on the H200 it measured 0.35 ms against the tensor-core kernel's
-  // 0.45 ms at KDA B8_T1024_H8_D64 (K = 128: 10.2 vs 7.0 ms at B1_T8192_H96), so <64> is not built.
+  // 0.45 ms at KDA B8_T1024_H8_D64 (K = 128: 10.2 vs 7.0 ms at B1_T8192_H96), so chunk_prep_tc<64> is not built.
   // chunk_prep_v2 (two CTAs per SM, fragments built in registers, 3xTF32 merges) is the default at
   // K = 128; LINA_DELTA_BWD_PREP=old restores the previous kernels, =v2 runs v2 at K = 64 too.
   const int prep = prep_variant();
