@@ -30,6 +30,7 @@
 #include "lina/error.h"
 #include "ops/common/backends.h"
 #include "ops/common/cuda/cuda_common.cuh"
+#include "ops/common/cuda/launch_setup.h"
 #include "ops/common/cuda/mma_primitives.cuh"
 #include "ops/common/cuda/workspace.h"
 
@@ -1710,8 +1711,7 @@ static_assert(SmemSize<128>::C <= 227 * 1024, "state_bwd_kernel<128> shared memo
 template <class Kern>
 void launch(Kern kern, dim3 grid, int threads, size_t smem, cudaStream_t st, const Params& prm, const char* name) {
   if (grid.x == 0 || grid.y == 0) return;
-  if (smem > 48 * 1024)
-    cuda_util::check(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)), name);
+  if (smem > 48 * 1024) cuda_util::set_max_dynamic_smem(kern, static_cast<int>(smem), name);  // once per device
   kern<<<grid, threads, smem, st>>>(prm);
   cuda_util::check(cudaGetLastError(), name);
 }
@@ -1735,15 +1735,12 @@ bool simt_chunk_kernels() {
   return on;
 }
 
-// Which chunk_prep (stage A) runs: 0 = chunk_prep_v2 at K = 128, SIMT at K = 64 (default); 1 = the
-// previous choice (chunk_prep_tc at K = 128, SIMT at K = 64): LINA_DELTA_BWD_PREP=old; 2 = chunk_prep_v2
-// at both K: LINA_DELTA_BWD_PREP=v2. Read per call (one binary measures all of them).
+// Which chunk_prep (stage A) runs: 0 = chunk_prep_v2 at both K (default; "v2" names it too); 1 = the
+// previous choice (chunk_prep_tc at K = 128, SIMT at K = 64): LINA_DELTA_BWD_PREP=old. Read per call
+// (one binary measures both).
 int prep_variant() {
   const char* e = std::getenv("LINA_DELTA_BWD_PREP");
-  if (!e || !*e) return 0;
-  if (!std::strcmp(e, "old")) return 1;
-  if (!std::strcmp(e, "v2")) return 2;
-  return 0;
+  return e && !std::strcmp(e, "old") ? 1 : 0;
 }
 
 template <int K>
@@ -1767,20 +1764,19 @@ void run_pipeline(const Params& prm, int total_chunks, cudaStream_t st) {
   launch(prep_qk_kernel, warps(prm.R * prm.H), 256, 0, st, prm, "delta_bwd prep_qk");
   mark("prep_qk");
   const bool simt = simt_chunk_kernels();
-  // K = 64 keeps the SIMT chunk_prep: on the H200 it measured 0.35 ms against the tensor-core kernel's
-  // 0.45 ms at KDA B8_T1024_H8_D64 (K = 128: 10.2 vs 7.0 ms at B1_T8192_H96), so chunk_prep_tc<64> is not built.
-  // chunk_prep_v2 (two CTAs per SM, fragments built in registers, 3xTF32 merges) is the default at
-  // K = 128; LINA_DELTA_BWD_PREP=old restores the previous kernels, =v2 runs v2 at K = 64 too.
+  // chunk_prep_v2 (two CTAs per SM, fragments built in registers, 3xTF32 merges) is the default at both
+  // K: on the H200 2.74 vs 6.98 ms (chunk_prep_tc) at KDA B1_T8192_H96_D128 and 0.109 vs 0.351 ms (SIMT)
+  // at B8_T1024_H8_D64. LINA_DELTA_BWD_PREP=old restores the previous kernels (chunk_prep_tc<64> was
+  // never built: the SIMT one measured 0.35 vs its 0.45 ms at D64).
   const int prep = prep_variant();
-  if (simt || (K == 64 && prep != 2))
+  if (simt || (K == 64 && prep == 1))
     launch(chunk_prep_kernel<K>, chunk_grid, kNT, S::A, st, prm, "delta_bwd chunk_prep");
   else if (prep == 1) {
     if constexpr (K == 128) launch(chunk_prep_tc_kernel<K>, chunk_grid, kNT, prep_tc_smem<K>(), st, prm, "delta_bwd chunk_prep");
   } else {
     // two CTAs per SM need the whole carveout as shared memory (a hint; the default may pick less)
-    cuda_util::check(cudaFuncSetAttribute(chunk_prep_v2_kernel<K>, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                          cudaSharedmemCarveoutMaxShared),
-                     "delta_bwd chunk_prep carveout");
+    cuda_util::set_func_attribute(chunk_prep_v2_kernel<K>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                  cudaSharedmemCarveoutMaxShared, "delta_bwd chunk_prep carveout");
     launch(chunk_prep_v2_kernel<K>, chunk_grid, kNT, prep_v2_smem<K>(), st, prm, "delta_bwd chunk_prep");
   }
   mark("chunk_prep");
