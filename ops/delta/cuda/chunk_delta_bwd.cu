@@ -1584,6 +1584,10 @@ __global__ void __launch_bounds__(kNT, 1) grad_k_tc_kernel(const Params p) {
                        s.bL, s.cs, s.red);
 }
 
+// D1 / D2, second versions grad_v2 / grad_k_v2 (default; LINA_DELTA_BWD_GRAD=old selects the two
+// above). Their own file, so that D1 / D2 and the state passes change independently.
+#include "ops/delta/cuda/chunk_delta_bwd_grad.cuh"
+
 // ---------------------------------------------------------------------------------------------
 // E1: dq, dk: GVA group sum over the value heads of each q/k head, then the l2norm backward.
 __global__ void post_qk_kernel(const Params p) {
@@ -1743,6 +1747,14 @@ int prep_variant() {
   return e && !std::strcmp(e, "old") ? 1 : 0;
 }
 
+// Which grad_v / grad_k (D1, D2) run: 0 = grad_v2 / grad_k_v2 (default; "v2" names it too); 1 = the
+// previous grad_v / grad_k_tc: LINA_DELTA_BWD_GRAD=old. Read per call (one binary measures both).
+// LINA_DELTA_BWD_SIMT=1 keeps selecting the old grad_v and the SIMT grad_k.
+int grad_variant() {
+  const char* e = std::getenv("LINA_DELTA_BWD_GRAD");
+  return e && !std::strcmp(e, "old") ? 1 : 0;
+}
+
 template <int K>
 void run_pipeline(const Params& prm, int total_chunks, cudaStream_t st) {
   using S = SmemSize<K>;
@@ -1784,12 +1796,19 @@ void run_pipeline(const Params& prm, int total_chunks, cudaStream_t st) {
   mark("state_fwd");
   launch(state_bwd_kernel<K>, seq_grid, kNT, S::C, st, prm, "delta_bwd state_bwd");
   mark("state_bwd");
-  launch(grad_v_kernel<K>, chunk_grid, kNT, S::D1, st, prm, "delta_bwd grad_v");
+  // grad_v2 / grad_k_v2 (loads grouped / all in flight, float4 intra reads) unless LINA_DELTA_BWD_GRAD=old
+  const bool grad_old = simt || grad_variant() == 1;
+  if (grad_old)
+    launch(grad_v_kernel<K>, chunk_grid, kNT, S::D1, st, prm, "delta_bwd grad_v");
+  else
+    launch(grad_v2_kernel<K>, chunk_grid, kNT, S::D1, st, prm, "delta_bwd grad_v");
   mark("grad_v");
   if (simt)
     launch(grad_k_kernel<K>, chunk_grid, kNT, S::D2, st, prm, "delta_bwd grad_k");
-  else
+  else if (grad_old)
     launch(grad_k_tc_kernel<K>, chunk_grid, kNT, S::D2tc, st, prm, "delta_bwd grad_k");
+  else
+    launch(grad_k_v2_kernel<K>, chunk_grid, kNT, grad_k_v2_smem<K>(), st, prm, "delta_bwd grad_k");
   mark("grad_k");
   launch(post_qk_kernel, warps(prm.R * prm.H), 256, 0, st, prm, "delta_bwd post_qk");
   mark("post_qk");
