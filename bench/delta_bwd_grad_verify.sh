@@ -1,9 +1,10 @@
 #!/bin/bash
 # dbwd-grad verification (branch dbwd-grad): grad_v2 / grad_k_v2 (stages D1 / D2 of the delta backward)
-# against the checks, the gates' CUDA cases, memcheck + racecheck, then timings of the whole backward
-# with LINA_DELTA_BWD_GRAD unset (v2, the default) and =old (grad_v / grad_k_tc), same binary, plus
-# per-stage times (LINA_DELTA_BWD_STAGES=1) at KDA shape 0 (B1_T8192_H96_D128), 4 (B8_T1024_H8_D64)
-# and GDN shape 0.
+# and prep_qk_v2 / post_qk_v2 (P / E1) against the checks, the gates' CUDA cases, memcheck + racecheck,
+# then timings of the whole backward with the knobs unset (v2, the default) and "old"
+# (LINA_DELTA_BWD_GRAD=old LINA_DELTA_BWD_QK=old: grad_v / grad_k_tc / prep_qk / post_qk), same
+# binary, plus per-stage times (LINA_DELTA_BWD_STAGES=1) at KDA shape 0 (B1_T8192_H96_D128), 4
+# (B8_T1024_H8_D64) and GDN shape 0.
 # Call: run tool, command "bash .carry/dbwd-grad/run.sh", carry [".carry/dbwd-grad"], timeout_s 180.
 # Tracked copy of .carry/dbwd-grad/run.sh (B = the folder holding the xz-compressed binaries).
 # Returns checks.txt, gates.txt, sanitize.txt, time.txt, stages.txt under $OUT. Optional steps are
@@ -14,7 +15,7 @@ CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 CK=$B/lina_cuda_delta_bwd_check
 # correctness, in parallel (the checks' host references use the CPU; the sanitizers and gates run v2)
 OUT=$T timeout 70 $CK --no-time > $T/check_v2.txt 2>&1 &
-OUT=$T LINA_DELTA_BWD_GRAD=old timeout 70 $CK --no-time > $T/check_old.txt 2>&1 &
+OUT=$T LINA_DELTA_BWD_GRAD=old LINA_DELTA_BWD_QK=old timeout 70 $CK --no-time > $T/check_old.txt 2>&1 &
 timeout 70 $B/lina_chunk_kda_gate --gtest_filter='*Cuda*' > $T/gate_kda.txt 2>&1 &
 timeout 70 $B/lina_chunk_gdn_gate --gtest_filter='*Cuda*' > $T/gate_gdn.txt 2>&1 &
 OUT=$T timeout 70 $CS --tool memcheck $CK --small --no-time > $T/memcheck.txt 2>&1 &
@@ -28,14 +29,14 @@ left() { echo $(( 165 - SECONDS )); }
 tm() {  # name grad-value timeout args...
   local n=$1 v=$2 to=$3; shift 3
   local l=$(left); [ $l -lt 5 ] && { echo "=== $n skipped (time)"; return; }; [ $to -gt $l ] && to=$l
-  echo "=== $n (LINA_DELTA_BWD_GRAD=$v) $*"
-  OUT=$T LINA_DELTA_BWD_GRAD=$v timeout $to $CK --no-check "$@" 2>&1; echo "rc=$?"
+  echo "=== $n (LINA_DELTA_BWD_GRAD, _QK = $v) $*"
+  OUT=$T LINA_DELTA_BWD_GRAD=$v LINA_DELTA_BWD_QK=$v timeout $to $CK --no-check "$@" 2>&1; echo "rc=$?"
 }
 st() {
   local n=$1 v=$2; shift 2
   local l=$(left); [ $l -lt 5 ] && { echo "=== $n skipped (time)"; return; }; local to=10; [ $to -gt $l ] && to=$l
-  echo "=== $n (LINA_DELTA_BWD_GRAD=$v) $*"
-  OUT=$T LINA_DELTA_BWD_GRAD=$v LINA_DELTA_BWD_STAGES=1 timeout $to $CK --no-check "$@" 2>&1
+  echo "=== $n (LINA_DELTA_BWD_GRAD, _QK = $v) $*"
+  OUT=$T LINA_DELTA_BWD_GRAD=$v LINA_DELTA_BWD_QK=$v LINA_DELTA_BWD_STAGES=1 timeout $to $CK --no-check "$@" 2>&1
 }
 st "stages v2 kda 0" "" --op kda --shape 0 >> $L/stages.txt
 st "stages old kda 0" old --op kda --shape 0 >> $L/stages.txt

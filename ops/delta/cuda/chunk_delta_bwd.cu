@@ -1755,6 +1755,15 @@ int grad_variant() {
   return e && !std::strcmp(e, "old") ? 1 : 0;
 }
 
+// Which prep_qk / post_qk (P, E1) run: 0 = prep_qk_v2 / post_qk_v2 (default); 1 = the previous ones:
+// LINA_DELTA_BWD_QK=old. Read per call.
+int qk_variant() {
+  const char* e = std::getenv("LINA_DELTA_BWD_QK");
+  return e && !std::strcmp(e, "old") ? 1 : 0;
+}
+
+bool aligned16(const void* ptr) { return (reinterpret_cast<std::uintptr_t>(ptr) & 15u) == 0; }
+
 template <int K>
 void run_pipeline(const Params& prm, int total_chunks, cudaStream_t st) {
   using S = SmemSize<K>;
@@ -1773,7 +1782,12 @@ void run_pipeline(const Params& prm, int total_chunks, cudaStream_t st) {
     names.push_back(name);
   };
   mark("start");
-  launch(prep_qk_kernel, warps(prm.R * prm.H), 256, 0, st, prm, "delta_bwd prep_qk");
+  // the v2 element-wise kernels use vector loads / stores of q, k, dq, dk (K / 32 elements per lane)
+  const bool qk_v2 = qk_variant() == 0 && aligned16(prm.q) && aligned16(prm.k) && aligned16(prm.dq) && aligned16(prm.dk);
+  if (qk_v2)
+    launch(prep_qk_v2_kernel<K>, warps(prm.R * prm.H), 256, 0, st, prm, "delta_bwd prep_qk");
+  else
+    launch(prep_qk_kernel, warps(prm.R * prm.H), 256, 0, st, prm, "delta_bwd prep_qk");
   mark("prep_qk");
   const bool simt = simt_chunk_kernels();
   // chunk_prep_v2 (two CTAs per SM, fragments built in registers, 3xTF32 merges) is the default at both
@@ -1798,7 +1812,8 @@ void run_pipeline(const Params& prm, int total_chunks, cudaStream_t st) {
   mark("state_bwd");
   // grad_v2 / grad_k_v2 (loads grouped / all in flight, float4 intra reads) unless LINA_DELTA_BWD_GRAD=old
   const bool grad_old = simt || grad_variant() == 1;
-  if (grad_old)
+  // grad_v2 loads dO / v and stores dv as vectors (4 elements / 2 elements)
+  if (grad_old || !aligned16(prm.d_o) || !aligned16(prm.v) || !aligned16(prm.dv))
     launch(grad_v_kernel<K>, chunk_grid, kNT, S::D1, st, prm, "delta_bwd grad_v");
   else
     launch(grad_v2_kernel<K>, chunk_grid, kNT, S::D1, st, prm, "delta_bwd grad_v");
@@ -1810,7 +1825,10 @@ void run_pipeline(const Params& prm, int total_chunks, cudaStream_t st) {
   else
     launch(grad_k_v2_kernel<K>, chunk_grid, kNT, grad_k_v2_smem<K>(), st, prm, "delta_bwd grad_k");
   mark("grad_k");
-  launch(post_qk_kernel, warps(prm.R * prm.H), 256, 0, st, prm, "delta_bwd post_qk");
+  if (qk_v2)
+    launch(post_qk_v2_kernel<K>, warps(prm.R * prm.H), 256, 0, st, prm, "delta_bwd post_qk");
+  else
+    launch(post_qk_kernel, warps(prm.R * prm.H), 256, 0, st, prm, "delta_bwd post_qk");
   mark("post_qk");
   launch(post_gate_kernel, warps(prm.R * prm.HV), 256, 0, st, prm, "delta_bwd post_gate");
   mark("post_gate");

@@ -611,3 +611,152 @@ __global__ void __launch_bounds__(kNT, 1) grad_k_v2_kernel(const Params p) {
   __syncthreads();
   grad_k_v2_tail<K>(p, ci, hv, s);
 }
+
+// ---------------------------------------------------------------------------------------------
+// P / E1, second versions prep_qk_v2<K> / post_qk_v2<K> (default; LINA_DELTA_BWD_QK=old selects
+// prep_qk_kernel / post_qk_kernel). Same math; lane owns the CPL = K / 32 consecutive channels
+// CPL lane .. (one vector load / store per tensor instead of CPL scalar ones) and q and k (dq_e and
+// dk_e) are loaded together, so twice the bytes are in flight per warp. Needs 16-byte aligned q, k,
+// dq, dk (checked on the host; the old kernels run otherwise).
+template <int CPL>
+__device__ __forceinline__ void load_lane(float (&x)[CPL], const void* src, int dtype, i64 i) {
+  static_assert(CPL == 2 || CPL == 4, "K in {64, 128}");
+  if (dtype == 2) {
+    const bf16* s = static_cast<const bf16*>(src) + i;
+    if constexpr (CPL == 4) {
+      const uint2 u = *reinterpret_cast<const uint2*>(s);
+      const float2 a = cuda_util::unpack_bf16(u.x), b = cuda_util::unpack_bf16(u.y);
+      x[0] = a.x, x[1] = a.y, x[2] = b.x, x[3] = b.y;
+    } else {
+      const float2 a = cuda_util::unpack_bf16(*reinterpret_cast<const std::uint32_t*>(s));
+      x[0] = a.x, x[1] = a.y;
+    }
+  } else if (dtype == 1) {
+    const float* s = static_cast<const float*>(src) + i;
+    if constexpr (CPL == 4) {
+      const float4 a = ld4(s);
+      x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w;
+    } else {
+      const float2 a = ld2(s);
+      x[0] = a.x, x[1] = a.y;
+    }
+  } else {
+#pragma unroll
+    for (int e = 0; e < CPL; ++e) x[e] = load_as_float(src, dtype, i + e);
+  }
+}
+
+template <int CPL>
+__device__ __forceinline__ void ld_lane(float (&x)[CPL], const float* s) {
+  if constexpr (CPL == 4) {
+    const float4 a = ld4(s);
+    x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w;
+  } else {
+    const float2 a = ld2(s);
+    x[0] = a.x, x[1] = a.y;
+  }
+}
+
+template <int CPL>
+__device__ __forceinline__ void st_lane(float* d, const float (&x)[CPL]) {
+  if constexpr (CPL == 4) *reinterpret_cast<float4*>(d) = make_float4(x[0], x[1], x[2], x[3]);
+  else st2(d, x[0], x[1]);
+}
+
+template <int CPL>
+__device__ __forceinline__ void store_lane(void* dst, int dtype, i64 i, const float (&x)[CPL]) {
+  if (dtype == 2) {
+    bf16* d = static_cast<bf16*>(dst) + i;
+    if constexpr (CPL == 4) *reinterpret_cast<uint2*>(d) = make_uint2(cuda_util::pack_bf16(x[0], x[1]), cuda_util::pack_bf16(x[2], x[3]));
+    else *reinterpret_cast<std::uint32_t*>(d) = cuda_util::pack_bf16(x[0], x[1]);
+  } else if (dtype == 1) {
+    st_lane<CPL>(static_cast<float*>(dst) + i, x);
+  } else {
+#pragma unroll
+    for (int e = 0; e < CPL; ++e) store_as(dst, dtype, i + e, x[e]);
+  }
+}
+
+// P: q/k l2norm (or copy), warp per (token, q/k head)
+template <int K>
+__global__ void prep_qk_v2_kernel(const Params p) {
+  constexpr int CPL = K / 32;
+  const i64 item = (static_cast<i64>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+  const int lane = threadIdx.x & 31;
+  if (item >= p.R * p.H) return;
+  const i64 i = item * K + CPL * lane;
+  float xq[CPL], xk[CPL];
+  load_lane<CPL>(xq, p.q, p.qk_t, i);
+  load_lane<CPL>(xk, p.k, p.qk_t, i);
+  float sq = 0.f, sk = 0.f;
+#pragma unroll
+  for (int e = 0; e < CPL; ++e) {
+    sq += xq[e] * xq[e];
+    sk += xk[e] * xk[e];
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    sq += __shfl_xor_sync(0xffffffffu, sq, o);
+    sk += __shfl_xor_sync(0xffffffffu, sk, o);
+  }
+  const float rq = p.l2norm ? rsqrtf(sq + 1e-6f) : 1.f, rk = p.l2norm ? rsqrtf(sk + 1e-6f) : 1.f;
+#pragma unroll
+  for (int e = 0; e < CPL; ++e) {
+    xq[e] *= rq;
+    xk[e] *= rk;
+  }
+  st_lane<CPL>(p.qn + i, xq);
+  st_lane<CPL>(p.kn + i, xk);
+  if (lane == 0) {
+    p.rq[item] = rq;
+    p.rk[item] = rk;
+  }
+}
+
+// E1: dq, dk: GVA group sum over the value heads of each q/k head, then the l2norm backward
+template <int K>
+__global__ void post_qk_v2_kernel(const Params p) {
+  constexpr int CPL = K / 32;
+  const i64 item = (static_cast<i64>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+  const int lane = threadIdx.x & 31;
+  if (item >= p.R * p.H) return;
+  const i64 row = item / p.H;
+  const int h = static_cast<int>(item % p.H);
+  const i64 i = item * K + CPL * lane;
+  float dq[CPL] = {}, dk[CPL] = {}, yq[CPL], yk[CPL];
+  ld_lane<CPL>(yq, p.qn + i);
+  ld_lane<CPL>(yk, p.kn + i);
+  const float rq = p.l2norm ? p.rq[item] : 1.f, rk = p.l2norm ? p.rk[item] : 1.f;
+  const i64 src0 = (row * p.HV + static_cast<i64>(h) * p.G) * K + CPL * lane;
+#pragma unroll 2
+  for (int gi = 0; gi < p.G; ++gi) {
+    float a[CPL], b[CPL];
+    ld_lane<CPL>(a, p.dqe + src0 + static_cast<i64>(gi) * K);
+    ld_lane<CPL>(b, p.dke + src0 + static_cast<i64>(gi) * K);
+#pragma unroll
+    for (int e = 0; e < CPL; ++e) {
+      dq[e] += a[e];
+      dk[e] += b[e];
+    }
+  }
+  if (p.l2norm) {
+    float oq = 0.f, ok = 0.f;
+#pragma unroll
+    for (int e = 0; e < CPL; ++e) {
+      oq += dq[e] * yq[e];
+      ok += dk[e] * yk[e];
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      oq += __shfl_xor_sync(0xffffffffu, oq, o);
+      ok += __shfl_xor_sync(0xffffffffu, ok, o);
+    }
+#pragma unroll
+    for (int e = 0; e < CPL; ++e) {
+      dq[e] = rq * (dq[e] - oq * yq[e]);
+      dk[e] = rk * (dk[e] - ok * yk[e]);
+    }
+  }
+  store_lane<CPL>(p.dq, p.dq_t, i, dq);
+  store_lane<CPL>(p.dk, p.dq_t, i, dk);
+}
