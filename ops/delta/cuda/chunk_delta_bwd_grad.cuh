@@ -7,8 +7,9 @@
 // Same math, operands and outputs as the kernels they replace (mma.sync with every operand as a bf16
 // hi + lo pair, fp32 accumulators, fp32 scratch). What differs is latency: both run one CTA per SM, so
 // every dependent global round trip leaves the SM idle.
-//  - grad_v2: the six per-tile fills (H, dh, dO, v_new, dvn, v: one round trip each) go out as two
-//    groups (H + dh, then the four [64][64] tiles), pass 2's dh + v_new as one; dv is stored in pairs.
+//  - grad_v2: the six per-tile fills (H, dh, dO, v_new, dvn, v: one round trip each) go out as one
+//    group (32 / 24 float4 per thread at K = 128 / 64; ptxas keeps it at 254 / 249 registers without
+//    spills), pass 2's dh + v_new as one; dv is stored in pairs.
 //  - grad_k_v2: every prologue load in flight at once (q, k, b, dAqk, dTv by cp.async into 16-byte
 //    aligned fp32 rows; dw and Tinv through registers into hi + lo planes; the db epilogue's dq_e / dk_e
 //    fragments prefetched into registers), instead of ~18 dependent batches. The intra-chunk loop
@@ -86,21 +87,13 @@ __global__ void __launch_bounds__(kNT, 1) grad_v2_kernel(const Params p) {
   for (int vt = 0; vt < p.nvt; ++vt) {
     const int c0 = vt * kVT;
     __syncthreads();
-    {  // H, dh: one round trip
-      float4 a[PH], d[PH];
+    {  // H, dh, dO, v_new, dvn, v: one round trip
+      float4 a[PH], d[PH], xo[P6], xn[P6], xd[P6], xv[P6];
 #pragma unroll
       for (int u = 0; u < PH; ++u) {
         a[u] = ld4(Hg + static_cast<i64>(rr(u)) * V + c0 + cc(u));
         d[u] = ld4(Dg + static_cast<i64>(rr(u)) * V + c0 + cc(u));
       }
-#pragma unroll
-      for (int u = 0; u < PH; ++u) {
-        st_split4(&s.H[0][0][0], &s.H[1][0][0], rr(u) * 72 + cc(u), a[u]);
-        st_split4(&s.D[0][0][0], &s.D[1][0][0], rr(u) * 72 + cc(u), d[u]);
-      }
-    }
-    {  // dO, v_new, dvn, v: one round trip
-      float4 xo[P6], xn[P6], xd[P6], xv[P6];
 #pragma unroll
       for (int u = 0; u < P6; ++u) {
         const bool ok = rr(u) < Cn;
@@ -109,6 +102,11 @@ __global__ void __launch_bounds__(kNT, 1) grad_v2_kernel(const Params p) {
         xn[u] = ok ? ld4(p.vn + o) : kZero4;
         xd[u] = ok ? ld4(p.dvn + o) : kZero4;
         xv[u] = ok ? load4_dt(p.v, p.v_t, o) : kZero4;
+      }
+#pragma unroll
+      for (int u = 0; u < PH; ++u) {
+        st_split4(&s.H[0][0][0], &s.H[1][0][0], rr(u) * 72 + cc(u), a[u]);
+        st_split4(&s.D[0][0][0], &s.D[1][0][0], rr(u) * 72 + cc(u), d[u]);
       }
 #pragma unroll
       for (int u = 0; u < P6; ++u) {
