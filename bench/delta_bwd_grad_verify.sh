@@ -4,7 +4,8 @@
 # then timings of the whole backward with the knobs unset (v2, the default) and "old"
 # (LINA_DELTA_BWD_GRAD=old LINA_DELTA_BWD_QK=old: grad_v / grad_k_tc / prep_qk / post_qk), same
 # binary, plus per-stage times (LINA_DELTA_BWD_STAGES=1) at KDA shape 0 (B1_T8192_H96_D128), 4
-# (B8_T1024_H8_D64) and GDN shape 0.
+# (B8_T1024_H8_D64) and GDN shape 0. LINA_DELTA_BWD_GRAD=v3 (grad_v3: two CTAs per SM over K halves,
+# opt-in) is checked (checks, memcheck, racecheck) and timed per stage too.
 # Call: run tool, command "bash .carry/dbwd-grad/run.sh", carry [".carry/dbwd-grad"], timeout_s 180.
 # Tracked copy of .carry/dbwd-grad/run.sh (B = the folder holding the xz-compressed binaries).
 # Returns checks.txt, gates.txt, sanitize.txt, time.txt, stages.txt under $OUT. Optional steps are
@@ -16,14 +17,17 @@ CK=$B/lina_cuda_delta_bwd_check
 # correctness, in parallel (the checks' host references use the CPU; the sanitizers and gates run v2)
 OUT=$T timeout 70 $CK --no-time > $T/check_v2.txt 2>&1 &
 OUT=$T LINA_DELTA_BWD_GRAD=old LINA_DELTA_BWD_QK=old timeout 70 $CK --no-time > $T/check_old.txt 2>&1 &
+OUT=$T LINA_DELTA_BWD_GRAD=v3 timeout 70 $CK --no-time > $T/check_v3.txt 2>&1 &
 timeout 70 $B/lina_chunk_kda_gate --gtest_filter='*Cuda*' > $T/gate_kda.txt 2>&1 &
 timeout 70 $B/lina_chunk_gdn_gate --gtest_filter='*Cuda*' > $T/gate_gdn.txt 2>&1 &
 OUT=$T timeout 70 $CS --tool memcheck $CK --small --no-time > $T/memcheck.txt 2>&1 &
 OUT=$T timeout 70 $CS --tool racecheck $CK --small --no-time > $T/racecheck.txt 2>&1 &
+OUT=$T LINA_DELTA_BWD_GRAD=v3 timeout 70 $CS --tool memcheck $CK --small --no-time > $T/memcheck_v3.txt 2>&1 &
+OUT=$T LINA_DELTA_BWD_GRAD=v3 timeout 70 $CS --tool racecheck $CK --small --no-time > $T/racecheck_v3.txt 2>&1 &
 wait
-for f in check_v2 check_old; do echo "=== $f"; cat $T/$f.txt; done > $L/checks.txt
+for f in check_v2 check_old check_v3; do echo "=== $f"; cat $T/$f.txt; done > $L/checks.txt
 for f in gate_kda gate_gdn; do echo "=== $f"; cat $T/$f.txt; done > $L/gates.txt
-for f in memcheck racecheck; do echo "=== $f (v2)"; tail -6 $T/$f.txt; done > $L/sanitize.txt
+for f in memcheck racecheck memcheck_v3 racecheck_v3; do echo "=== $f"; tail -6 $T/$f.txt; done > $L/sanitize.txt
 left() { echo $(( 165 - SECONDS )); }
 # timings, serial (the GPU to itself); priority order, each bounded by the time left
 tm() {  # name grad-value timeout args...
@@ -40,14 +44,17 @@ st() {
 }
 st "stages v2 kda 0" "" --op kda --shape 0 >> $L/stages.txt
 st "stages old kda 0" old --op kda --shape 0 >> $L/stages.txt
+st "stages v3 kda 0" v3 --op kda --shape 0 >> $L/stages.txt
 st "stages v2 kda 4" "" --op kda --shape 4 >> $L/stages.txt
 st "stages old kda 4" old --op kda --shape 4 >> $L/stages.txt
+st "stages v3 kda 4" v3 --op kda --shape 4 >> $L/stages.txt
 st "stages v2 gdn 0" "" --op gdn --shape 0 >> $L/stages.txt
 st "stages old gdn 0" old --op gdn --shape 0 >> $L/stages.txt
-tm "timing v2" "" 32 >> $L/time.txt
-tm "timing old" old 32 >> $L/time.txt
+st "stages v3 gdn 0" v3 --op gdn --shape 0 >> $L/stages.txt
+tm "timing v2" "" 30 >> $L/time.txt
+tm "timing old" old 30 >> $L/time.txt
 echo "total ${SECONDS}s" >> $L/time.txt
-for f in check_v2 check_old; do  # compact: counts, failures, the summary line (details in checks.txt)
+for f in check_v2 check_old check_v3; do  # compact: counts, failures, the summary line (details in checks.txt)
   echo "=== $f: $(grep -c ' PASS$' $T/$f.txt) PASS, $(grep -c ' FAIL$' $T/$f.txt) FAIL"
   grep -h " FAIL$\|ERROR\|(nan)\|ALL CHECKS\|FAILED" $T/$f.txt | cut -c1-200 | head -8
 done

@@ -1748,11 +1748,14 @@ int prep_variant() {
 }
 
 // Which grad_v / grad_k (D1, D2) run: 0 = grad_v2 / grad_k_v2 (default; "v2" names it too); 1 = the
-// previous grad_v / grad_k_tc: LINA_DELTA_BWD_GRAD=old. Read per call (one binary measures both).
+// previous grad_v / grad_k_tc: LINA_DELTA_BWD_GRAD=old; 2 = grad_v3 (two CTAs per SM, K halves) with
+// grad_k_v2: LINA_DELTA_BWD_GRAD=v3 (unmeasured). Read per call (one binary measures all three).
 // LINA_DELTA_BWD_SIMT=1 keeps selecting the old grad_v and the SIMT grad_k.
 int grad_variant() {
   const char* e = std::getenv("LINA_DELTA_BWD_GRAD");
-  return e && !std::strcmp(e, "old") ? 1 : 0;
+  if (e && !std::strcmp(e, "old")) return 1;
+  if (e && !std::strcmp(e, "v3")) return 2;
+  return 0;
 }
 
 // Which prep_qk / post_qk (P, E1) run: 0 = prep_qk_v2 / post_qk_v2 (default); 1 = the previous ones:
@@ -1811,12 +1814,19 @@ void run_pipeline(const Params& prm, int total_chunks, cudaStream_t st) {
   launch(state_bwd_kernel<K>, seq_grid, kNT, S::C, st, prm, "delta_bwd state_bwd");
   mark("state_bwd");
   // grad_v2 / grad_k_v2 (loads grouped / all in flight, float4 intra reads) unless LINA_DELTA_BWD_GRAD=old
-  const bool grad_old = simt || grad_variant() == 1;
-  // grad_v2 loads dO / v and stores dv as vectors (4 elements / 2 elements)
-  if (grad_old || !aligned16(prm.d_o) || !aligned16(prm.v) || !aligned16(prm.dv))
+  const int gvar = grad_variant();
+  const bool grad_old = simt || gvar == 1;
+  // grad_v2 / v3 load dO / v and store dv as vectors (4 elements / 2 elements)
+  if (grad_old || !aligned16(prm.d_o) || !aligned16(prm.v) || !aligned16(prm.dv)) {
     launch(grad_v_kernel<K>, chunk_grid, kNT, S::D1, st, prm, "delta_bwd grad_v");
-  else
+  } else if (gvar == 2) {
+    // two CTAs per SM need the whole carveout as shared memory (a hint)
+    cuda_util::set_func_attribute(grad_v3_kernel<K>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                  cudaSharedmemCarveoutMaxShared, "delta_bwd grad_v carveout");
+    launch(grad_v3_kernel<K>, dim3(2 * chunk_grid.x, chunk_grid.y), kNT, grad_v3_smem<K>(), st, prm, "delta_bwd grad_v");
+  } else {
     launch(grad_v2_kernel<K>, chunk_grid, kNT, S::D1, st, prm, "delta_bwd grad_v");
+  }
   mark("grad_v");
   if (simt)
     launch(grad_k_kernel<K>, chunk_grid, kNT, S::D2, st, prm, "delta_bwd grad_k");

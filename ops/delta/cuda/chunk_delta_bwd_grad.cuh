@@ -758,3 +758,286 @@ __global__ void post_qk_v2_kernel(const Params p) {
   store_lane<CPL>(p.dq, p.dq_t, i, dq);
   store_lane<CPL>(p.dk, p.dq_t, i, dk);
 }
+
+// ---------------------------------------------------------------------------------------------
+// D1, grad_v3 (LINA_DELTA_BWD_GRAD=v3; not the default until measured): two CTAs per SM. The grid
+// splits K in halves (blockIdx.x = 2 chunk + kh; the pair shares dO / v_new / dvn / v through L2):
+// CTA kh owns the columns k0 = kh K/2 .. of dq_e, dw, dk_e, hd, and kh = 0 also dAqk, kh = 1 dTv, dv,
+// dbeta's v part. V runs in 32-column sub-tiles; every operand tile lands as fp32 by cp.async (dO / v
+// of other dtypes through registers) and the mma fragments are built in registers with the same hi +
+// lo split as the planes of grad_v (chunk_prep_v2's scheme); Tinv stays as hi + lo planes for its
+// transposed ldmatrix. Two passes over V: A (dh, H, v_new): dk_e and hd; B (H, dO, dvn, v_new or v):
+// the rest. One pass with all accumulators spilled at the 128-register cap of two CTAs per SM (ptxas
+// wanted ~155); the second pass re-reads H and v_new (L2 traffic, hidden by the other CTA).
+constexpr int kVS = 32;   // V columns per sub-tile
+constexpr int kP40 = 40;  // fp32 pitch of the sub-tiles: (g, t) float2 reads conflict-free
+
+template <int K>
+struct GradV3Smem {
+  static constexpr int KH = K / 2;
+  alignas(16) float H[KH][kP40];  // H_n rows k0 .., sub-tile columns
+  alignas(16) float D[KH][kP40];  // dh[n]
+  alignas(16) float dO[kC][kP40];
+  alignas(16) float vn[kC][kP40];
+  alignas(16) float dvn[kC][kP40];
+  alignas(16) float v[kC][kP40];
+  alignas(16) bf16 T[2][kC][72];  // Tinv hi / lo (kh = 1)
+  float beta[kC];
+  float dbp[kC];
+};
+static_assert(sizeof(GradV3Smem<128>) <= 113 * 1024, "grad_v3<128>: two CTAs per SM");
+
+template <int K>
+constexpr size_t grad_v3_smem() {
+  return sizeof(GradV3Smem<K>);
+}
+
+// hi + lo fragments from fp32 shared tiles (pitch P). A: rows m0 + g (+8), columns k0 + 2t (+8) of a
+// row-major [m][k] tile. B (nk): the n8 tile n0 of a row-major [n][k] tile. B (kn): of a [k][n] tile.
+template <int P>
+__device__ __forceinline__ void frag_a_f32(std::uint32_t (&ah)[4], std::uint32_t (&al)[4], const float* A, int m0, int k0, int lane) {
+  const int g = lane >> 2, t = lane & 3;
+  const float* a = A + (m0 + g) * P + k0 + 2 * t;
+  const float2 x0 = ld2(a), x1 = ld2(a + 8 * P), x2 = ld2(a + 8), x3 = ld2(a + 8 * P + 8);
+  cuda_util::pack_bf16_split(x0.x, x0.y, ah[0], al[0]);
+  cuda_util::pack_bf16_split(x1.x, x1.y, ah[1], al[1]);
+  cuda_util::pack_bf16_split(x2.x, x2.y, ah[2], al[2]);
+  cuda_util::pack_bf16_split(x3.x, x3.y, ah[3], al[3]);
+}
+template <int P>
+__device__ __forceinline__ void frag_b_nk_f32(std::uint32_t (&b)[4], const float* B, int n0, int k0, int lane) {
+  const int g = lane >> 2, t = lane & 3;
+  const float* x = B + (n0 + g) * P + k0 + 2 * t;
+  const float2 x0 = ld2(x), x1 = ld2(x + 8);
+  cuda_util::pack_bf16_split(x0.x, x0.y, b[0], b[2]);  // b[0], b[1]: hi of k 2t.., 2t+8..; b[2], b[3]: lo
+  cuda_util::pack_bf16_split(x1.x, x1.y, b[1], b[3]);
+}
+template <int P>
+__device__ __forceinline__ void frag_b_kn_f32(std::uint32_t (&b)[4], const float* B, int k0, int n0, int lane) {
+  const int g = lane >> 2, t = lane & 3;
+  const float* x = B + (k0 + 2 * t) * P + n0 + g;
+  cuda_util::pack_bf16_split(x[0], x[P], b[0], b[2]);
+  cuda_util::pack_bf16_split(x[8 * P], x[9 * P], b[1], b[3]);
+}
+__device__ __forceinline__ void mma_split_b4(float (&d)[4], const std::uint32_t (&ah)[4], const std::uint32_t (&al)[4],
+                                             const std::uint32_t (&b)[4]) {
+  cuda_util::mma_bf16_16816_split(d, ah, al, b[0], b[1], b[2], b[3]);
+}
+
+template <int K>
+__global__ void __launch_bounds__(kNT, 2) grad_v3_kernel(const Params p) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  using S = GradV3Smem<K>;
+  auto& s = *reinterpret_cast<S*>(smem_raw);
+  constexpr int KH = S::KH, NTK = KH / 16;  // n8 tiles of a warp's KH/2 columns
+  constexpr int PU = kC * 8 / kNT;           // 16-byte pieces of a [64][32] token sub-tile per thread (2)
+  const int kh = blockIdx.x & 1, hv = blockIdx.y, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2,
+            t = lane & 3;
+  const int k0 = kh * KH;
+  const int m0 = 16 * (warp & 3), nk0 = (KH / 2) * (warp >> 2), n64 = 32 * (warp >> 2), nv0 = 16 * (warp >> 2);
+  const ChunkInfo ci = chunk_info(p, blockIdx.x >> 1);
+  const i64 t0 = ci.t0;
+  const int Cn = ci.Cn, V = p.V;
+  const float* Hg = p.Hs + ((static_cast<i64>(ci.gidx) * p.HV + hv) * K + k0) * V;
+  const float* Dg = p.dHs + ((static_cast<i64>(ci.gidx) * p.HV + hv) * K + k0) * V;
+  const auto off = [&](int r, int c) { return ((t0 + r) * p.HV + hv) * V + c; };
+  // cp.async of a [KH][32] state sub-tile and of a [64][32] fp32 token sub-tile (zero past Cn)
+  const auto ld_state = [&](float (*dst)[kP40], const float* src, int c0) {
+    for (int i = tid; i < KH * 8; i += kNT) {
+      const int r = i >> 3, c4 = 4 * (i & 7);
+      cuda_util::cp_async16(&dst[r][c4], src + static_cast<i64>(r) * V + c0 + c4, true);
+    }
+  };
+  const auto ld_tok = [&](float (*dst)[kP40], const float* src, int c0) {
+#pragma unroll
+    for (int u = 0; u < PU; ++u) {
+      const int i = tid + u * kNT, r = i >> 3, c4 = 4 * (i & 7);
+      cuda_util::cp_async16(&dst[r][c4], src + off(min(r, Cn - 1), c0 + c4), r < Cn);
+    }
+  };
+  const i64 bLrow = ((t0 + Cn - 1) * p.HV + hv) * p.Kg;
+
+  // ---- pass A over V: dk_e = v_new dh^T and hd = rowsum(H dh) (16 accumulators per thread)
+  {
+    float ak[NTK][4] = {};
+    float hdsum = 0.f;
+#pragma unroll 1
+    for (int c0 = 0; c0 < V; c0 += kVS) {
+      __syncthreads();  // the previous sub-tile is consumed
+      ld_state(s.H, Hg, c0);
+      ld_state(s.D, Dg, c0);
+      ld_tok(s.vn, p.vn, c0);
+      cuda_util::cp_async_commit();
+      cuda_util::cp_async_wait_all();
+      __syncthreads();
+      if (tid < KH) {  // rowsum(H dh) in fp32
+#pragma unroll
+        for (int c = 0; c < kVS; c += 4) {
+          const float4 a = ld4(&s.H[tid][c]), d = ld4(&s.D[tid][c]);
+          hdsum += a.x * d.x + a.y * d.y + a.z * d.z + a.w * d.w;
+        }
+      }
+#pragma unroll
+      for (int ks = 0; ks < kVS / 16; ++ks) {
+        std::uint32_t ah[4], al[4], b[4];
+        frag_a_f32<kP40>(ah, al, &s.vn[0][0], m0, 16 * ks, lane);
+#pragma unroll
+        for (int nt = 0; nt < NTK; ++nt) {
+          frag_b_nk_f32<kP40>(b, &s.D[0][0], nk0 + 8 * nt, 16 * ks, lane);
+          mma_split_b4(ak[nt], ah, al, b);
+        }
+      }
+    }
+    if (tid < KH) p.hd[(static_cast<i64>(ci.gidx) * p.HV + hv) * K + k0 + tid] = hdsum;
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      const int r = m0 + g + 8 * hf;
+      if (r >= Cn) continue;
+      const i64 row = (t0 + r) * p.HV + hv;
+#pragma unroll
+      for (int nt = 0; nt < NTK; ++nt) {
+        const int c = k0 + nk0 + nt * 8 + 2 * t;
+        const float2 br = p.kda ? ld2(p.b + row * p.Kg + c) : make_float2(p.b[row], p.b[row]);
+        const float2 bL = p.kda ? ld2(p.b + bLrow + c) : make_float2(p.b[bLrow], p.b[bLrow]);
+        st2(p.dke + row * K + c, __expf(fminf(bL.x - br.x, 0.f)) * ak[nt][2 * hf], __expf(fminf(bL.y - br.y, 0.f)) * ak[nt][2 * hf + 1]);
+      }
+    }
+  }
+
+  // ---- pass B over V: dq_e += dO H^T, dw += dvn H^T; kh 0: dAqk += dO v_new^T; kh 1: dTv += dvn v^T,
+  // dv, dbeta's v part
+  if (kh == 1) {  // Tinv planes, beta
+    constexpr int P6 = kC * 16 / kNT;
+    float4 x[P6];
+#pragma unroll
+    for (int u = 0; u < P6; ++u) {
+      const int i = tid + u * kNT, r = i >> 4, c = 4 * (i & 15);
+      x[u] = r < Cn ? ld4(p.Tinv + ((t0 + r) * p.HV + hv) * kC + c) : kZero4;
+    }
+    if (tid < kC) {
+      s.beta[tid] = tid < Cn ? p.bt[(t0 + tid) * p.HV + hv] : 0.f;
+      s.dbp[tid] = 0.f;
+    }
+#pragma unroll
+    for (int u = 0; u < P6; ++u) {
+      const int i = tid + u * kNT, r = i >> 4, c = 4 * (i & 15);
+      st_split4(&s.T[0][0][0], &s.T[1][0][0], r * 72 + c, x[u]);
+    }
+  }
+  float aq[NTK][4] = {}, aw[NTK][4] = {}, aX[4][4] = {};  // aX: dAqk (kh 0) or dTv (kh 1)
+#pragma unroll 1
+  for (int c0 = 0; c0 < V; c0 += kVS) {
+    __syncthreads();  // the previous sub-tile (pass A's last one included) is consumed
+    ld_state(s.H, Hg, c0);
+    ld_tok(s.dvn, p.dvn, c0);
+    if (kh == 0) ld_tok(s.vn, p.vn, c0);
+    if (p.do_t == 1) ld_tok(s.dO, static_cast<const float*>(p.d_o), c0);
+    if (kh == 1 && p.v_t == 1) ld_tok(s.v, static_cast<const float*>(p.v), c0);
+    cuda_util::cp_async_commit();
+    const bool rv = kh == 1 && p.v_t != 1;  // v of other dtypes through registers (dO likewise)
+    if (p.do_t != 1 || rv) {
+      float4 xo[PU], xv[PU];
+#pragma unroll
+      for (int u = 0; u < PU; ++u) {
+        const int i = tid + u * kNT, r = i >> 3, c4 = 4 * (i & 7);
+        const i64 o = off(r, c0 + c4);
+        xo[u] = (p.do_t != 1 && r < Cn) ? load4_dt(p.d_o, p.do_t, o) : kZero4;
+        xv[u] = (rv && r < Cn) ? load4_dt(p.v, p.v_t, o) : kZero4;
+      }
+#pragma unroll
+      for (int u = 0; u < PU; ++u) {
+        const int i = tid + u * kNT, r = i >> 3, c4 = 4 * (i & 7);
+        if (p.do_t != 1) *reinterpret_cast<float4*>(&s.dO[r][c4]) = xo[u];
+        if (rv) *reinterpret_cast<float4*>(&s.v[r][c4]) = xv[u];
+      }
+    }
+    cuda_util::cp_async_wait_all();
+    __syncthreads();
+#pragma unroll
+    for (int ks = 0; ks < kVS / 16; ++ks) {
+      std::uint32_t ah[4], al[4], b[4];
+      frag_a_f32<kP40>(ah, al, &s.dO[0][0], m0, 16 * ks, lane);
+#pragma unroll
+      for (int nt = 0; nt < NTK; ++nt) {
+        frag_b_nk_f32<kP40>(b, &s.H[0][0], nk0 + 8 * nt, 16 * ks, lane);
+        mma_split_b4(aq[nt], ah, al, b);
+      }
+      if (kh == 0) {
+#pragma unroll
+        for (int nt = 0; nt < 4; ++nt) {
+          frag_b_nk_f32<kP40>(b, &s.vn[0][0], n64 + 8 * nt, 16 * ks, lane);
+          mma_split_b4(aX[nt], ah, al, b);
+        }
+      }
+      frag_a_f32<kP40>(ah, al, &s.dvn[0][0], m0, 16 * ks, lane);
+#pragma unroll
+      for (int nt = 0; nt < NTK; ++nt) {
+        frag_b_nk_f32<kP40>(b, &s.H[0][0], nk0 + 8 * nt, 16 * ks, lane);
+        mma_split_b4(aw[nt], ah, al, b);
+      }
+      if (kh == 1) {
+#pragma unroll
+        for (int nt = 0; nt < 4; ++nt) {
+          frag_b_nk_f32<kP40>(b, &s.v[0][0], n64 + 8 * nt, 16 * ks, lane);
+          mma_split_b4(aX[nt], ah, al, b);
+        }
+      }
+    }
+    if (kh == 1) {  // dvb = Tinv^T dvn (rows r only meet m >= r); dv = dvb beta; dbeta += rowsum(dvb v)
+      float acc[2][4] = {};
+#pragma unroll 1
+      for (int ks = m0 >> 4; ks < kC / 16; ++ks) {
+        std::uint32_t ah[4], al[4], b[4];
+        cuda_util::ldsm_frag_a_trans(ah, &s.T[0][0][0], 72, m0, ks * 16, lane);
+        cuda_util::ldsm_frag_a_trans(al, &s.T[1][0][0], 72, m0, ks * 16, lane);
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+          frag_b_kn_f32<kP40>(b, &s.dvn[0][0], 16 * ks, nv0 + 8 * nt, lane);
+          mma_split_b4(acc[nt], ah, al, b);
+        }
+      }
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        const int r = m0 + g + 8 * hf;
+        const float br = s.beta[r];
+        float sum = 0.f;
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+          const int c = nv0 + nt * 8 + 2 * t;
+          const float2 vv = ld2(&s.v[r][c]);
+          const float x0 = acc[nt][2 * hf], x1 = acc[nt][2 * hf + 1];
+          sum += x0 * vv.x + x1 * vv.y;
+          if (r < Cn) store2_as(p.dv, p.dv_t, off(r, c0 + c), x0 * br, x1 * br);
+        }
+        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+        if (t == 0 && r < Cn) atomicAdd(&s.dbp[r], sum);
+      }
+    }
+  }
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    const int r = m0 + g + 8 * hf;
+    if (r >= Cn) continue;
+    const i64 row = (t0 + r) * p.HV + hv;
+#pragma unroll
+    for (int nt = 0; nt < NTK; ++nt) {
+      const int c = k0 + nk0 + nt * 8 + 2 * t;
+      const float2 br = p.kda ? ld2(p.b + row * p.Kg + c) : make_float2(p.b[row], p.b[row]);
+      st2(p.dqe + row * K + c, p.scale * __expf(br.x) * aq[nt][2 * hf], p.scale * __expf(br.y) * aq[nt][2 * hf + 1]);
+      st2(p.dw + row * K + c, -aw[nt][2 * hf], -aw[nt][2 * hf + 1]);
+    }
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt) {
+      const int c = n64 + nt * 8 + 2 * t;
+      if (kh == 0)
+        st2(p.dAqk + row * kC + c, c <= r ? p.scale * aX[nt][2 * hf] : 0.f, c + 1 <= r ? p.scale * aX[nt][2 * hf + 1] : 0.f);
+      else
+        st2(p.dTv + row * kC + c, c < r ? aX[nt][2 * hf] : 0.f, c + 1 < r ? aX[nt][2 * hf + 1] : 0.f);
+    }
+  }
+  if (kh == 1) {
+    __syncthreads();
+    if (tid < Cn) p.dbp[(t0 + tid) * p.HV + hv] = s.dbp[tid];
+  }
+}
