@@ -20,10 +20,10 @@ OUT=$T LINA_DELTA_BWD_GRAD=old LINA_DELTA_BWD_QK=old timeout 70 $CK --no-time > 
 OUT=$T LINA_DELTA_BWD_GRAD=v3 timeout 70 $CK --no-time > $T/check_v3.txt 2>&1 &
 timeout 70 $B/lina_chunk_kda_gate --gtest_filter='*Cuda*' > $T/gate_kda.txt 2>&1 &
 timeout 70 $B/lina_chunk_gdn_gate --gtest_filter='*Cuda*' > $T/gate_gdn.txt 2>&1 &
-OUT=$T timeout 70 $CS --tool memcheck $CK --small --no-time > $T/memcheck.txt 2>&1 &
-OUT=$T timeout 70 $CS --tool racecheck $CK --small --no-time > $T/racecheck.txt 2>&1 &
-OUT=$T LINA_DELTA_BWD_GRAD=v3 timeout 70 $CS --tool memcheck $CK --small --no-time > $T/memcheck_v3.txt 2>&1 &
-OUT=$T LINA_DELTA_BWD_GRAD=v3 timeout 70 $CS --tool racecheck $CK --small --no-time > $T/racecheck_v3.txt 2>&1 &
+OUT=$T timeout 85 $CS --tool memcheck $CK --small --no-time > $T/memcheck.txt 2>&1 &
+OUT=$T timeout 85 $CS --tool racecheck $CK --small --no-time > $T/racecheck.txt 2>&1 &
+OUT=$T LINA_DELTA_BWD_GRAD=v3 timeout 85 $CS --tool memcheck $CK --small --no-time > $T/memcheck_v3.txt 2>&1 &
+OUT=$T LINA_DELTA_BWD_GRAD=v3 timeout 85 $CS --tool racecheck $CK --small --no-time > $T/racecheck_v3.txt 2>&1 &
 wait
 for f in check_v2 check_old check_v3; do echo "=== $f"; cat $T/$f.txt; done > $L/checks.txt
 for f in gate_kda gate_gdn; do echo "=== $f"; cat $T/$f.txt; done > $L/gates.txt
