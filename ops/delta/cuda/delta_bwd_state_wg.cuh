@@ -30,43 +30,44 @@ struct SplitTile {
   bf16 lo[kC * W];
 };
 
-// Producer: fills a [64][W] split tile from f(r, c) (float4 of columns c .. c + 3), 128 threads, up to
-// BATCH float4 loads in flight per thread before the first store.
-template <int W, int BATCH, class F>
-__device__ __forceinline__ void wg_fill_split(SplitTile<W>& t, int pt, F f) {
-  constexpr int Q = W / 4, PER = kC * Q / 128, B = PER < BATCH ? PER : BATCH;
-  static_assert(PER % B == 0, "tile must split evenly over the warpgroup");
-#pragma unroll 1
-  for (int u0 = 0; u0 < PER; u0 += B) {
-    float4 tmp[B];
-#pragma unroll
-    for (int u = 0; u < B; ++u) {
-      const int i = pt + (u0 + u) * 128;
-      tmp[u] = f(i / Q, 4 * (i % Q));
-    }
-#pragma unroll
-    for (int u = 0; u < B; ++u) {
-      const int i = pt + (u0 + u) * 128, o = wgb::sw128_blocked<kC>(i / Q, 4 * (i % Q));
-      std::uint32_t h0, l0, h1, l1;
-      cuda_util::pack_bf16_split(tmp[u].x, tmp[u].y, h0, l0);
-      cuda_util::pack_bf16_split(tmp[u].z, tmp[u].w, h1, l1);
-      *reinterpret_cast<uint2*>(t.hi + o) = make_uint2(h0, h1);
-      *reinterpret_cast<uint2*>(t.lo + o) = make_uint2(l0, l1);
-    }
-  }
+// Producer thread pt's positions in a [64][K] tile: columns c .. c + 3 (fixed per thread, since K / 4
+// divides 128) of rows r0 + RS u, u = 0 .. PER - 1.
+template <int K>
+struct WgRows {
+  static constexpr int Q = K / 4, RS = 128 / Q, PER = kC / RS;
+  int c, r0;
+  __device__ explicit WgRows(int pt) : c(4 * (pt % Q)), r0(pt / Q) {}
+  __device__ int row(int u) const { return r0 + RS * u; }
+};
+
+__device__ __forceinline__ void wg_store_split(bf16* hi, bf16* lo, int o, float4 x) {
+  std::uint32_t h0, l0, h1, l1;
+  cuda_util::pack_bf16_split(x.x, x.y, h0, l0);
+  cuda_util::pack_bf16_split(x.z, x.w, h1, l1);
+  *reinterpret_cast<uint2*>(hi + o) = make_uint2(h0, h1);
+  *reinterpret_cast<uint2*>(lo + o) = make_uint2(l0, l1);
 }
 
-// Producer: kg = k e^(bL - b) (rows past Cn zero) and the decay e^bL of the chunk, as in fill_kg.
+__device__ __forceinline__ float4 wg_exp_mul(float4 x, float4 e) {
+  return make_float4(x.x * __expf(e.x), x.y * __expf(e.y), x.z * __expf(e.z), x.w * __expf(e.w));
+}
+__device__ __forceinline__ float4 wg_decay_to_end(float4 bl, float4 b) {  // min(bL - b, 0): e^() <= 1
+  return make_float4(fminf(bl.x - b.x, 0.f), fminf(bl.y - b.y, 0.f), fminf(bl.z - b.z, 0.f), fminf(bl.w - b.w, 0.f));
+}
+
+// dO (any float dtype; bf16 as one 8-byte load), 4 values at element i (a multiple of 4).
+__device__ __forceinline__ float4 wg_load_do(const Params& p, i64 i) {
+  if (p.do_t == 2) {
+    const uint2 u = *reinterpret_cast<const uint2*>(static_cast<const bf16*>(p.d_o) + i);
+    const float2 a = cuda_util::unpack_bf16(u.x), b = cuda_util::unpack_bf16(u.y);
+    return make_float4(a.x, a.y, b.x, b.y);
+  }
+  return load4_as_float(p.d_o, p.do_t, i);
+}
+
+// Producer: the decay e^bL of the chunk (GDN: the scalar repeated).
 template <int K>
-__device__ __forceinline__ void wg_fill_kg(SplitTile<K>& t, float* el, const Params& p, i64 t0, int Cn, int h, int hv,
-                                           i64 bLrow, int pt) {
-  wg_fill_split<K, 8>(t, pt, [&](int r, int c) {
-    if (r >= Cn) return kZero4;
-    const float4 k = ld4(p.kn + ((t0 + r) * p.H + h) * K + c);
-    const float4 b = gate4(p, (t0 + r) * p.HV + hv, c), bl = gate4(p, bLrow, c);
-    return make_float4(k.x * __expf(fminf(bl.x - b.x, 0.f)), k.y * __expf(fminf(bl.y - b.y, 0.f)),
-                       k.z * __expf(fminf(bl.z - b.z, 0.f)), k.w * __expf(fminf(bl.w - b.w, 0.f)));
-  });
+__device__ __forceinline__ void wg_fill_el(float* el, const Params& p, i64 bLrow, int pt) {
   for (int c = pt; c < K; c += 128) el[c] = __expf(p.b[bLrow * p.Kg + (p.kda ? c : 0)]);
 }
 
@@ -152,10 +153,29 @@ __global__ void __launch_bounds__(256, 1) state_fwd_wg_kernel(const Params p) {
         cuda_util::cp_async16(&s.u[b][r][c], p.vn + ((t0 + (ok ? r : 0)) * p.HV + hv) * V + vc0 + c, ok);
       }
       cuda_util::cp_async_commit();
-      wg_fill_split<K, 16>(s.buf[b].w, pt, [&](int r, int c) {
-        return r < Cn ? ld4(p.w + ((t0 + r) * p.HV + hv) * K + c) : kZero4;
-      });
-      wg_fill_kg<K>(s.buf[b].kg, s.el[b], p, t0, Cn, h, hv, bLrow, pt);
+      // w and kg = k e^(bL - b) together: 8 rows of w, k and b in flight per round
+      const WgRows<K> pr(pt);
+      const float4 bl = gate4(p, bLrow, pr.c);
+#pragma unroll 1
+      for (int u0 = 0; u0 < WgRows<K>::PER; u0 += 8) {
+        float4 wv[8], kv[8], bv[8];
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+          const int r = pr.row(u0 + u);
+          const bool ok = r < Cn;
+          const i64 row = t0 + (ok ? r : 0);
+          wv[u] = ok ? ld4(p.w + (row * p.HV + hv) * K + pr.c) : kZero4;
+          kv[u] = ok ? ld4(p.kn + (row * p.H + h) * K + pr.c) : kZero4;
+          bv[u] = gate4(p, row * p.HV + hv, pr.c);
+        }
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+          const int o = wgb::sw128_blocked<kC>(pr.row(u0 + u), pr.c);
+          wg_store_split(s.buf[b].w.hi, s.buf[b].w.lo, o, wv[u]);
+          wg_store_split(s.buf[b].kg.hi, s.buf[b].kg.lo, o, wg_exp_mul(kv[u], wg_decay_to_end(bl, bv[u])));
+        }
+      }
+      wg_fill_el<K>(s.el[b], p, bLrow, pt);
       cuda_util::cp_async_wait_all();
       wgb::fence_proxy_async_smem();
       cuda_util::mbar_arrive(&s.full[b]);
@@ -300,28 +320,65 @@ __global__ void __launch_bounds__(256, 1) state_bwd_wg_kernel(const Params p) {
       const i64 bLrow = (t0 + Cn - 1) * p.HV + hv;
       if (i >= 2) wg_wait(&s.empty_x[b], (i >> 1) - 1);
       auto& X = s.x[b];
-      wg_fill_split<kC, 8>(X.A, pt, [&](int r, int c) {
-        return r < Cn ? ld4(p.Aqk + ((t0 + r) * p.HV + hv) * kC + c) : kZero4;
-      });
-      wg_fill_split<kC, 8>(X.dO, pt, [&](int r, int c) {
-        return r < Cn ? load4_as_float(p.d_o, p.do_t, ((t0 + r) * p.HV + hv) * V + vc0 + c) : kZero4;
-      });
-      wg_fill_kg<K>(X.kg, s.el[b], p, t0, Cn, h, hv, bLrow, pt);
-      wg_fill_split<K, 8>(X.qg, pt, [&](int r, int c) {
-        if (r >= Cn) return kZero4;
-        const float4 q = ld4(p.qn + ((t0 + r) * p.H + h) * K + c);
-        const float4 g = gate4(p, (t0 + r) * p.HV + hv, c);
-        const float sc = p.scale;
-        return make_float4(sc * q.x * __expf(g.x), sc * q.y * __expf(g.y), sc * q.z * __expf(g.z), sc * q.w * __expf(g.w));
-      });
+      const WgRows<K> pr(pt);
+      const float4 bl = gate4(p, bLrow, pr.c);
+      const float sc = p.scale;
+      // Aqk and dO ([64][64]: 8 float4 positions per thread), then kg, qg from k, q, b (8 rows per round)
+      {
+        const WgRows<kC> pa(pt);
+        float4 av[8], dv[8];
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+          const int r = pa.row(u);
+          const bool ok = r < Cn;
+          const i64 row = (t0 + (ok ? r : 0)) * p.HV + hv;
+          av[u] = ok ? ld4(p.Aqk + row * kC + pa.c) : kZero4;
+          dv[u] = ok ? wg_load_do(p, row * V + vc0 + pa.c) : kZero4;
+        }
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+          const int o = wgb::sw128_blocked<kC>(pa.row(u), pa.c);
+          wg_store_split(X.A.hi, X.A.lo, o, av[u]);
+          wg_store_split(X.dO.hi, X.dO.lo, o, dv[u]);
+        }
+      }
+#pragma unroll 1
+      for (int u0 = 0; u0 < WgRows<K>::PER; u0 += 8) {
+        float4 qv[8], kv[8], bv[8];
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+          const int r = pr.row(u0 + u);
+          const bool ok = r < Cn;
+          const i64 row = t0 + (ok ? r : 0);
+          qv[u] = ok ? ld4(p.qn + (row * p.H + h) * K + pr.c) : kZero4;
+          kv[u] = ok ? ld4(p.kn + (row * p.H + h) * K + pr.c) : kZero4;
+          bv[u] = gate4(p, row * p.HV + hv, pr.c);
+        }
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+          const int o = wgb::sw128_blocked<kC>(pr.row(u0 + u), pr.c);
+          wg_store_split(X.kg.hi, X.kg.lo, o, wg_exp_mul(kv[u], wg_decay_to_end(bl, bv[u])));
+          const float4 qs = make_float4(sc * qv[u].x, sc * qv[u].y, sc * qv[u].z, sc * qv[u].w);
+          wg_store_split(X.qg.hi, X.qg.lo, o, wg_exp_mul(qs, bv[u]));
+        }
+      }
+      wg_fill_el<K>(s.el[b], p, bLrow, pt);
       wgb::fence_proxy_async_smem();
       cuda_util::mbar_arrive(&s.full_x[b]);
-      if (i >= 1) wg_wait(&s.empty_w, i - 1);
-      wg_fill_split<K, 16>(s.w, pt, [&](int r, int c) {
-        if (r >= Cn) return kZero4;
-        const float4 x = ld4(p.w + ((t0 + r) * p.HV + hv) * K + c);
-        return make_float4(-x.x, -x.y, -x.z, -x.w);
-      });
+      // -w: loads in flight before waiting for the consumer to release the single W buffer
+      {
+        float4 wv[WgRows<K>::PER];
+#pragma unroll
+        for (int u = 0; u < WgRows<K>::PER; ++u) {
+          const int r = pr.row(u);
+          wv[u] = r < Cn ? ld4(p.w + ((t0 + r) * p.HV + hv) * K + pr.c) : kZero4;
+        }
+        if (i >= 1) wg_wait(&s.empty_w, i - 1);
+#pragma unroll
+        for (int u = 0; u < WgRows<K>::PER; ++u)
+          wg_store_split(s.w.hi, s.w.lo, wgb::sw128_blocked<kC>(pr.row(u), pr.c),
+                         make_float4(-wv[u].x, -wv[u].y, -wv[u].z, -wv[u].w));
+      }
       wgb::fence_proxy_async_smem();
       cuda_util::mbar_arrive(&s.full_w);
     }
