@@ -224,11 +224,12 @@ __global__ void __launch_bounds__(256, 1) state_fwd_wg_kernel(const Params p) {
     wgb::fence_regs<32>(vacc);
     wgb::fence_regs<K / 4>(&ah[0][0]);
     wgb::fence_regs<K / 4>(&al[0][0]);
-    // v_new -> HBM (rows < Cn; the padded ones are zero: w and u are)
+    // v_new -> HBM (rows < Cn); padded rows (zero already: w and u are) set to zero as in state_fwd_kernel
 #pragma unroll
     for (int i = 0; i < 32; ++i) {
       const int r = 8 * (i >> 2) + 2 * t4 + (i & 1), v = vrow + ((i & 2) << 2);
       if (r < Cn) p.vn[((t0 + r) * p.HV + hv) * V + vc0 + v] = vacc[i];
+      else vacc[i] = 0.f;
     }
     std::uint32_t vh[4][4], vl[4][4];
     wg_split_frags<64>(vacc, 1.f, vh, vl);
@@ -452,11 +453,13 @@ __global__ void __launch_bounds__(256, 1) state_bwd_wg_kernel(const Params p) {
     wgb::fence_regs<K / 4>(&ah[0][0]);
     wgb::fence_regs<K / 4>(&al[0][0]);
     cuda_util::mbar_arrive(&s.empty_x[b]);
-    // dvn -> HBM (rows < Cn; the padded ones are zero: Aqk, dO and kg are)
+    // dvn -> HBM (rows < Cn); padded rows zeroed for batch 2, as in state_bwd_kernel (they would be zero
+    // only if Aqk were zero above the diagonal of its valid rows; -w's padded rows are zero anyway)
 #pragma unroll
     for (int j = 0; j < 32; ++j) {
       const int r = 8 * (j >> 2) + 2 * t4 + (j & 1), v = vrow + ((j & 2) << 2);
       if (r < Cn) p.dvn[((t0 + r) * p.HV + hv) * V + vc0 + v] = vacc[j];
+      else vacc[j] = 0.f;
     }
     std::uint32_t vh[4][4], vl[4][4];
     wg_split_frags<64>(vacc, 1.f, vh, vl);
