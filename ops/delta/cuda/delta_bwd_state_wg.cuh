@@ -55,9 +55,10 @@ __device__ __forceinline__ float4 wg_decay_to_end(float4 bl, float4 b) {  // min
   return make_float4(fminf(bl.x - b.x, 0.f), fminf(bl.y - b.y, 0.f), fminf(bl.z - b.z, 0.f), fminf(bl.w - b.w, 0.f));
 }
 
-// dO (any float dtype; bf16 as one 8-byte load), 4 values at element i (a multiple of 4).
+// dO (any float dtype; bf16 as one 8-byte load when the base is 8-byte aligned), 4 values at element i
+// (a multiple of 4).
 __device__ __forceinline__ float4 wg_load_do(const Params& p, i64 i) {
-  if (p.do_t == 2) {
+  if (p.do_t == 2 && (reinterpret_cast<std::uintptr_t>(p.d_o) & 7) == 0) {
     const uint2 u = *reinterpret_cast<const uint2*>(static_cast<const bf16*>(p.d_o) + i);
     const float2 a = cuda_util::unpack_bf16(u.x), b = cuda_util::unpack_bf16(u.y);
     return make_float4(a.x, a.y, b.x, b.y);
