@@ -142,26 +142,18 @@ __global__ void __launch_bounds__(256, 1) state_fwd_wg_kernel(const Params p) {
 #pragma unroll 1
     for (int lc = 0; lc < nch; ++lc) {
       const int b = lc & 1;
-      if (lc >= 2) wg_wait(&s.empty[b], (lc >> 1) - 1);
       const i64 t0 = sd.row_begin + static_cast<i64>(lc) * kC;
       const int Cn = min(kC, sd.length - lc * kC);
       const i64 bLrow = (t0 + Cn - 1) * p.HV + hv;
-      // u [tok][64 v]: 16 pieces of 16 bytes per row, no registers
-#pragma unroll
-      for (int j = 0; j < kC * 16 / 128; ++j) {
-        const int i = pt + 128 * j, r = i >> 4, c = 4 * (i & 15);
-        const bool ok = r < Cn;
-        cuda_util::cp_async16(&s.u[b][r][c], p.vn + ((t0 + (ok ? r : 0)) * p.HV + hv) * V + vc0 + c, ok);
-      }
-      cuda_util::cp_async_commit();
-      // w and kg = k e^(bL - b) together: 8 rows of w, k and b in flight per round
+      // w and kg = k e^(bL - b) together: all rows of w, k and b in flight (16 rows at K = 128)
       const WgRows<K> pr(pt);
       const float4 bl = gate4(p, bLrow, pr.c);
-#pragma unroll 1
-      for (int u0 = 0; u0 < WgRows<K>::PER; u0 += 8) {
-        float4 wv[8], kv[8], bv[8];
+      constexpr int PER = WgRows<K>::PER;
+      {
+        constexpr int u0 = 0;
+        float4 wv[PER], kv[PER], bv[PER];
 #pragma unroll
-        for (int u = 0; u < 8; ++u) {
+        for (int u = 0; u < PER; ++u) {
           const int r = pr.row(u0 + u);
           const bool ok = r < Cn;
           const i64 row = t0 + (ok ? r : 0);
@@ -169,8 +161,17 @@ __global__ void __launch_bounds__(256, 1) state_fwd_wg_kernel(const Params p) {
           kv[u] = ok ? ld4(p.kn + (row * p.H + h) * K + pr.c) : kZero4;
           bv[u] = gate4(p, row * p.HV + hv, pr.c);
         }
+        if (lc >= 2) wg_wait(&s.empty[b], (lc >> 1) - 1);  // buffer b's readers (chunk lc - 2) are done
+        // u [tok][64 v]: 16 pieces of 16 bytes per row, no registers
 #pragma unroll
-        for (int u = 0; u < 8; ++u) {
+        for (int j = 0; j < kC * 16 / 128; ++j) {
+          const int i = pt + 128 * j, r = i >> 4, c = 4 * (i & 15);
+          const bool ok = r < Cn;
+          cuda_util::cp_async16(&s.u[b][r][c], p.vn + ((t0 + (ok ? r : 0)) * p.HV + hv) * V + vc0 + c, ok);
+        }
+        cuda_util::cp_async_commit();
+#pragma unroll
+        for (int u = 0; u < PER; ++u) {
           const int o = wgb::sw128_blocked<kC>(pr.row(u0 + u), pr.c);
           wg_store_split(s.buf[b].w.hi, s.buf[b].w.lo, o, wv[u]);
           wg_store_split(s.buf[b].kg.hi, s.buf[b].kg.lo, o, wg_exp_mul(kv[u], wg_decay_to_end(bl, bv[u])));
@@ -320,12 +321,13 @@ __global__ void __launch_bounds__(256, 1) state_bwd_wg_kernel(const Params p) {
       const i64 t0 = sd.row_begin + static_cast<i64>(lc) * kC;
       const int Cn = min(kC, sd.length - lc * kC);
       const i64 bLrow = (t0 + Cn - 1) * p.HV + hv;
-      if (i >= 2) wg_wait(&s.empty_x[b], (i >> 1) - 1);
       auto& X = s.x[b];
       const WgRows<K> pr(pt);
       const float4 bl = gate4(p, bLrow, pr.c);
       const float sc = p.scale;
-      // Aqk and dO ([64][64]: 8 float4 positions per thread), then kg, qg from k, q, b (8 rows per round)
+      // Rounds of loads per chunk: Aqk and dO ([64][64]: 8 float4 positions per thread); q, k, b of 8 rows
+      // (two rounds at K = 128); -w, all rows, in flight across the wait for the single W buffer.
+      // (Merging the Aqk / dO round into the first q, k, b round spilled 64 bytes at K = 128.)
       {
         const WgRows<kC> pa(pt);
         float4 av[8], dv[8];
@@ -337,6 +339,7 @@ __global__ void __launch_bounds__(256, 1) state_bwd_wg_kernel(const Params p) {
           av[u] = ok ? ld4(p.Aqk + row * kC + pa.c) : kZero4;
           dv[u] = ok ? wg_load_do(p, row * V + vc0 + pa.c) : kZero4;
         }
+        if (i >= 2) wg_wait(&s.empty_x[b], (i >> 1) - 1);  // buffer b's readers (use i - 2) are done
 #pragma unroll
         for (int u = 0; u < 8; ++u) {
           const int o = wgb::sw128_blocked<kC>(pa.row(u), pa.c);
@@ -367,7 +370,6 @@ __global__ void __launch_bounds__(256, 1) state_bwd_wg_kernel(const Params p) {
       wg_fill_el<K>(s.el[b], p, bLrow, pt);
       wgb::fence_proxy_async_smem();
       cuda_util::mbar_arrive(&s.full_x[b]);
-      // -w: loads in flight before waiting for the consumer to release the single W buffer
       {
         float4 wv[WgRows<K>::PER];
 #pragma unroll
