@@ -122,6 +122,7 @@ if has side; then
   gt=""; [ "${SIDE_GPU_TIME:-1}" = 1 ] && gt=--gpu-time
   side "${SIDE_FWD_S:-240}" --ops chunk_gla,chunk_kda,chunk_gdn --modes fwd --varlen-tokens 0 $gt
   side 90 --ops chunk_gla --modes fwdbwd --varlen-tokens 0
+  side 200 --ops chunk_gla --modes fwdbwd --shapes "" --varlen-tokens 32768  # FLA autotunes its bwd here unless carried
   if [ "${SIDE_SET:-full}" = full ]; then  # quick: skips the delta backward rows (minutes of SIMT kernels)
     side 40 --ops chunk_kda --modes fwdbwd --shapes B1_T8192_H96_D128 --varlen-tokens 0
     side 60 --ops chunk_gdn --modes fwdbwd --varlen-tokens 0  # FLA refuses this backward: lina rows only

@@ -1,16 +1,20 @@
 #!/usr/bin/env python3
 """lina vs FLA Triton, same run, same inputs, same timer (the harness's method in Python).
 
-Timer (both sides): CUDA events around each call, L2 flushed before every sample by writing a buffer
-of twice the L2 size, warm-up, then samples until at least --min-samples and relative noise
-(std/mean) under --max-noise, or --budget-s per cell. This is the method of FLA's own runner
-(triton.testing.do_bench), the one the anchors and every published comparison use, so it stays the
-primary number (median_ms, the speedup and x floor columns). Inputs follow FLA's
-benchmarks/ops/registry.py transforms from one torch seed. Writes lina.bench/1 JSON and a markdown table.
+Timer (both sides), by default the method of FLA's own runner, triton.testing.do_bench (the one the
+anchors and every published comparison use): a 256 MB buffer cleared with zero_() before every sample
+(Triton's get_empty_cache_for_benchmark), CUDA events around each call, no synchronisation between the
+samples of a batch (the host enqueues ahead, as do_bench does), warm-up of max(1, 25 ms / estimate)
+calls after an estimate from 5 flushed calls; then batches of max(--min-samples, 100 ms / estimate)
+samples (at most --max-samples) until relative noise (std/mean) is under --max-noise or --budget-s per
+cell is spent. It stays the primary number (median_ms, the speedup and x floor columns). Inputs follow
+FLA's benchmarks/ops/registry.py transforms from one torch seed. Writes lina.bench/1 JSON and a markdown
+table. --timer synced is the method of the first seven sessions (a 2 x L2 flush and a synchronize after
+every sample): it also counts the host time of a call whenever the GPU finishes the flush before the
+host has enqueued the call's kernels, which do_bench does not (its queue stays ahead of the GPU).
 
 --gpu-time (off by default) times every cell a second time, same inputs and stopping rule, GPU only:
-the primary method also sees the host time of a call whenever the GPU finishes the flush before the
-host has enqueued the op's kernels (30-150 us for lina at small shapes on the H200, moving between runs).
+host time is then hidden for every sample, whatever the queue state.
 Each GPU-only sample is: flush, torch.cuda._sleep(N), start event, call, end event. N covers the host
 time of one call (max(0.2 ms, 3 x the median host ms of 5 calls after a synchronize); cycles per ms
 measured once per process), so every kernel is queued before the GPU reaches the start event. A sample whose start
@@ -51,6 +55,15 @@ GPU_SLEEP_DOUBLINGS = 4  # after a sample whose host time was not hidden
 GPU_LEAKS_AT_CAP = 3  # leaked samples at the longest sleep before the row gives up
 GPU_SIZING_CALLS = 5
 GPU_CORRECTION_N = 11
+# triton.testing.do_bench (Triton 3.6, FLA's runner): flush buffer, warm-up and measurement windows
+DOBENCH_FLUSH_BYTES = 256 << 20
+DOBENCH_WARMUP_MS, DOBENCH_REP_MS = 25.0, 100.0
+PRIMARY_METHODS = {
+    "dobench": "as triton.testing.do_bench (FLA's runner): 256 MB zero_() flush, start event, call, end event; "
+               "samples enqueued back to back, one synchronize per batch; warm-up max(1, 25 ms / estimate) calls",
+    "synced": "2 x L2 (min 64 MB) flush, start event, call, end event, synchronize after every sample "
+              "(host time of a call is counted whenever the GPU finishes the flush first)",
+}
 GPU_METHOD = ("L2 flush, torch.cuda._sleep(N), start event, call, end event, minus the median of "
               f"{GPU_CORRECTION_N} empty start/end pairs after the same flush and sleep (per row); "
               f"N = max({GPU_SLEEP_FLOOR_MS} ms, {GPU_SLEEP_HOST_MULT:g} x median host ms of {GPU_SIZING_CALLS} calls), "
@@ -164,11 +177,46 @@ class Timer:
     def __init__(self, args):
         self.args = args
         l2 = torch.cuda.get_device_properties(0).L2_cache_size
-        self.flush = torch.empty(max(2 * l2, 64 << 20), dtype=torch.uint8, device="cuda")
+        flush_bytes = DOBENCH_FLUSH_BYTES if args.timer == "dobench" else max(2 * l2, 64 << 20)
+        self.flush = torch.empty(flush_bytes, dtype=torch.uint8, device="cuda")
         if getattr(args, "gpu_time", False):
             self.cycles_per_ms = self.sleep_cycles_per_ms()
 
     def time(self, fn):
+        return self.time_dobench(fn) if self.args.timer == "dobench" else self.time_synced(fn)
+
+    def time_dobench(self, fn):
+        """triton.testing.do_bench's loop (flush, start event, call, end event; synchronised once per batch,
+        not per sample) under this script's stopping rule."""
+        a = self.args
+        fn()
+        torch.cuda.synchronize()
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        for _ in range(5):
+            self.flush.zero_()
+            fn()
+        e.record()
+        torch.cuda.synchronize()
+        estimate_ms = max(s.elapsed_time(e) / 5, 1e-3)
+        for _ in range(max(1, int(DOBENCH_WARMUP_MS / estimate_ms))):
+            fn()
+        batch = min(a.max_samples, max(a.min_samples, int(DOBENCH_REP_MS / estimate_ms)))
+        samples, t0 = [], time.perf_counter()
+        while True:
+            events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(batch)]
+            for s, e in events:
+                self.flush.zero_()
+                s.record()
+                fn()
+                e.record()
+            torch.cuda.synchronize()
+            samples += [s.elapsed_time(e) for s, e in events]
+            why = stop_reason(a, samples, t0)
+            if why:
+                return samples, why
+
+    def time_synced(self, fn):
         a = self.args
         for _ in range(3):
             fn()
@@ -378,6 +426,8 @@ def main():
     ap.add_argument("--max-samples", type=int, default=200)
     ap.add_argument("--max-noise", type=float, default=0.005)
     ap.add_argument("--budget-s", type=float, default=1.0)
+    ap.add_argument("--timer", choices=sorted(PRIMARY_METHODS), default="dobench",
+                    help="primary timer: dobench (FLA's runner, default) or synced (a synchronize after every sample)")
     ap.add_argument("--out", required=True, help="output path prefix (.json and .md are written)")
     ap.add_argument("--append", action="store_true",
                     help="add this invocation's rows to an existing OUT.json (same machine, same session) and "
@@ -395,16 +445,19 @@ def main():
     timer = Timer(args)
     sha = os.environ.get("LINA_GIT_SHA", "")
     doc = dict(schema="lina.bench/1", kind="run", tool=dict(name="lina fla_side_by_side.py", git_sha=sha),
-               machine=machine(), config=dict(seed=args.seed, l2_flush=True, graphs=False, min_samples=args.min_samples,
+               machine=machine(), config=dict(seed=args.seed, l2_flush=True, graphs=False, timer=args.timer,
+                                              primary_method=PRIMARY_METHODS[args.timer], min_samples=args.min_samples,
                                               max_noise=args.max_noise, time_budget_s=args.budget_s,
                                               command=" ".join(sys.argv)),
                results=[])
     if args.gpu_time:
-        doc["config"].update(gpu_time=True, gpu_time_method=GPU_METHOD, gpu_sleep_cycles_per_ms=timer.cycles_per_ms,
-                             primary_method="L2 flush, start event, call, end event (as triton.testing.do_bench, FLA's runner)")
+        doc["config"].update(gpu_time=True, gpu_time_method=GPU_METHOD, gpu_sleep_cycles_per_ms=timer.cycles_per_ms)
     prev = Path(args.out + ".json")
     if args.append and prev.exists():
         old_doc = json.loads(prev.read_text())
+        old_timer = old_doc["config"].get("timer", "synced")  # files before --timer were all synced
+        if old_timer != args.timer:
+            ap.error(f"--append: {prev} was timed with --timer {old_timer}, this run with --timer {args.timer}")
         doc["results"] = old_doc["results"]
         doc["config"]["commands"] = old_doc["config"].get("commands", [old_doc["config"]["command"]]) + [doc["config"]["command"]]
         for k, v in old_doc["config"].items():  # rows timed GPU only earlier in this file keep their description
@@ -432,6 +485,7 @@ def markdown(doc):
     lines = [f"Machine: {m['gpu']} ({m['sm_count']} SMs, CC {m['compute_capability']}), {m.get('nvidia_smi', '')}, "
              f"torch {m['torch']}, CUDA {m['cuda_runtime']}"]
     lines += [f"Command: `{c}`" for c in doc["config"].get("commands", [doc["config"]["command"]])]
+    lines.append(f"Primary timer: {doc['config'].get('primary_method', PRIMARY_METHODS['synced'])}")
     gpu = doc["config"].get("gpu_time") or any(k.startswith("gpu_") for r in doc["results"] for k in r)
     lines += ["",
              "| op | mode | shape | FLA ms | lina ms | speedup | lina ns/th | lina x floor | lina check | peak extra MB lina / FLA |",
@@ -481,7 +535,7 @@ def markdown(doc):
                 lines.append(f"Geomean lina {label}x floor {op} {mode} over {len(v)} default shapes: {gm(v):.2f}")
     if gpu:
         lines.append("GPU columns (--gpu-time): host time hidden behind a sleep kernel, see config.gpu_time_method; "
-                     "the other columns are FLA's do_bench method.")
+                     "the other columns are the primary timer's.")
     return "\n".join(lines) + "\n"
 
 

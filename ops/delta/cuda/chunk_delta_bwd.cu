@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -85,6 +86,7 @@ struct Params {
   float scale;
   int kda, gate_mode, has_A_log, beta_sigmoid, l2norm;
   float lower_bound, beta_mult;
+  int safe;  // KDA safe_gate with lower_bound >= -5: chunk_prep_v2's diagonal blocks through their middle row
   // fp32 scratch
   float *qn, *kn, *rq, *rk;   // [R,H,K], [R,H]
   float *b, *bt;              // chunk-local gate cumsum [R,HV,Kg]; beta after the sigmoid [R,HV]
@@ -523,6 +525,11 @@ __device__ __forceinline__ void warp_mma_split(float (&acc)[NT][4], const bf16* 
     }
   }
 }
+
+// A, second tensor-core version chunk_prep_v2 (default at K = 128; LINA_DELTA_BWD_PREP=old selects
+// chunk_prep_tc / chunk_prep below and above). Its own file, so that stage A and the state passes
+// change independently.
+#include "ops/delta/cuda/chunk_delta_bwd_prep.cuh"
 
 // Warp tiles of the state passes (8 warps): the state [K][64] as WR x WC warps of 16 rows x NTS n8
 // tiles; the per-chunk [64][64] products (v_new, dvn) as 4 x 2 warps of 16 rows x 4 n8 tiles.
@@ -1733,14 +1740,23 @@ bool simt_chunk_kernels() {
   return on;
 }
 
+// Which chunk_prep (stage A) runs: 0 = chunk_prep_v2 at K = 128, SIMT at K = 64 (default); 1 = the
+// previous choice (chunk_prep_tc at K = 128, SIMT at K = 64): LINA_DELTA_BWD_PREP=old; 2 = chunk_prep_v2
+// at both K: LINA_DELTA_BWD_PREP=v2. Read per call (one binary measures all of them).
+int prep_variant() {
+  const char* e = std::getenv("LINA_DELTA_BWD_PREP");
+  if (!e || !*e) return 0;
+  if (!std::strcmp(e, "old")) return 1;
+  if (!std::strcmp(e, "v2")) return 2;
+  return 0;
+}
+
 // LINA_DELTA_BWD_STATE=mma runs the mma.sync state passes (state_fwd_kernel / state_bwd_kernel) instead
 // of the wgmma ones (state_fwd_wg_kernel / state_bwd_wg_kernel): the comparison for accuracy and time.
+// Read once per call in run_pipeline.
 bool mma_state_kernels() {
-  static const bool on = [] {
-    const char* e = std::getenv("LINA_DELTA_BWD_STATE");
-    return e && std::string(e) == "mma";
-  }();
-  return on;
+  const char* e = std::getenv("LINA_DELTA_BWD_STATE");
+  return e && !std::strcmp(e, "mma");
 }
 
 template <int K>
@@ -1765,13 +1781,21 @@ void run_pipeline(const Params& prm, int total_chunks, cudaStream_t st) {
   mark("prep_qk");
   const bool simt = simt_chunk_kernels();
   // K = 64 keeps the SIMT chunk_prep: on the H200 it measured 0.35 ms against the tensor-core kernel's
-  // 0.45 ms at KDA B8_T1024_H8_D64 (K = 128: 10.2 vs 7.0 ms at B1_T8192_H96), so <64> is not built.
-  if constexpr (K == 64)
+  // 0.45 ms at KDA B8_T1024_H8_D64 (K = 128: 10.2 vs 7.0 ms at B1_T8192_H96), so chunk_prep_tc<64> is not built.
+  // chunk_prep_v2 (two CTAs per SM, fragments built in registers, 3xTF32 merges) is the default at
+  // K = 128; LINA_DELTA_BWD_PREP=old restores the previous kernels, =v2 runs v2 at K = 64 too.
+  const int prep = prep_variant();
+  if (simt || (K == 64 && prep != 2))
     launch(chunk_prep_kernel<K>, chunk_grid, kNT, S::A, st, prm, "delta_bwd chunk_prep");
-  else if (simt)
-    launch(chunk_prep_kernel<K>, chunk_grid, kNT, S::A, st, prm, "delta_bwd chunk_prep");
-  else
-    launch(chunk_prep_tc_kernel<K>, chunk_grid, kNT, prep_tc_smem<K>(), st, prm, "delta_bwd chunk_prep");
+  else if (prep == 1) {
+    if constexpr (K == 128) launch(chunk_prep_tc_kernel<K>, chunk_grid, kNT, prep_tc_smem<K>(), st, prm, "delta_bwd chunk_prep");
+  } else {
+    // two CTAs per SM need the whole carveout as shared memory (a hint; the default may pick less)
+    cuda_util::check(cudaFuncSetAttribute(chunk_prep_v2_kernel<K>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                          cudaSharedmemCarveoutMaxShared),
+                     "delta_bwd chunk_prep carveout");
+    launch(chunk_prep_v2_kernel<K>, chunk_grid, kNT, prep_v2_smem<K>(), st, prm, "delta_bwd chunk_prep");
+  }
   mark("chunk_prep");
   if (mma_state_kernels()) {
     launch(state_fwd_kernel<K>, seq_grid, kNT, S::B, st, prm, "delta_bwd state_fwd");
@@ -1820,7 +1844,7 @@ void require_float(const char* name, const TensorView& t) {
 }
 
 RunInfo backward(const Problem& p, const DeltaRuleArgs& a, const AttentionGradInputs& gin, const DeltaRuleGrads& gr,
-                 const ExecOptions& opts, bool kda, std::optional<double> lb, const char* op) {
+                 const ExecOptions& opts, bool kda, std::optional<double> lb, bool safe, const char* op) {
   if (p.K != 64 && p.K != 128)
     throw_unsupported("q", std::string("head dim K = ") + std::to_string(p.K) + " for the cuda " + op + " backward",
                       "K in {64, 128} (K = 256 is not built yet)");
@@ -1893,6 +1917,7 @@ RunInfo backward(const Problem& p, const DeltaRuleArgs& a, const AttentionGradIn
   prm.beta_sigmoid = a.use_beta_sigmoid_in_kernel;
   prm.beta_mult = a.allow_neg_eigval ? 2.f : 1.f;
   prm.l2norm = a.use_qk_l2norm_in_kernel;
+  prm.safe = kda && safe;
 
   // sequences and the chunk table
   const cuda_util::DeviceSeqs seqs = cuda_util::upload_sequences(p, st, /*always_table=*/true);
@@ -1957,12 +1982,14 @@ RunInfo backward(const Problem& p, const DeltaRuleArgs& a, const AttentionGradIn
 
 RunInfo chunk_kda_backward(const Problem& p, const ChunkKdaArgs& a, const AttentionGradInputs& in, const DeltaRuleGrads& g,
                            const ExecOptions& opts) {
-  return backward(p, a, in, g, opts, true, a.use_gate_in_kernel ? a.lower_bound : std::nullopt, "chunk_kda");
+  // The middle-reference diagonal blocks of chunk_prep_v2 need every g >= -5 (the forward's rule).
+  const bool safe = a.safe_gate && a.lower_bound && *a.lower_bound >= -5.0;
+  return backward(p, a, in, g, opts, true, a.use_gate_in_kernel ? a.lower_bound : std::nullopt, safe, "chunk_kda");
 }
 
 RunInfo chunk_gdn_backward(const Problem& p, const ChunkGdnArgs& a, const AttentionGradInputs& in, const DeltaRuleGrads& g,
                            const ExecOptions& opts) {
-  return backward(p, a, in, g, opts, false, std::nullopt, "chunk_gdn");
+  return backward(p, a, in, g, opts, false, std::nullopt, false, "chunk_gdn");
 }
 
 }  // namespace lina::detail::cuda

@@ -94,7 +94,8 @@ struct Params {
   Workspace ws;
 };
 
-template <bool KDA, int K>
+// NVB: 64-column value tiles staged per S6 pass (2; 1 where V = 64, see kPrepMinBlocks).
+template <bool KDA, int K, int NVB = 2>
 struct PrepSmem {
   union alignas(16) {
     bf16 q[kC][K + 8];  // normalized q, dead once q e^b is written
@@ -106,7 +107,7 @@ struct PrepSmem {
     float L[kC][68];       // strict-lower L (fp32)
     bf16 T[2][kC][72];     // Tinv diag(beta) as bf16 hi, lo
   } u1;
-  alignas(16) bf16 v[2][kC][72];          // two 64-column value tiles
+  alignas(16) bf16 v[NVB][kC][72];        // NVB 64-column value tiles
   alignas(16) float beta[kC];
   alignas(16) float bs[kC];  // GDN: scalar log2 cumsum
   alignas(16) float bL[K];   // KDA: b2 of the chunk's last row
@@ -262,11 +263,17 @@ __device__ __forceinline__ void rows2_times_state(float (&acc0)[NT][4], float (&
   }
 }
 
-template <bool KDA, int K>
-// GDN's prep fits three CTAs per SM in shared memory (no per-channel gate), KDA's two (K <= 128).
-__global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_prep_kernel(const Params p) {
+// CTAs per SM of the prep: GDN fits three in shared memory (no per-channel gate), KDA two (K <= 128).
+// GDN at K = V = 64 with one value tile staged (55 KB) fits four, at 64 registers without spills: the
+// small shapes are set by each CTA's chain of items (2.6 per CTA at B8_T1024_H8_D64 with three).
+template <bool KDA, int K, int NVB>
+constexpr int kPrepMinBlocks = K > 128 ? 1 : KDA ? 2 : (K == 64 && NVB == 1) ? 4 : 3;
+static_assert(4 * (sizeof(PrepSmem<false, 64, 1>) + 1024) <= 228 * 1024, "GDN K=64 one-tile prep: four CTAs per SM");
+
+template <bool KDA, int K, int NVB = 2>
+__global__ void __launch_bounds__(kThreads, kPrepMinBlocks<KDA, K, NVB>) delta_prep_kernel(const Params p) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  auto& s = *reinterpret_cast<PrepSmem<KDA, K>*>(smem_raw);
+  auto& s = *reinterpret_cast<PrepSmem<KDA, K, NVB>*>(smem_raw);
   const int tid0 = threadIdx.x;
   bf16 (&sq)[kC][K + 8] = s.u0.q;
   bf16 (&sk)[kC][K + 8] = s.k;
@@ -335,7 +342,7 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
       }
     }
     auto issue_v = [&](int vt0, long t0n, int Cnn, int hvn) {
-      for (int i = tid; i < 2 * kC * 8; i += kThreads) {
+      for (int i = tid; i < NVB * kC * 8; i += kThreads) {
         const int b = i / (kC * 8), r = (i / 8) % kC, c8 = (i % 8) * 8, vt = vt0 + b;
         if (vt < p.nvt)
           cp_async16(&s.v[b][r][c8], p.v + ((t0n + min(r, Cnn - 1)) * p.HV + hvn) * V + vt * kVT + c8, r < Cnn);
@@ -498,7 +505,7 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
         constexpr int BP = K + 4;  // b2 pitch (floats)
         // Per-lane shared byte addresses, advanced per k step (loop-carried, so ptxas keeps them in
         // registers instead of recomputing them from the warp and lane indices every step).
-        using Smem = PrepSmem<KDA, K>;
+        using Smem = PrepSmem<KDA, K, NVB>;
         constexpr uint32_t kQ2K = static_cast<uint32_t>(offsetof(Smem, k) - offsetof(Smem, u0));
         constexpr uint32_t kTile2 = 16u * (K + 8) * 2u;  // bytes of 16 sk rows
         uint32_t aq_addr = smem_u32(&sq[16 * ib + (lane & 15)][(lane >> 4) << 3]);  // k rows: + kQ2K
@@ -828,7 +835,7 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
       const int r0 = 16 * wr, c0 = 32 * wh;
       float* const ug = p.ws.u + ch * kC * V;
 #pragma unroll 1
-      for (int vt0 = 0; vt0 < p.nvt; vt0 += 2) {
+      for (int vt0 = 0; vt0 < p.nvt; vt0 += NVB) {
         if (vt0 > 0) {
           __syncthreads();  // the previous pair is consumed
           issue_v(vt0, s.cu_t0, s.cu_Cn, s.cu_hv);
@@ -837,7 +844,7 @@ __global__ void __launch_bounds__(kThreads, K <= 128 ? (KDA ? 2 : 3) : 1) delta_
           __syncthreads();
         }
 #pragma unroll 1
-        for (int b = 0; b < 2 && vt0 + b < p.nvt; ++b) {
+        for (int b = 0; b < NVB && vt0 + b < p.nvt; ++b) {
           float acc[4][4];
 #pragma unroll
           for (int nt = 0; nt < 4; ++nt)
@@ -1381,10 +1388,29 @@ int state_kind() {
 }
 bool state_wgmma(long) { return state_kind() != 0; }
 
+// GDN's K = V = 64 prep with one staged value tile (four CTAs per SM); LINA_DELTA_PREP_TILES=2 keeps
+// the two-tile prep there (measurement knob, read once per process like the state knobs).
+bool one_tile_prep() {
+  static const bool on = [] {
+    const char* e = std::getenv("LINA_DELTA_PREP_TILES");
+    return !(e && std::atoi(e) == 2);
+  }();
+  return on;
+}
+
+// The prep launch: a persistent grid of as many CTAs as fit at once, each striding over (chunk, head) items.
+template <bool KDA, int K, int NVB>
+void launch_prep(const Params& prm, size_t items, int sms, cudaStream_t st) {
+  using S = PrepSmem<KDA, K, NVB>;
+  set_max_dynamic_smem(delta_prep_kernel<KDA, K, NVB>, static_cast<int>(sizeof(S)), "delta_prep_kernel");
+  const int per_sm = std::max(1, max_active_blocks(delta_prep_kernel<KDA, K, NVB>, kThreads, sizeof(S), "delta_prep_kernel"));
+  const size_t grid = std::min(items, static_cast<size_t>(per_sm) * static_cast<size_t>(sms > 0 ? sms : 1));
+  delta_prep_kernel<KDA, K, NVB><<<static_cast<unsigned>(grid), kThreads, sizeof(S), st>>>(prm);
+}
+
 template <bool KDA, int K>
 void run(Params prm, const Problem& p, cudaStream_t st) {
   // Attributes and occupancy once per device (launch_setup), not per call.
-  set_max_dynamic_smem(delta_prep_kernel<KDA, K>, static_cast<int>(sizeof(PrepSmem<KDA, K>)), "delta_prep_kernel");
   set_max_dynamic_smem(delta_state_kernel<K, 8>, static_cast<int>(sizeof(StateSmem<K>)), "delta_state_kernel");
   if constexpr (K <= 128)
     set_max_dynamic_smem(delta_state_kernel<K, 8, 32>, static_cast<int>(sizeof(StateSmem<K, 32>)), "delta_state_kernel");
@@ -1393,7 +1419,6 @@ void run(Params prm, const Problem& p, cudaStream_t st) {
     set_max_dynamic_smem(delta_state_wg_kernel<K, 2>, static_cast<int>(kStateWgSmemBytes<K, 2>), "delta_state_wg_kernel");
   const bool wg = state_wgmma(K);
   prm.wg_layout = wg ? 1 : 0;  // the prep writes w, q e^b, k e^(bL-b) in the wgmma kernel's tile order
-  const int prep_per_sm = std::max(1, max_active_blocks(delta_prep_kernel<KDA, K>, kThreads, sizeof(PrepSmem<KDA, K>), "delta_prep_kernel"));
   const int sms = sm_count();
   const DeviceSeqs seqs = upload_sequences(p, st);  // dense: no table
   prm.seqs = seqs.view;
@@ -1412,9 +1437,13 @@ void run(Params prm, const Problem& p, cudaStream_t st) {
               reinterpret_cast<float*>(ws + 3 * b_ck + b_a + b_u)};
     if (nch > static_cast<size_t>(INT32_MAX)) throw_unsupported("q", "more than 2^31 chunk-heads", "fewer chunk-heads");
     prm.nitems = static_cast<int>(nch);
-    // Persistent: as many CTAs as fit at once, each striding over (chunk, head) items.
-    const size_t pgrid = std::min(nch, static_cast<size_t>(prep_per_sm) * static_cast<size_t>(sms > 0 ? sms : 1));
-    delta_prep_kernel<KDA, K><<<static_cast<unsigned>(pgrid), kThreads, sizeof(PrepSmem<KDA, K>), st>>>(prm);
+    // GDN at K = V = 64 stages one value tile (four CTAs per SM instead of three).
+    if constexpr (!KDA && K == 64) {
+      if (prm.nvt == 1 && one_tile_prep()) launch_prep<KDA, K, 1>(prm, nch, sms, st);
+      else launch_prep<KDA, K, 2>(prm, nch, sms, st);
+    } else {
+      launch_prep<KDA, K, 2>(prm, nch, sms, st);
+    }
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) cuda_fail("prep kernel launch", e);
   }
