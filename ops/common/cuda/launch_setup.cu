@@ -27,14 +27,13 @@ int sm_count() {
   return n;
 }
 
-void set_max_dynamic_smem(const void* kernel, int bytes, const char* what) {
+void set_func_attribute(const void* kernel, cudaFuncAttribute attr, int value, const char* what) {
   static std::mutex mu;
-  static std::set<std::tuple<int, const void*, int>> done;
-  const auto key = std::make_tuple(current_device(), kernel, bytes);
+  static std::set<std::tuple<int, const void*, int, int>> done;
+  const auto key = std::make_tuple(current_device(), kernel, static_cast<int>(attr), value);
   const std::lock_guard<std::mutex> lock(mu);
   if (done.count(key)) return;
-  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
-        (std::string("cudaFuncSetAttribute(") + what + ")").c_str());
+  check(cudaFuncSetAttribute(kernel, attr, value), (std::string("cudaFuncSetAttribute(") + what + ")").c_str());
   done.insert(key);
 }
 

@@ -13,13 +13,19 @@ int current_device();
 // SM count of the current device, queried once per device.
 int sm_count();
 
-// cudaFuncAttributeMaxDynamicSharedMemorySize = bytes for `kernel` on the current device, set once
-// per (device, kernel, bytes); a failure throws lina::Error naming `what`.
-void set_max_dynamic_smem(const void* kernel, int bytes, const char* what);
+// cudaFuncSetAttribute(kernel, attr, value) on the current device, once per (device, kernel, attr,
+// value); a failure throws lina::Error naming `what`.
+void set_func_attribute(const void* kernel, cudaFuncAttribute attr, int value, const char* what);
 
 template <class Kernel>
+void set_func_attribute(Kernel* kernel, cudaFuncAttribute attr, int value, const char* what) {
+  set_func_attribute(reinterpret_cast<const void*>(kernel), attr, value, what);
+}
+
+// cudaFuncAttributeMaxDynamicSharedMemorySize = bytes for `kernel` (set_func_attribute).
+template <class Kernel>
 void set_max_dynamic_smem(Kernel* kernel, int bytes, const char* what) {
-  set_max_dynamic_smem(reinterpret_cast<const void*>(kernel), bytes, what);
+  set_func_attribute(reinterpret_cast<const void*>(kernel), cudaFuncAttributeMaxDynamicSharedMemorySize, bytes, what);
 }
 
 // cudaOccupancyMaxActiveBlocksPerMultiprocessor of `kernel` at (threads, dynamic smem bytes) on the
