@@ -31,7 +31,9 @@
 #include "ops/common/backends.h"
 #include "ops/common/cuda/cuda_common.cuh"
 #include "ops/common/cuda/launch_setup.h"
+#include "ops/common/cuda/mbarrier.cuh"
 #include "ops/common/cuda/mma_primitives.cuh"
+#include "ops/common/cuda/wgmma_sm90.cuh"
 #include "ops/common/cuda/workspace.h"
 
 namespace lina::detail::cuda {
@@ -1469,6 +1471,9 @@ __global__ void param_reduce_kernel(const Params p) {
   }
 }
 
+// B and C on wgmma (the default; LINA_DELTA_BWD_STATE=mma runs state_fwd_kernel / state_bwd_kernel)
+#include "ops/delta/cuda/delta_bwd_state_wg.cuh"
+
 // ---------------------------------------------------------------------------------------------
 // Host side
 
@@ -1514,6 +1519,14 @@ bool simt_chunk_kernels() {
   return on;
 }
 
+// LINA_DELTA_BWD_STATE=mma runs the mma.sync state passes (state_fwd_kernel / state_bwd_kernel) instead
+// of the wgmma ones (state_fwd_wg_kernel / state_bwd_wg_kernel): the comparison for accuracy and time.
+// Read once per call in run_pipeline.
+bool mma_state_kernels() {
+  const char* e = std::getenv("LINA_DELTA_BWD_STATE");
+  return e && !std::strcmp(e, "mma");
+}
+
 template <int K>
 void run_pipeline(const Params& prm, int total_chunks, cudaStream_t st) {
   using S = SmemSize<K>;
@@ -1547,10 +1560,17 @@ void run_pipeline(const Params& prm, int total_chunks, cudaStream_t st) {
     launch(chunk_prep_v2_kernel<K>, chunk_grid, kNT, prep_v2_smem<K>(), st, prm, "delta_bwd chunk_prep");
   }
   mark("chunk_prep");
-  launch(state_fwd_kernel<K>, seq_grid, kNT, S::B, st, prm, "delta_bwd state_fwd");
-  mark("state_fwd");
-  launch(state_bwd_kernel<K>, seq_grid, kNT, S::C, st, prm, "delta_bwd state_bwd");
-  mark("state_bwd");
+  if (mma_state_kernels()) {
+    launch(state_fwd_kernel<K>, seq_grid, kNT, S::B, st, prm, "delta_bwd state_fwd");
+    mark("state_fwd");
+    launch(state_bwd_kernel<K>, seq_grid, kNT, S::C, st, prm, "delta_bwd state_bwd");
+    mark("state_bwd");
+  } else {
+    launch(state_fwd_wg_kernel<K>, seq_grid, 256, kStateFwdWgSmem<K>, st, prm, "delta_bwd state_fwd_wg");
+    mark("state_fwd");
+    launch(state_bwd_wg_kernel<K>, seq_grid, 256, kStateBwdWgSmem<K>, st, prm, "delta_bwd state_bwd_wg");
+    mark("state_bwd");
+  }
   launch(grad_v_kernel<K>, chunk_grid, kNT, S::D1, st, prm, "delta_bwd grad_v");
   mark("grad_v");
   if (simt)
