@@ -1,4 +1,6 @@
 #!/bin/bash
+# Historical (eighth session, device call 3): LINA_DELTA_BWD_PREP and chunk_prep_tc were removed after this
+# run measured chunk_prep_v2 faster at both K; today the knob is ignored and every variant runs v2.
 # dbwd-prep verification (branch dbwd-prep): chunk_prep_v2 (stage A of the delta backward) against the
 # checks, the gates' CUDA cases, memcheck + racecheck, then timings of the whole backward with
 # LINA_DELTA_BWD_PREP unset (v2 at K = 128, SIMT at K = 64), =old (the previous chunk_prep_tc / SIMT) and

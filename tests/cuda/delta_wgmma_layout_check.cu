@@ -8,6 +8,7 @@
 // lina_delta_wgmma_layout_check, ctest delta_wgmma_layout_check (built with the CUDA backend).
 #include <cstdint>
 #include <cstdio>
+#include <type_traits>
 #include <cute/atom/mma_traits_sm90_gmma.hpp>
 #include <cute/tensor.hpp>
 
@@ -80,6 +81,29 @@ void check_a() {  // Aqk rows NO kh .. (N = NO tokens r, K = 64 tokens j), K-maj
     }
 }
 
+// Backward state pass C (delta_bwd_state_wg.cuh): dO [tok][v] as the MN-major A of the SS products
+// dO^T Aqk and dO^T qg (M = 64 values, K = 64 tokens), and Aqk [r][j] as the MN-major B of dO^T Aqk
+// (N = 64 tokens j, K = 64 tokens r): both one SW128 [64][64] tile written by the producer at
+// sw128_blocked<64>(row = token, col), k-step = 16 rows = 2048 bytes, desc_mn (LBO unused at 64).
+// The other operands of both backward passes have the forward's shapes (check_k<K, 1>): w (pass B) and
+// kg (pass C, B of D^T kg^T) K-major with N = 64 tokens; kg (pass B), qg and -w (pass C) MN-major with
+// N = K channels.
+void check_mn64() {
+  auto L = tile_to_shape(G::Layout_MN_SW128_Atom<bfloat16_t>{}, Shape<_64, _64>{});
+  Tensor t = make_tensor(make_smem_ptr(buf), L);
+  for (int m = 0; m < 64; ++m)
+    for (int k = 0; k < 64; ++k) expect("dO / Aqk offset", off(&t(m, k)), 2L * W::sw128_blocked<64>(k, m));
+  for (int ks = 0; ks < 4; ++ks) {
+    Tensor s = local_tile(t, Shape<_64, _16>{}, make_coord(0, ks));
+    const std::uint32_t a = ks * 2048;
+    expect("dO / Aqk start", off(raw_pointer_cast(s.data())), a);
+    same_desc("dO / Aqk desc", G::make_gmma_desc<G::Major::MN>(s), W::desc_mn(a, 8192), false);
+  }
+  // the atoms: A MN-major is allowed for bf16 SS (tnspA), and M64_SS picks the N of the state
+  static_assert(std::is_same_v<W::M64_SS<64, G::Major::MN, G::Major::MN>, G::MMA_64x64x16_F32BF16BF16_SS<G::Major::MN, G::Major::MN>>);
+  static_assert(std::is_same_v<W::M64_SS<128, G::Major::MN, G::Major::MN>, G::MMA_64x128x16_F32BF16BF16_SS<G::Major::MN, G::Major::MN>>);
+}
+
 template <int N>
 void check_frag() {  // accumulator m64nN: value i of thread t -> (row 16 w + g8 + 8 (i >= 2 in its 4), col 8 (i / 4) + 2 t4 + (i & 1))
   using CL = G::CLayout_64xN<N>;
@@ -97,6 +121,7 @@ int main() {
   check_k<128, 1>();
   check_k<128, 2>();  // LINA_DELTA_STATE=wg2
   check_k<256, 2>();
+  check_mn64();
   check_a<64>();
   check_a<32>();
   check_frag<32>();

@@ -104,6 +104,9 @@ template <Major A, Major B>
 using M64N16_SS = cute::SM90::GMMA::MMA_64x16x16_F32BF16BF16_SS<A, B>;
 template <Major A, Major B>
 using M64N128_SS = cute::SM90::GMMA::MMA_64x128x16_F32BF16BF16_SS<A, B>;
+// m64nN SS atom by N (64 or 128).
+template <int N, Major A, Major B>
+using M64_SS = std::conditional_t<N == 64, M64N64_SS<A, B>, M64N128_SS<A, B>>;
 template <Major B>
 using M64N64_RS = cute::SM90::GMMA::MMA_64x64x16_F32BF16BF16_RS<Major::K, B>;
 template <Major B>

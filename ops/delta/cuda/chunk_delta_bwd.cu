@@ -31,7 +31,9 @@
 #include "ops/common/backends.h"
 #include "ops/common/cuda/cuda_common.cuh"
 #include "ops/common/cuda/launch_setup.h"
+#include "ops/common/cuda/mbarrier.cuh"
 #include "ops/common/cuda/mma_primitives.cuh"
+#include "ops/common/cuda/wgmma_sm90.cuh"
 #include "ops/common/cuda/workspace.h"
 
 namespace lina::detail::cuda {
@@ -525,9 +527,8 @@ __device__ __forceinline__ void warp_mma_split(float (&acc)[NT][4], const bf16* 
   }
 }
 
-// A, second tensor-core version chunk_prep_v2 (default at K = 128; LINA_DELTA_BWD_PREP=old selects
-// chunk_prep_tc / chunk_prep below and above). Its own file, so that stage A and the state passes
-// change independently.
+// A on tensor cores: chunk_prep_v2 (LINA_DELTA_BWD_SIMT=1 selects the SIMT chunk_prep_kernel above).
+// Its own file, so that stage A and the state passes change independently.
 #include "ops/delta/cuda/chunk_delta_bwd_prep.cuh"
 
 // Warp tiles of the state passes (8 warps): the state [K][64] as WR x WC warps of 16 rows x NTS n8
@@ -588,223 +589,6 @@ __device__ __forceinline__ void fill_kg(bf16* hi, bf16* lo, const Params& p, i64
 // accumulators; per chunk: H_n -> global (fp32) and shared (hi + lo); v_new = u - w H_n;
 // H = diag(e^bL) H + kg^T v_new, kg = k e^(bL-b).
 // ---------------------------------------------------------------------------------------------
-// A on tensor cores (chunk_prep_tc_kernel; LINA_DELTA_BWD_SIMT=1 selects chunk_prep_kernel). Same
-// outputs; the C x C x K products run on mma.sync with hi + lo operands:
-//  - Aqk / L off the diagonal: row block ib (rows n = 16 ib ..) against the earlier keys j < n
-//    through the reference row n (spec section 5): A = q_r e^(b_r - b_n), k_r e^(b_r - b_n),
-//    B = k_j e^(b_n - b_j), every factor e^(non-positive) <= 1, one exp per (row, channel) and
-//    reference instead of one per (r, j, c). The diagonal 16x16 blocks keep exact exps (SIMT).
-//  - w = X (k e^b beta) and u = X (v beta), X lower triangular: k16 steps above the warp's rows skipped.
-// The inverse itself (forward substitution + merges) is the SIMT code shared with chunk_prep_kernel.
-template <int K>
-struct PrepTcSmem {
-  static constexpr int KP = K + 1, KB = K + 8;  // fp32 pitch (odd), bf16 pitch (16-byte rows, no conflicts)
-  float q[kC][KP];
-  float k[kC][KP];
-  float b[kC][KP];
-  float L[kC][kP64];
-  float X[kC][kP64];
-  float beta[kC];
-  float bs[kC];  // GDN: the scalar cumsum before its broadcast into b
-  union U {
-    struct {                      // one off-diagonal row block of Aqk / L
-      alignas(16) bf16 qa[2][16][KB];  // q e^(b - b_n), hi / lo
-      alignas(16) bf16 ka[2][16][KB];  // k e^(b - b_n)
-      alignas(16) bf16 kb[2][48][KB];  // k_j e^(b_n - b_j), j < n
-    } a;
-    float Y[16][17];  // inverse merge scratch
-    struct {
-      alignas(16) bf16 X[2][kC][72];   // Tinv
-      alignas(16) bf16 kbe[2][kC][KB];  // k e^b beta
-      alignas(16) bf16 v[2][kC][72];   // v beta, one 64-column tile
-    } w;
-  } u;
-};
-
-template <int K>
-__global__ void __launch_bounds__(kNT, 1) chunk_prep_tc_kernel(const Params p) {
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  auto& s = *reinterpret_cast<PrepTcSmem<K>*>(smem_raw);
-  constexpr int KB = K + 8;
-  const int hv = blockIdx.y, h = hv / p.G, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-  const ChunkInfo ci = chunk_info(p, blockIdx.x);
-  const i64 t0 = ci.t0;
-  const int Cn = ci.Cn;
-  float* const Aqk = p.Aqk + (t0 * p.HV + hv) * kC;  // row r at Aqk[r * HV * kC]
-  const i64 arow = static_cast<i64>(p.HV) * kC;
-
-  load_chunk_qk_beta<K>(p, &s.q[0][0], &s.k[0][0], s.beta, t0, Cn, h, hv);
-  // gate activation + chunk-local cumsum (padded rows add 0): 16 raw gates in flight per thread
-  if (tid < p.Kg) {
-    const int c = tid;
-    float cum = 0.f;
-#pragma unroll 1
-    for (int r0 = 0; r0 < kC; r0 += 16) {
-      float raw[16];
-#pragma unroll
-      for (int i = 0; i < 16; ++i)
-        raw[i] = r0 + i < Cn ? load_as_float(p.g, p.g_t, ((t0 + r0 + i) * p.HV + hv) * p.Kg + c) : 0.f;
-#pragma unroll
-      for (int i = 0; i < 16; ++i) {
-        const int r = r0 + i;
-        if (r < Cn) {
-          cum += gate_act(p, raw[i], hv, c);
-          p.b[((t0 + r) * p.HV + hv) * p.Kg + c] = cum;
-        }
-        if (p.kda) s.b[r][c] = cum;
-        else s.bs[r] = cum;
-      }
-    }
-  }
-  __syncthreads();
-  if (!p.kda)
-    for (int i = tid; i < kC * K; i += kNT) s.b[i / K][i % K] = s.bs[i / K];
-  __syncthreads();
-
-  // Diagonal 16x16 blocks, exact exps: block ib, pair (tid / 16, tid % 16); zeros above the diagonal.
-#pragma unroll 1
-  for (int ib = 0; ib < 4; ++ib) {
-    const int r = 16 * ib + (tid >> 4), j = 16 * ib + (tid & 15);
-    float a = 0.f, l = 0.f;
-    if (j <= r && r < Cn) {  // r < Cn: padded rows are zero anyway
-      if (p.kda) {
-#pragma unroll 8
-        for (int c = 0; c < K; ++c) {
-          const float e = __expf(s.b[r][c] - s.b[j][c]) * s.k[j][c];
-          a += s.q[r][c] * e;
-          l += s.k[r][c] * e;
-        }
-      } else {
-#pragma unroll 8
-        for (int c = 0; c < K; ++c) {
-          a += s.q[r][c] * s.k[j][c];
-          l += s.k[r][c] * s.k[j][c];
-        }
-        const float e = __expf(s.b[r][0] - s.b[j][0]);
-        a *= e;
-        l *= e;
-      }
-      a *= p.scale;
-      l = (j < r) ? l * s.beta[r] : 0.f;
-    }
-    s.L[r][j] = l;
-    if (r < Cn) Aqk[r * arow + j] = a;
-  }
-  for (int i = tid; i < kC * kC; i += kNT) {  // Aqk above the diagonal blocks
-    const int r = i >> 6, j = i & 63;
-    if ((j >> 4) > (r >> 4) && r < Cn) Aqk[r * arow + j] = 0.f;
-  }
-  // Off-diagonal row blocks ib = 1..3 on tensor cores, one per round (operand tiles reused).
-#pragma unroll 1
-  for (int ib = 1; ib < 4; ++ib) {
-    const int n = 16 * ib;
-    // operands: rows 0..15 = row block ib (A: q, k), rows 16.. = keys j = row - 16 < n (B); column pairs
-    for (int i = tid; i < (16 + n) * (K / 2); i += kNT) {
-      const int rr = i / (K / 2), c = 2 * (i % (K / 2));
-      const float bn0 = s.b[n][c], bn1 = s.b[n][c + 1];
-      std::uint32_t h0, l0;
-      if (rr < 16) {
-        const int r = n + rr;
-        const float e0 = __expf(s.b[r][c] - bn0), e1 = __expf(s.b[r][c + 1] - bn1);
-        cuda_util::pack_bf16_split(s.q[r][c] * e0, s.q[r][c + 1] * e1, h0, l0);
-        st_u32(&s.u.a.qa[0][rr][c], h0);
-        st_u32(&s.u.a.qa[1][rr][c], l0);
-        cuda_util::pack_bf16_split(s.k[r][c] * e0, s.k[r][c + 1] * e1, h0, l0);
-        st_u32(&s.u.a.ka[0][rr][c], h0);
-        st_u32(&s.u.a.ka[1][rr][c], l0);
-      } else {
-        const int j = rr - 16;
-        const float e0 = __expf(bn0 - s.b[j][c]), e1 = __expf(bn1 - s.b[j][c + 1]);
-        cuda_util::pack_bf16_split(s.k[j][c] * e0, s.k[j][c + 1] * e1, h0, l0);
-        st_u32(&s.u.a.kb[0][j][c], h0);
-        st_u32(&s.u.a.kb[1][j][c], l0);
-      }
-    }
-    __syncthreads();
-    if (warp < 2 * ib) {  // warp: product (even Aqk, odd L), 16 key columns 16 (warp / 2) ..
-      const bool is_l = warp & 1;
-      const int n0 = 16 * (warp >> 1);
-      const bf16* xa = is_l ? &s.u.a.ka[0][0][0] : &s.u.a.qa[0][0][0];
-      float acc[2][4] = {};
-      warp_mma_split<2, false, true>(acc, xa, xa + 16 * KB, KB, 0, &s.u.a.kb[0][0][0], &s.u.a.kb[1][0][0], KB, n0, 0, K / 16,
-                                     lane);
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-        for (int hf = 0; hf < 2; ++hf) {
-          const int r = n + g + 8 * hf, j = n0 + 8 * nt + 2 * t;
-          if (is_l) {
-            s.L[r][j] = s.beta[r] * acc[nt][2 * hf];
-            s.L[r][j + 1] = s.beta[r] * acc[nt][2 * hf + 1];
-          } else if (r < Cn) {
-            st2(Aqk + r * arow + j, p.scale * acc[nt][2 * hf], p.scale * acc[nt][2 * hf + 1]);
-          }
-        }
-    }
-    __syncthreads();
-  }
-
-  invert_unit_lower(&s.L[0][0], &s.X[0][0], &s.u.Y[0][0]);
-  // Tinv to HBM and as hi + lo; k e^b beta as hi + lo
-  for (int i = tid; i < kC * kC / 2; i += kNT) {
-    const int r = i >> 5, j = 2 * (i & 31);
-    const float x0 = s.X[r][j], x1 = s.X[r][j + 1];
-    if (r < Cn) st2(p.Tinv + ((t0 + r) * p.HV + hv) * kC + j, x0, x1);
-    std::uint32_t hi, lo;
-    cuda_util::pack_bf16_split(x0, x1, hi, lo);
-    st_u32(&s.u.w.X[0][r][j], hi);
-    st_u32(&s.u.w.X[1][r][j], lo);
-  }
-  for (int i = tid; i < kC * K / 2; i += kNT) {
-    const int r = i / (K / 2), c = 2 * (i % (K / 2));
-    std::uint32_t hi, lo;
-    cuda_util::pack_bf16_split(s.k[r][c] * __expf(s.b[r][c]) * s.beta[r], s.k[r][c + 1] * __expf(s.b[r][c + 1]) * s.beta[r], hi,
-                               lo);
-    st_u32(&s.u.w.kbe[0][r][c], hi);
-    st_u32(&s.u.w.kbe[1][r][c], lo);
-  }
-  __syncthreads();
-  const int m0 = 16 * (warp & 3), ks1 = (warp & 3) + 1;  // X's k16 steps past the warp's rows are zero
-  {  // w = X kbe: warp (m0, key columns nk0 .. nk0 + K/2)
-    constexpr int NK = K / 16;
-    const int nk0 = (K / 2) * (warp >> 2);
-    float acc[NK][4] = {};
-    warp_mma_split<NK, false, false>(acc, &s.u.w.X[0][0][0], &s.u.w.X[1][0][0], 72, m0, &s.u.w.kbe[0][0][0],
-                                     &s.u.w.kbe[1][0][0], KB, nk0, 0, ks1, lane);
-#pragma unroll
-    for (int nt = 0; nt < NK; ++nt)
-#pragma unroll
-      for (int hf = 0; hf < 2; ++hf) {
-        const int r = m0 + g + 8 * hf;
-        if (r < Cn) st2(p.w + ((t0 + r) * p.HV + hv) * K + nk0 + 8 * nt + 2 * t, acc[nt][2 * hf], acc[nt][2 * hf + 1]);
-      }
-  }
-  // u = X (v beta), per 64-column tile: warp (m0, columns n64 .. n64 + 32)
-  const int n64 = 32 * (warp >> 2);
-#pragma unroll 1
-  for (int vt = 0; vt < p.nvt; ++vt) {
-    if (vt > 0) __syncthreads();  // the previous tile is consumed
-    fill_split<kC, kVT, 72>(&s.u.w.v[0][0][0], &s.u.w.v[1][0][0], [&](int r, int c) {
-      if (r >= Cn) return kZero4;
-      const float4 x = load4_as_float(p.v, p.v_t, ((t0 + r) * p.HV + hv) * p.V + vt * kVT + c);
-      const float bt = s.beta[r];
-      return make_float4(x.x * bt, x.y * bt, x.z * bt, x.w * bt);
-    });
-    __syncthreads();
-    float acc[4][4] = {};
-    warp_mma_split<4, false, false>(acc, &s.u.w.X[0][0][0], &s.u.w.X[1][0][0], 72, m0, &s.u.w.v[0][0][0], &s.u.w.v[1][0][0], 72,
-                                    n64, 0, ks1, lane);
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-      for (int hf = 0; hf < 2; ++hf) {
-        const int r = m0 + g + 8 * hf;
-        if (r < Cn)
-          st2(p.vn + ((t0 + r) * p.HV + hv) * p.V + vt * kVT + n64 + 8 * nt + 2 * t, acc[nt][2 * hf], acc[nt][2 * hf + 1]);
-      }
-  }
-}
-
 template <int K>
 struct StateFwdSmem {
   alignas(16) bf16 H[2][K][72];
@@ -1691,6 +1475,9 @@ __global__ void param_reduce_kernel(const Params p) {
   }
 }
 
+// B and C on wgmma (the default; LINA_DELTA_BWD_STATE=mma runs state_fwd_kernel / state_bwd_kernel)
+#include "ops/delta/cuda/delta_bwd_state_wg.cuh"
+
 // ---------------------------------------------------------------------------------------------
 // Host side
 
@@ -1706,9 +1493,6 @@ struct SmemSize {
 };
 static_assert(SmemSize<128>::D2tc <= 227 * 1024, "grad_k_tc_kernel<128> shared memory over the sm_90 limit");
 // a function, not a SmemSize member: K = 64 does not build the tensor-core chunk_prep
-template <int K>
-constexpr size_t prep_tc_smem() { return sizeof(PrepTcSmem<K>); }
-static_assert(prep_tc_smem<128>() <= 227 * 1024, "chunk_prep_tc_kernel<128> shared memory over the sm_90 limit");
 static_assert(SmemSize<128>::D2 <= 227 * 1024, "grad_k_kernel<128> shared memory over the sm_90 limit");
 static_assert(SmemSize<128>::C <= 227 * 1024, "state_bwd_kernel<128> shared memory over the sm_90 limit");
 
@@ -1739,12 +1523,12 @@ bool simt_chunk_kernels() {
   return on;
 }
 
-// Which chunk_prep (stage A) runs: 0 = chunk_prep_v2 at both K (default; "v2" names it too); 1 = the
-// previous choice (chunk_prep_tc at K = 128, SIMT at K = 64): LINA_DELTA_BWD_PREP=old. Read per call
-// (one binary measures both).
-int prep_variant() {
-  const char* e = std::getenv("LINA_DELTA_BWD_PREP");
-  return e && !std::strcmp(e, "old") ? 1 : 0;
+// LINA_DELTA_BWD_STATE=mma runs the mma.sync state passes (state_fwd_kernel / state_bwd_kernel) instead
+// of the wgmma ones (state_fwd_wg_kernel / state_bwd_wg_kernel): the comparison for accuracy and time.
+// Read once per call in run_pipeline.
+bool mma_state_kernels() {
+  const char* e = std::getenv("LINA_DELTA_BWD_STATE");
+  return e && !std::strcmp(e, "mma");
 }
 
 // Which grad_v / grad_k (D1, D2) run: 0 = grad_v2 / grad_k_v2 (default; "v2" names it too); 1 = the
@@ -1793,15 +1577,11 @@ void run_pipeline(const Params& prm, int total_chunks, cudaStream_t st) {
     launch(prep_qk_kernel, warps(prm.R * prm.H), 256, 0, st, prm, "delta_bwd prep_qk");
   mark("prep_qk");
   const bool simt = simt_chunk_kernels();
-  // chunk_prep_v2 (two CTAs per SM, fragments built in registers, 3xTF32 merges) is the default at both
-  // K: on the H200 2.74 vs 6.98 ms (chunk_prep_tc) at KDA B1_T8192_H96_D128 and 0.109 vs 0.351 ms (SIMT)
-  // at B8_T1024_H8_D64. LINA_DELTA_BWD_PREP=old restores the previous kernels (chunk_prep_tc<64> was
-  // never built: the SIMT one measured 0.35 vs its 0.45 ms at D64).
-  const int prep = prep_variant();
-  if (simt || (K == 64 && prep == 1))
+  // chunk_prep_v2 (two CTAs per SM, fragments built in registers, 3xTF32 merges): on the H200 2.74 ms
+  // against the first tensor-core chunk_prep's 6.98 ms at KDA B1_T8192_H96_D128 and 0.109 against the
+  // SIMT kernel's 0.351 ms at B8_T1024_H8_D64 (docs/kernels/chunk_delta_bwd.md).
+  if (simt) {
     launch(chunk_prep_kernel<K>, chunk_grid, kNT, S::A, st, prm, "delta_bwd chunk_prep");
-  else if (prep == 1) {
-    if constexpr (K == 128) launch(chunk_prep_tc_kernel<K>, chunk_grid, kNT, prep_tc_smem<K>(), st, prm, "delta_bwd chunk_prep");
   } else {
     // two CTAs per SM need the whole carveout as shared memory (a hint; the default may pick less)
     cuda_util::set_func_attribute(chunk_prep_v2_kernel<K>, cudaFuncAttributePreferredSharedMemoryCarveout,
@@ -1809,10 +1589,17 @@ void run_pipeline(const Params& prm, int total_chunks, cudaStream_t st) {
     launch(chunk_prep_v2_kernel<K>, chunk_grid, kNT, prep_v2_smem<K>(), st, prm, "delta_bwd chunk_prep");
   }
   mark("chunk_prep");
-  launch(state_fwd_kernel<K>, seq_grid, kNT, S::B, st, prm, "delta_bwd state_fwd");
-  mark("state_fwd");
-  launch(state_bwd_kernel<K>, seq_grid, kNT, S::C, st, prm, "delta_bwd state_bwd");
-  mark("state_bwd");
+  if (mma_state_kernels()) {
+    launch(state_fwd_kernel<K>, seq_grid, kNT, S::B, st, prm, "delta_bwd state_fwd");
+    mark("state_fwd");
+    launch(state_bwd_kernel<K>, seq_grid, kNT, S::C, st, prm, "delta_bwd state_bwd");
+    mark("state_bwd");
+  } else {
+    launch(state_fwd_wg_kernel<K>, seq_grid, 256, kStateFwdWgSmem<K>, st, prm, "delta_bwd state_fwd_wg");
+    mark("state_fwd");
+    launch(state_bwd_wg_kernel<K>, seq_grid, 256, kStateBwdWgSmem<K>, st, prm, "delta_bwd state_bwd_wg");
+    mark("state_bwd");
+  }
   // grad_v2 / grad_k_v2 (loads grouped / all in flight, float4 intra reads) unless LINA_DELTA_BWD_GRAD=old
   const int gvar = grad_variant();
   const bool grad_old = simt || gvar == 1;

@@ -3,7 +3,7 @@
 // anonymous namespace, after the helpers it uses (Params, ChunkInfo, gate helpers,
 // warp_mma_split, ld2 / st2 / st_u32, load4_as_float); not a standalone header.
 //
-// Same outputs as chunk_prep_tc_kernel (fp32 b, bt, Aqk, Tinv, w, u = v beta's Tinv product in p.vn).
+// Same outputs as the SIMT chunk_prep_kernel (fp32 b, bt, Aqk, Tinv, w, u = v beta's Tinv product in p.vn).
 // What differs, taken from the forward's delta_prep_kernel (chunk_delta_fwd.cu, S0..S6):
 //  - two CTAs per SM (107 KB shared memory at K = 128, <= 128 registers): the fp32 q tile's space is
 //    reused for L and X, k's for the k e^b beta planes, b's for the v planes;

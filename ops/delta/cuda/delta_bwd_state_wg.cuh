@@ -1,0 +1,495 @@
+// wgmma forms of the backward's two sequential state passes (stages B and C of chunk_delta_bwd.cu;
+// docs/kernels/chunk_delta_bwd.md, "wgmma state passes"). Included by chunk_delta_bwd.cu inside its
+// anonymous namespace, after Params, StateBlock, gate4 and the other helpers it uses; the mma.sync
+// kernels (state_fwd_kernel / state_bwd_kernel) stay selectable with LINA_DELTA_BWD_STATE=mma.
+//
+// Structure (both kernels): one CTA of 256 threads per (sequence, value head, 64-column V tile), two
+// warpgroups with different jobs:
+//   warpgroup 0, the consumer: holds the state transposed, S^T [64 V][K channels], as the fp32
+//     accumulator of an m64nK wgmma (thread (warp w, lane g8 = lane / 4, t4 = lane % 4) holds
+//     st[4 nt + e] = S^T(v = 16 w + g8 + 8 (e >= 2), ch = 8 nt + 2 t4 + (e & 1))), so every product with
+//     the state or a per-chunk [64 V][64 tok] result on the left is RS (A from registers), as in the
+//     forward's delta_state_wg_kernel. It publishes S_n in fp32 (the [K][V] layout grad_v reads), runs
+//     the wgmmas and writes v_new / dvn.
+//   warpgroup 1, the producer: loads the chunk's fp32 scratch rows (w, kn, b, qn, Aqk, dO, u), applies
+//     the gate factors and writes every operand as bf16 hi + lo SW128 tiles (wgmma_sm90.cuh format)
+//     into a buffer the consumer is not reading, one chunk ahead; full / empty mbarriers hand the
+//     buffers over (producer: st.shared, fence.proxy.async, arrive; consumer: wgmma reads, wait, arrive).
+// Precision: as the mma.sync kernels, every operand is a bf16 hi + lo pair (x = hi + lo, ~16 bits) and
+// each product is hi*hi + lo*hi + hi*lo with fp32 accumulation; only the fp32 summation order differs.
+// Padded rows (past the sequence end) are zero in every tile, so they contribute nothing.
+
+namespace wgb = cuda_util::wgmma;
+
+constexpr int kWgPadU = 68;  // fp32 pitch of the u tile: the consumer's accumulator-order reads hit 32 banks
+
+// A [64][W] operand (W = K or 64) as bf16 hi + lo SW128 tiles: W / 64 tiles of [64 rows][64 cols].
+template <int W>
+struct SplitTile {
+  bf16 hi[kC * W];
+  bf16 lo[kC * W];
+};
+
+// Producer thread pt's positions in a [64][K] tile: columns c .. c + 3 (fixed per thread, since K / 4
+// divides 128) of rows r0 + RS u, u = 0 .. PER - 1.
+template <int K>
+struct WgRows {
+  static constexpr int Q = K / 4, RS = 128 / Q, PER = kC / RS;
+  int c, r0;
+  __device__ explicit WgRows(int pt) : c(4 * (pt % Q)), r0(pt / Q) {}
+  __device__ int row(int u) const { return r0 + RS * u; }
+};
+
+__device__ __forceinline__ void wg_store_split(bf16* hi, bf16* lo, int o, float4 x) {
+  std::uint32_t h0, l0, h1, l1;
+  cuda_util::pack_bf16_split(x.x, x.y, h0, l0);
+  cuda_util::pack_bf16_split(x.z, x.w, h1, l1);
+  *reinterpret_cast<uint2*>(hi + o) = make_uint2(h0, h1);
+  *reinterpret_cast<uint2*>(lo + o) = make_uint2(l0, l1);
+}
+
+__device__ __forceinline__ float4 wg_exp_mul(float4 x, float4 e) {
+  return make_float4(x.x * __expf(e.x), x.y * __expf(e.y), x.z * __expf(e.z), x.w * __expf(e.w));
+}
+__device__ __forceinline__ float4 wg_decay_to_end(float4 bl, float4 b) {  // min(bL - b, 0): e^() <= 1
+  return make_float4(fminf(bl.x - b.x, 0.f), fminf(bl.y - b.y, 0.f), fminf(bl.z - b.z, 0.f), fminf(bl.w - b.w, 0.f));
+}
+
+// dO (any float dtype; bf16 as one 8-byte load when the base is 8-byte aligned), 4 values at element i
+// (a multiple of 4).
+__device__ __forceinline__ float4 wg_load_do(const Params& p, i64 i) {
+  if (p.do_t == 2 && (reinterpret_cast<std::uintptr_t>(p.d_o) & 7) == 0) {
+    const uint2 u = *reinterpret_cast<const uint2*>(static_cast<const bf16*>(p.d_o) + i);
+    const float2 a = cuda_util::unpack_bf16(u.x), b = cuda_util::unpack_bf16(u.y);
+    return make_float4(a.x, a.y, b.x, b.y);
+  }
+  return load4_as_float(p.d_o, p.do_t, i);
+}
+
+// Producer: the decay e^bL of the chunk (GDN: the scalar repeated).
+template <int K>
+__device__ __forceinline__ void wg_fill_el(float* el, const Params& p, i64 bLrow, int pt) {
+  for (int c = pt; c < K; c += 128) el[c] = __expf(p.b[bLrow * p.Kg + (p.kda ? c : 0)]);
+}
+
+// Consumer: the state accumulator (m64nK, S^T) to HBM as S [K][V] rows (row ch at out[ch * V]).
+template <int K>
+__device__ __forceinline__ void wg_publish(float* out, int V, const float (&st)[K / 2], int vrow, int t4) {
+#pragma unroll
+  for (int i = 0; i < K / 2; ++i) {
+    const int ch = 8 * (i >> 2) + 2 * t4 + (i & 1), v = vrow + ((i & 2) << 2);
+    out[static_cast<i64>(ch) * V + v] = st[i];
+  }
+}
+
+// Consumer: k-step s of an RS product whose left operand is the m64nN accumulator x (times sign), as
+// bf16 hi and lo fragments (wgmma_sm90.cuh: columns 16 s .. pack pairwise into k-step s).
+template <int N>
+__device__ __forceinline__ void wg_split_frags(const float (&x)[N / 2], float sign, std::uint32_t (&fh)[N / 16][4],
+                                               std::uint32_t (&fl)[N / 16][4]) {
+#pragma unroll
+  for (int s = 0; s < N / 16; ++s)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) cuda_util::pack_bf16_split(sign * x[8 * s + 2 * j], sign * x[8 * s + 2 * j + 1], fh[s][j], fl[s][j]);
+}
+
+// The consumer's barrier waits and the producer's arrivals (phase parity of use number `use`).
+__device__ __forceinline__ void wg_wait(std::uint64_t* bar, int use) { cuda_util::mbar_wait(bar, static_cast<std::uint32_t>(use & 1)); }
+
+// ---------------------------------------------------------------------------------------------
+// B: forward state pass. Per chunk n, consumer: H_n -> HBM; v_new^T = u^T + (-H^T) w^T (A = -H^T hi / lo
+// from the accumulator, B = w [tok][ch] K-major), v_new -> HBM; H^T = H^T diag(e^bL) + v_new^T kg
+// (A = v_new^T hi / lo, B = kg [tok][ch] MN-major). Producer: w, kg hi + lo, e^bL, u (fp32, cp.async).
+template <int K>
+struct StateFwdWgSmem {
+  struct Buf {
+    SplitTile<K> w;
+    SplitTile<K> kg;
+  };
+  Buf buf[2];                 // SW128 tiles, 1024-byte aligned (the struct sits at a 1 KB boundary)
+  float u[2][kC][kWgPadU];    // u [tok][v] (fp32)
+  float el[2][K];             // e^bL
+  std::uint64_t full[2], empty[2];
+};
+template <int K>
+constexpr std::size_t kStateFwdWgSmem = sizeof(StateFwdWgSmem<K>) + 1024;  // + manual 1 KB alignment
+
+template <int K>
+__global__ void __launch_bounds__(256, 1) state_fwd_wg_kernel(const Params p) {
+  using wgb::Major;
+  using S = StateFwdWgSmem<K>;
+  static_assert(sizeof(typename S::Buf) % 1024 == 0 && sizeof(SplitTile<K>) % 1024 == 0 && offsetof(S, u) % 16 == 0,
+                "SW128 tiles 1 KB aligned; cp.async rows 16-byte aligned");
+  extern __shared__ __align__(16) unsigned char bwd_wg_smem_raw[];
+  S& s = *reinterpret_cast<S*>(bwd_wg_smem_raw + ((1024u - (cuda_util::smem_u32(bwd_wg_smem_raw) & 1023u)) & 1023u));
+  const int tid = threadIdx.x, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
+  const int role = __shfl_sync(0xffffffffu, tid >> 7, 0);  // warp-uniform for ptxas
+  const StateBlock blk(p);
+  const int vt = blk.vt, hv = blk.hv, n = blk.n, h = blk.h;
+  const cuda_util::SeqDesc sd = p.seqs[n];
+  const int V = p.V, vc0 = vt * kVT;
+  const int nch = (sd.length + kC - 1) / kC;
+  if (tid == 0) {
+    for (int b = 0; b < 2; ++b) {
+      cuda_util::mbar_init(&s.full[b], 128);
+      cuda_util::mbar_init(&s.empty[b], 128);
+    }
+  }
+  __syncthreads();
+
+  if (role == 1) {  // ---- producer
+    const int pt = tid - 128;
+#pragma unroll 1
+    for (int lc = 0; lc < nch; ++lc) {
+      const int b = lc & 1;
+      const i64 t0 = sd.row_begin + static_cast<i64>(lc) * kC;
+      const int Cn = min(kC, sd.length - lc * kC);
+      const i64 bLrow = (t0 + Cn - 1) * p.HV + hv;
+      // w and kg = k e^(bL - b) together: all rows of w, k and b in flight (16 rows at K = 128)
+      const WgRows<K> pr(pt);
+      const float4 bl = gate4(p, bLrow, pr.c);
+      constexpr int PER = WgRows<K>::PER;
+      {
+        constexpr int u0 = 0;
+        float4 wv[PER], kv[PER], bv[PER];
+#pragma unroll
+        for (int u = 0; u < PER; ++u) {
+          const int r = pr.row(u0 + u);
+          const bool ok = r < Cn;
+          const i64 row = t0 + (ok ? r : 0);
+          wv[u] = ok ? ld4(p.w + (row * p.HV + hv) * K + pr.c) : kZero4;
+          kv[u] = ok ? ld4(p.kn + (row * p.H + h) * K + pr.c) : kZero4;
+          bv[u] = gate4(p, row * p.HV + hv, pr.c);
+        }
+        if (lc >= 2) wg_wait(&s.empty[b], (lc >> 1) - 1);  // buffer b's readers (chunk lc - 2) are done
+        // u [tok][64 v]: 16 pieces of 16 bytes per row, no registers
+#pragma unroll
+        for (int j = 0; j < kC * 16 / 128; ++j) {
+          const int i = pt + 128 * j, r = i >> 4, c = 4 * (i & 15);
+          const bool ok = r < Cn;
+          cuda_util::cp_async16(&s.u[b][r][c], p.vn + ((t0 + (ok ? r : 0)) * p.HV + hv) * V + vc0 + c, ok);
+        }
+        cuda_util::cp_async_commit();
+#pragma unroll
+        for (int u = 0; u < PER; ++u) {
+          const int o = wgb::sw128_blocked<kC>(pr.row(u0 + u), pr.c);
+          wg_store_split(s.buf[b].w.hi, s.buf[b].w.lo, o, wv[u]);
+          wg_store_split(s.buf[b].kg.hi, s.buf[b].kg.lo, o, wg_exp_mul(kv[u], wg_decay_to_end(bl, bv[u])));
+        }
+      }
+      wg_fill_el<K>(s.el[b], p, bLrow, pt);
+      cuda_util::cp_async_wait_all();
+      wgb::fence_proxy_async_smem();
+      cuda_util::mbar_arrive(&s.full[b]);
+    }
+    return;
+  }
+
+  // ---- consumer (warpgroup 0)
+  const int vrow = 16 * (tid >> 5) + g8;  // this thread's value columns: vrow, vrow + 8
+  float ht[K / 2];                        // H^T accumulator (m64nK)
+  const i64 sbase = (static_cast<i64>(n) * p.HV + hv) * K * V + vc0;
+#pragma unroll
+  for (int i = 0; i < K / 2; ++i) {
+    const int ch = 8 * (i >> 2) + 2 * t4 + (i & 1), v = vrow + ((i & 2) << 2);
+    ht[i] = p.h0 ? p.h0[sbase + static_cast<i64>(ch) * V + v] : 0.f;
+  }
+#pragma unroll 1
+  for (int lc = 0; lc < nch; ++lc) {
+    const int b = lc & 1;
+    const i64 t0 = sd.row_begin + static_cast<i64>(lc) * kC;
+    const int Cn = min(kC, sd.length - lc * kC);
+    const int gidx = sd.chunk_off + lc;
+    wg_wait(&s.full[b], lc >> 1);
+    wg_publish<K>(p.Hs + (static_cast<i64>(gidx) * p.HV + hv) * K * V + vc0, V, ht, vrow, t4);
+
+    // v_new^T = u^T - H^T w^T (A = -H^T as hi + lo)
+    std::uint32_t ah[K / 16][4], al[K / 16][4];
+    wg_split_frags<K>(ht, -1.f, ah, al);
+    float vacc[32];
+#pragma unroll
+    for (int i = 0; i < 32; ++i) vacc[i] = s.u[b][8 * (i >> 2) + 2 * t4 + (i & 1)][vrow + ((i & 2) << 2)];
+    const std::uint32_t aw = cuda_util::smem_u32(s.buf[b].w.hi), awl = cuda_util::smem_u32(s.buf[b].w.lo);
+    wgb::fence_regs<32>(vacc);
+    wgb::fence_regs<K / 4>(&ah[0][0]);
+    wgb::fence_regs<K / 4>(&al[0][0]);
+    cute::warpgroup_arrive();
+#pragma unroll
+    for (int ks = 0; ks < K / 16; ++ks) {  // channels 16 ks ..: tile ks / 4, 32 bytes per k-step inside it
+      const std::uint32_t o = (ks >> 2) * 8192 + (ks & 3) * 32;
+      wgb::mma_rs<wgb::M64N64_RS<Major::K>, 32>(ah[ks], wgb::desc_k(aw + o), vacc);
+      wgb::mma_rs<wgb::M64N64_RS<Major::K>, 32>(al[ks], wgb::desc_k(aw + o), vacc);
+      wgb::mma_rs<wgb::M64N64_RS<Major::K>, 32>(ah[ks], wgb::desc_k(awl + o), vacc);
+    }
+    cute::warpgroup_commit_batch();
+    cute::warpgroup_wait<0>();
+    wgb::fence_regs<32>(vacc);
+    wgb::fence_regs<K / 4>(&ah[0][0]);
+    wgb::fence_regs<K / 4>(&al[0][0]);
+    // v_new -> HBM (rows < Cn); padded rows (zero already: w and u are) set to zero as in state_fwd_kernel
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+      const int r = 8 * (i >> 2) + 2 * t4 + (i & 1), v = vrow + ((i & 2) << 2);
+      if (r < Cn) p.vn[((t0 + r) * p.HV + hv) * V + vc0 + v] = vacc[i];
+      else vacc[i] = 0.f;
+    }
+    std::uint32_t vh[4][4], vl[4][4];
+    wg_split_frags<64>(vacc, 1.f, vh, vl);
+#pragma unroll
+    for (int i = 0; i < K / 2; i += 2) {
+      const float2 e = *reinterpret_cast<const float2*>(&s.el[b][8 * (i >> 2) + 2 * t4]);
+      ht[i] *= e.x;
+      ht[i + 1] *= e.y;
+    }
+    // H^T += v_new^T kg (k-step = 16 tokens = 16 rows = 2048 bytes; 64-channel tiles 8 KB apart)
+    const std::uint32_t ak = cuda_util::smem_u32(s.buf[b].kg.hi), akl = cuda_util::smem_u32(s.buf[b].kg.lo);
+    wgb::fence_regs<K / 2>(ht);
+    wgb::fence_regs<16>(&vh[0][0]);
+    wgb::fence_regs<16>(&vl[0][0]);
+    cute::warpgroup_arrive();
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {
+      wgb::mma_rs<wgb::M64_RS<K, Major::MN>, K / 2>(vh[ks], wgb::desc_mn(ak + ks * 2048, 8192), ht);
+      wgb::mma_rs<wgb::M64_RS<K, Major::MN>, K / 2>(vl[ks], wgb::desc_mn(ak + ks * 2048, 8192), ht);
+      wgb::mma_rs<wgb::M64_RS<K, Major::MN>, K / 2>(vh[ks], wgb::desc_mn(akl + ks * 2048, 8192), ht);
+    }
+    cute::warpgroup_commit_batch();
+    cute::warpgroup_wait<0>();
+    wgb::fence_regs<K / 2>(ht);
+    wgb::fence_regs<16>(&vh[0][0]);
+    wgb::fence_regs<16>(&vl[0][0]);
+    cuda_util::mbar_arrive(&s.empty[b]);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// C: reverse state pass. Per chunk n (last to first), consumer, with D^T the accumulator:
+//   dh[n] = D -> HBM;
+//   batch 1: dvn^T = dO^T Aqk + D^T kg^T  (SS: A = dO [tok][v] MN-major, B = Aqk [r][j] MN-major;
+//            RS: A = D^T hi / lo, B = kg [tok][ch] K-major) and D^T = D^T diag(e^bL) + dO^T qg (SS, B = qg
+//            [tok][ch] MN-major), qg = scale q e^b;
+//   dvn -> HBM; batch 2: D^T += dvn^T (-w) (RS, B = -w [tok][ch] MN-major).
+// Buffers: group X (kg, qg, Aqk, dO, e^bL; read by batch 1) double-buffered, group W (-w; batch 2)
+// single (two of everything would not fit in 227 KB at K = 128); each group has its full / empty pair.
+template <int K>
+struct StateBwdWgSmem {
+  struct BufX {
+    SplitTile<K> kg;
+    SplitTile<K> qg;
+    SplitTile<kC> A;
+    SplitTile<kC> dO;
+  };
+  BufX x[2];
+  SplitTile<K> w;  // -w
+  float el[2][K];
+  std::uint64_t full_x[2], empty_x[2], full_w, empty_w;
+};
+template <int K>
+constexpr std::size_t kStateBwdWgSmem = sizeof(StateBwdWgSmem<K>) + 1024;
+static_assert(kStateBwdWgSmem<128> <= 227 * 1024, "state_bwd_wg_kernel<128> shared memory over the sm_90 limit");
+
+template <int K>
+__global__ void __launch_bounds__(256, 1) state_bwd_wg_kernel(const Params p) {
+  using wgb::Major;
+  using S = StateBwdWgSmem<K>;
+  static_assert(sizeof(typename S::BufX) % 1024 == 0 && sizeof(SplitTile<K>) % 1024 == 0 && sizeof(SplitTile<kC>) % 1024 == 0,
+                "SW128 tiles 1 KB aligned");
+  extern __shared__ __align__(16) unsigned char bwd_wg_smem_raw[];
+  S& s = *reinterpret_cast<S*>(bwd_wg_smem_raw + ((1024u - (cuda_util::smem_u32(bwd_wg_smem_raw) & 1023u)) & 1023u));
+  const int tid = threadIdx.x, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
+  const int role = __shfl_sync(0xffffffffu, tid >> 7, 0);
+  const StateBlock blk(p);
+  const int vt = blk.vt, hv = blk.hv, n = blk.n, h = blk.h;
+  const cuda_util::SeqDesc sd = p.seqs[n];
+  const int V = p.V, vc0 = vt * kVT;
+  const int nch = (sd.length + kC - 1) / kC;
+  if (tid == 0) {
+    for (int b = 0; b < 2; ++b) {
+      cuda_util::mbar_init(&s.full_x[b], 128);
+      cuda_util::mbar_init(&s.empty_x[b], 128);
+    }
+    cuda_util::mbar_init(&s.full_w, 128);
+    cuda_util::mbar_init(&s.empty_w, 128);
+  }
+  __syncthreads();
+
+  if (role == 1) {  // ---- producer; use number i = nch - 1 - lc
+    const int pt = tid - 128;
+#pragma unroll 1
+    for (int i = 0; i < nch; ++i) {
+      const int lc = nch - 1 - i, b = i & 1;
+      const i64 t0 = sd.row_begin + static_cast<i64>(lc) * kC;
+      const int Cn = min(kC, sd.length - lc * kC);
+      const i64 bLrow = (t0 + Cn - 1) * p.HV + hv;
+      auto& X = s.x[b];
+      const WgRows<K> pr(pt);
+      const float4 bl = gate4(p, bLrow, pr.c);
+      const float sc = p.scale;
+      // Rounds of loads per chunk: Aqk and dO ([64][64]: 8 float4 positions per thread); q, k, b of 8 rows
+      // (two rounds at K = 128); -w, all rows, in flight across the wait for the single W buffer.
+      // (Merging the Aqk / dO round into the first q, k, b round spilled 64 bytes at K = 128.)
+      {
+        const WgRows<kC> pa(pt);
+        float4 av[8], dv[8];
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+          const int r = pa.row(u);
+          const bool ok = r < Cn;
+          const i64 row = (t0 + (ok ? r : 0)) * p.HV + hv;
+          av[u] = ok ? ld4(p.Aqk + row * kC + pa.c) : kZero4;
+          dv[u] = ok ? wg_load_do(p, row * V + vc0 + pa.c) : kZero4;
+        }
+        if (i >= 2) wg_wait(&s.empty_x[b], (i >> 1) - 1);  // buffer b's readers (use i - 2) are done
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+          const int o = wgb::sw128_blocked<kC>(pa.row(u), pa.c);
+          wg_store_split(X.A.hi, X.A.lo, o, av[u]);
+          wg_store_split(X.dO.hi, X.dO.lo, o, dv[u]);
+        }
+      }
+#pragma unroll 1
+      for (int u0 = 0; u0 < WgRows<K>::PER; u0 += 8) {
+        float4 qv[8], kv[8], bv[8];
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+          const int r = pr.row(u0 + u);
+          const bool ok = r < Cn;
+          const i64 row = t0 + (ok ? r : 0);
+          qv[u] = ok ? ld4(p.qn + (row * p.H + h) * K + pr.c) : kZero4;
+          kv[u] = ok ? ld4(p.kn + (row * p.H + h) * K + pr.c) : kZero4;
+          bv[u] = gate4(p, row * p.HV + hv, pr.c);
+        }
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+          const int o = wgb::sw128_blocked<kC>(pr.row(u0 + u), pr.c);
+          wg_store_split(X.kg.hi, X.kg.lo, o, wg_exp_mul(kv[u], wg_decay_to_end(bl, bv[u])));
+          const float4 qs = make_float4(sc * qv[u].x, sc * qv[u].y, sc * qv[u].z, sc * qv[u].w);
+          wg_store_split(X.qg.hi, X.qg.lo, o, wg_exp_mul(qs, bv[u]));
+        }
+      }
+      wg_fill_el<K>(s.el[b], p, bLrow, pt);
+      wgb::fence_proxy_async_smem();
+      cuda_util::mbar_arrive(&s.full_x[b]);
+      {
+        float4 wv[WgRows<K>::PER];
+#pragma unroll
+        for (int u = 0; u < WgRows<K>::PER; ++u) {
+          const int r = pr.row(u);
+          wv[u] = r < Cn ? ld4(p.w + ((t0 + r) * p.HV + hv) * K + pr.c) : kZero4;
+        }
+        if (i >= 1) wg_wait(&s.empty_w, i - 1);
+#pragma unroll
+        for (int u = 0; u < WgRows<K>::PER; ++u)
+          wg_store_split(s.w.hi, s.w.lo, wgb::sw128_blocked<kC>(pr.row(u), pr.c),
+                         make_float4(-wv[u].x, -wv[u].y, -wv[u].z, -wv[u].w));
+      }
+      wgb::fence_proxy_async_smem();
+      cuda_util::mbar_arrive(&s.full_w);
+    }
+    return;
+  }
+
+  // ---- consumer (warpgroup 0)
+  const int vrow = 16 * (tid >> 5) + g8;
+  float dacc[K / 2];  // D^T accumulator (m64nK)
+  const i64 sbase = (static_cast<i64>(n) * p.HV + hv) * K * V + vc0;
+#pragma unroll
+  for (int i = 0; i < K / 2; ++i) {
+    const int ch = 8 * (i >> 2) + 2 * t4 + (i & 1), v = vrow + ((i & 2) << 2);
+    dacc[i] = p.dht ? load_as_float(p.dht, p.dht_t, sbase + static_cast<i64>(ch) * V + v) : 0.f;
+  }
+#pragma unroll 1
+  for (int i = 0; i < nch; ++i) {
+    const int lc = nch - 1 - i, b = i & 1;
+    const i64 t0 = sd.row_begin + static_cast<i64>(lc) * kC;
+    const int Cn = min(kC, sd.length - lc * kC);
+    const int gidx = sd.chunk_off + lc;
+    auto& X = s.x[b];
+    wg_wait(&s.full_x[b], i >> 1);
+    wg_publish<K>(p.dHs + (static_cast<i64>(gidx) * p.HV + hv) * K * V + vc0, V, dacc, vrow, t4);
+
+    std::uint32_t ah[K / 16][4], al[K / 16][4];
+    wg_split_frags<K>(dacc, 1.f, ah, al);
+#pragma unroll
+    for (int j = 0; j < K / 2; j += 2) {
+      const float2 e = *reinterpret_cast<const float2*>(&s.el[b][8 * (j >> 2) + 2 * t4]);
+      dacc[j] *= e.x;
+      dacc[j + 1] *= e.y;
+    }
+    float vacc[32];
+#pragma unroll
+    for (int j = 0; j < 32; ++j) vacc[j] = 0.f;
+    const std::uint32_t aoh = cuda_util::smem_u32(X.dO.hi), aol = cuda_util::smem_u32(X.dO.lo);
+    const std::uint32_t aah = cuda_util::smem_u32(X.A.hi), aal = cuda_util::smem_u32(X.A.lo);
+    const std::uint32_t akh = cuda_util::smem_u32(X.kg.hi), akl = cuda_util::smem_u32(X.kg.lo);
+    const std::uint32_t aqh = cuda_util::smem_u32(X.qg.hi), aql = cuda_util::smem_u32(X.qg.lo);
+    wgb::fence_regs<32>(vacc);
+    wgb::fence_regs<K / 2>(dacc);
+    wgb::fence_regs<K / 4>(&ah[0][0]);
+    wgb::fence_regs<K / 4>(&al[0][0]);
+    cute::warpgroup_arrive();
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {  // dvn^T += dO^T Aqk over tokens r = 16 ks .. (16 rows = 2048 bytes)
+      const std::uint32_t o = ks * 2048;
+      wgb::mma_ss<wgb::M64N64_SS<Major::MN, Major::MN>, 32>(wgb::desc_mn(aoh + o, 8192), wgb::desc_mn(aah + o, 8192), vacc);
+      wgb::mma_ss<wgb::M64N64_SS<Major::MN, Major::MN>, 32>(wgb::desc_mn(aol + o, 8192), wgb::desc_mn(aah + o, 8192), vacc);
+      wgb::mma_ss<wgb::M64N64_SS<Major::MN, Major::MN>, 32>(wgb::desc_mn(aoh + o, 8192), wgb::desc_mn(aal + o, 8192), vacc);
+    }
+#pragma unroll
+    for (int ks = 0; ks < K / 16; ++ks) {  // dvn^T += D^T kg^T over channels 16 ks ..
+      const std::uint32_t o = (ks >> 2) * 8192 + (ks & 3) * 32;
+      wgb::mma_rs<wgb::M64N64_RS<Major::K>, 32>(ah[ks], wgb::desc_k(akh + o), vacc);
+      wgb::mma_rs<wgb::M64N64_RS<Major::K>, 32>(al[ks], wgb::desc_k(akh + o), vacc);
+      wgb::mma_rs<wgb::M64N64_RS<Major::K>, 32>(ah[ks], wgb::desc_k(akl + o), vacc);
+    }
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {  // D^T += dO^T qg over tokens 16 ks ..
+      const std::uint32_t o = ks * 2048;
+      wgb::mma_ss<wgb::M64_SS<K, Major::MN, Major::MN>, K / 2>(wgb::desc_mn(aoh + o, 8192), wgb::desc_mn(aqh + o, 8192), dacc);
+      wgb::mma_ss<wgb::M64_SS<K, Major::MN, Major::MN>, K / 2>(wgb::desc_mn(aol + o, 8192), wgb::desc_mn(aqh + o, 8192), dacc);
+      wgb::mma_ss<wgb::M64_SS<K, Major::MN, Major::MN>, K / 2>(wgb::desc_mn(aoh + o, 8192), wgb::desc_mn(aql + o, 8192), dacc);
+    }
+    cute::warpgroup_commit_batch();
+    cute::warpgroup_wait<0>();
+    wgb::fence_regs<32>(vacc);
+    wgb::fence_regs<K / 2>(dacc);
+    wgb::fence_regs<K / 4>(&ah[0][0]);
+    wgb::fence_regs<K / 4>(&al[0][0]);
+    cuda_util::mbar_arrive(&s.empty_x[b]);
+    // dvn -> HBM (rows < Cn); padded rows zeroed for batch 2, as in state_bwd_kernel (they would be zero
+    // only if Aqk were zero above the diagonal of its valid rows; -w's padded rows are zero anyway)
+#pragma unroll
+    for (int j = 0; j < 32; ++j) {
+      const int r = 8 * (j >> 2) + 2 * t4 + (j & 1), v = vrow + ((j & 2) << 2);
+      if (r < Cn) p.dvn[((t0 + r) * p.HV + hv) * V + vc0 + v] = vacc[j];
+      else vacc[j] = 0.f;
+    }
+    std::uint32_t vh[4][4], vl[4][4];
+    wg_split_frags<64>(vacc, 1.f, vh, vl);
+    wg_wait(&s.full_w, i);
+    const std::uint32_t awh = cuda_util::smem_u32(s.w.hi), awl = cuda_util::smem_u32(s.w.lo);
+    wgb::fence_regs<K / 2>(dacc);
+    wgb::fence_regs<16>(&vh[0][0]);
+    wgb::fence_regs<16>(&vl[0][0]);
+    cute::warpgroup_arrive();
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {  // D^T += dvn^T (-w) over tokens 16 ks ..
+      wgb::mma_rs<wgb::M64_RS<K, Major::MN>, K / 2>(vh[ks], wgb::desc_mn(awh + ks * 2048, 8192), dacc);
+      wgb::mma_rs<wgb::M64_RS<K, Major::MN>, K / 2>(vl[ks], wgb::desc_mn(awh + ks * 2048, 8192), dacc);
+      wgb::mma_rs<wgb::M64_RS<K, Major::MN>, K / 2>(vh[ks], wgb::desc_mn(awl + ks * 2048, 8192), dacc);
+    }
+    cute::warpgroup_commit_batch();
+    cute::warpgroup_wait<0>();
+    wgb::fence_regs<K / 2>(dacc);
+    wgb::fence_regs<16>(&vh[0][0]);
+    wgb::fence_regs<16>(&vl[0][0]);
+    cuda_util::mbar_arrive(&s.empty_w);
+  }
+  if (p.dh0) {
+#pragma unroll
+    for (int i = 0; i < K / 2; ++i) {
+      const int ch = 8 * (i >> 2) + 2 * t4 + (i & 1), v = vrow + ((i & 2) << 2);
+      p.dh0[sbase + static_cast<i64>(ch) * V + v] = dacc[i];
+    }
+  }
+}
