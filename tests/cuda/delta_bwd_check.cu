@@ -47,6 +47,7 @@ struct Case {
   double neg1000 = 0;  // probability of a -1000 gate element
   int Dv = 0;            // value head dim when it differs from D (K)
   bool gpu_ref = false;  // large: compare against the GPU fp32 reference
+  bool f32io = false;    // q, k, v, dO (and so dq, dk, dv) in f32 instead of bf16
 };
 
 struct Inputs {
@@ -60,9 +61,10 @@ Inputs make_inputs(const Case& c, std::uint64_t seed) {
   const int B = varlen ? 1 : c.B, T = varlen ? c.cu.back() : c.T, N = varlen ? static_cast<int>(c.cu.size()) - 1 : B;
   const int H = c.H, HV = c.HV, K = c.D, V = c.Dv ? c.Dv : c.D;
   Inputs in;
+  const DType io = c.f32io ? DType::f32 : DType::bf16;
   auto qk = [&]() {
-    if (c.l2) return testing::normal(r, DType::bf16, {B, T, H, K});
-    HostTensor t(DType::bf16, {B, T, H, K});  // normalised outside
+    if (c.l2) return testing::normal(r, io, {B, T, H, K});
+    HostTensor t(io, {B, T, H, K});  // normalised outside
     std::vector<double> row(K);
     for (std::int64_t i = 0; i < static_cast<std::int64_t>(B) * T * H; ++i) {
       double n = 0;
@@ -73,7 +75,7 @@ Inputs make_inputs(const Case& c, std::uint64_t seed) {
   };
   in.q = qk();
   in.k = qk();
-  in.v = testing::normal(r, DType::bf16, {B, T, HV, V});
+  in.v = testing::normal(r, io, {B, T, HV, V});
   const Shape gs = c.kda ? Shape{B, T, HV, K} : Shape{B, T, HV};
   in.g = testing::make(c.gate == kGiven ? DType::f32 : (c.kda ? DType::bf16 : DType::f32), gs, [&] {
     const double x = r.normal();
@@ -92,7 +94,7 @@ Inputs make_inputs(const Case& c, std::uint64_t seed) {
     in.cu = HostTensor(DType::i32, {static_cast<std::int64_t>(c.cu.size())});
     for (size_t i = 0; i < c.cu.size(); ++i) in.cu.set(static_cast<std::int64_t>(i), c.cu[i]);
   }
-  in.d_o = testing::normal(r, DType::bf16, {B, T, HV, V});
+  in.d_o = testing::normal(r, io, {B, T, HV, V});
   in.dht = testing::normal(r, DType::f32, {N, HV, K, V});
   return in;
 }
@@ -363,6 +365,9 @@ int main(int argc, char** argv) {
     c = {"kda T100 H2 HV4 K64 V128 (V != K)", true, 1, 100, 2, 4, 64}; c.Dv = 128; add(c);
     c = {"gdn varlen H1 HV2 K128 V256 (4 V tiles)", false, 1, 0, 1, 2, 128, {0, 70, 200}}; c.Dv = 256; add(c);
     c = {"kda varlen H1 HV2 K128 V192 lb gate", true, 1, 0, 1, 2, 128, {0, 130}}; c.Dv = 192; c.gate = kLowerBound; c.safe = true; add(c);
+    // f32 q / k / v / dO: the vector and cp.async f32 paths of the delta backward's v2 / v3 kernels
+    c = {"kda T130 H2 HV2 D128 f32 io", true, 1, 130, 2, 2, 128}; c.f32io = true; c.safe = true; add(c);
+    c = {"gdn T70 H1 HV2 K64 V128 f32 io", false, 1, 70, 1, 2, 64}; c.Dv = 128; c.f32io = true; add(c);
     if (!small_only) {
       c = {"kda B1 T4096 H8 HV16 D128 (gpu ref)", true, 1, 4096, 8, 16, 128}; c.safe = true; c.gpu_ref = true; add(c);
       c = {"gdn B1 T4096 H8 HV16 D128 (gpu ref)", false, 1, 4096, 8, 16, 128}; c.gpu_ref = true; add(c);

@@ -1368,6 +1368,10 @@ __global__ void __launch_bounds__(kNT, 1) grad_k_tc_kernel(const Params p) {
                        s.bL, s.cs, s.red);
 }
 
+// D1 / D2, second versions grad_v2 / grad_k_v2 (default; LINA_DELTA_BWD_GRAD=old selects the two
+// above). Their own file, so that D1 / D2 and the state passes change independently.
+#include "ops/delta/cuda/chunk_delta_bwd_grad.cuh"
+
 // ---------------------------------------------------------------------------------------------
 // E1: dq, dk: GVA group sum over the value heads of each q/k head, then the l2norm backward.
 __global__ void post_qk_kernel(const Params p) {
@@ -1527,6 +1531,26 @@ bool mma_state_kernels() {
   return e && !std::strcmp(e, "mma");
 }
 
+// Which grad_v / grad_k (D1, D2) run: 0 = grad_v2 / grad_k_v2 (default; "v2" names it too); 1 = the
+// previous grad_v / grad_k_tc: LINA_DELTA_BWD_GRAD=old; 2 = grad_v3 (two CTAs per SM, K halves) with
+// grad_k_v2: LINA_DELTA_BWD_GRAD=v3 (unmeasured). Read per call (one binary measures all three).
+// LINA_DELTA_BWD_SIMT=1 keeps selecting the old grad_v and the SIMT grad_k.
+int grad_variant() {
+  const char* e = std::getenv("LINA_DELTA_BWD_GRAD");
+  if (e && !std::strcmp(e, "old")) return 1;
+  if (e && !std::strcmp(e, "v3")) return 2;
+  return 0;
+}
+
+// Which prep_qk / post_qk (P, E1) run: 0 = prep_qk_v2 / post_qk_v2 (default); 1 = the previous ones:
+// LINA_DELTA_BWD_QK=old. Read per call.
+int qk_variant() {
+  const char* e = std::getenv("LINA_DELTA_BWD_QK");
+  return e && !std::strcmp(e, "old") ? 1 : 0;
+}
+
+bool aligned16(const void* ptr) { return (reinterpret_cast<std::uintptr_t>(ptr) & 15u) == 0; }
+
 template <int K>
 void run_pipeline(const Params& prm, int total_chunks, cudaStream_t st) {
   using S = SmemSize<K>;
@@ -1545,7 +1569,12 @@ void run_pipeline(const Params& prm, int total_chunks, cudaStream_t st) {
     names.push_back(name);
   };
   mark("start");
-  launch(prep_qk_kernel, warps(prm.R * prm.H), 256, 0, st, prm, "delta_bwd prep_qk");
+  // the v2 element-wise kernels use vector loads / stores of q, k, dq, dk (K / 32 elements per lane)
+  const bool qk_v2 = qk_variant() == 0 && aligned16(prm.q) && aligned16(prm.k) && aligned16(prm.dq) && aligned16(prm.dk);
+  if (qk_v2)
+    launch(prep_qk_v2_kernel<K>, warps(prm.R * prm.H), 256, 0, st, prm, "delta_bwd prep_qk");
+  else
+    launch(prep_qk_kernel, warps(prm.R * prm.H), 256, 0, st, prm, "delta_bwd prep_qk");
   mark("prep_qk");
   const bool simt = simt_chunk_kernels();
   // chunk_prep_v2 (two CTAs per SM, fragments built in registers, 3xTF32 merges): on the H200 2.74 ms
@@ -1571,14 +1600,32 @@ void run_pipeline(const Params& prm, int total_chunks, cudaStream_t st) {
     launch(state_bwd_wg_kernel<K>, seq_grid, 256, kStateBwdWgSmem<K>, st, prm, "delta_bwd state_bwd_wg");
     mark("state_bwd");
   }
-  launch(grad_v_kernel<K>, chunk_grid, kNT, S::D1, st, prm, "delta_bwd grad_v");
+  // grad_v2 / grad_k_v2 (loads grouped / all in flight, float4 intra reads) unless LINA_DELTA_BWD_GRAD=old
+  const int gvar = grad_variant();
+  const bool grad_old = simt || gvar == 1;
+  // grad_v2 / v3 load dO / v and store dv as vectors (4 elements / 2 elements)
+  if (grad_old || !aligned16(prm.d_o) || !aligned16(prm.v) || !aligned16(prm.dv)) {
+    launch(grad_v_kernel<K>, chunk_grid, kNT, S::D1, st, prm, "delta_bwd grad_v");
+  } else if (gvar == 2) {
+    // two CTAs per SM need the whole carveout as shared memory (a hint)
+    cuda_util::set_func_attribute(grad_v3_kernel<K>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                  cudaSharedmemCarveoutMaxShared, "delta_bwd grad_v carveout");
+    launch(grad_v3_kernel<K>, dim3(2 * chunk_grid.x, chunk_grid.y), kNT, grad_v3_smem<K>(), st, prm, "delta_bwd grad_v");
+  } else {
+    launch(grad_v2_kernel<K>, chunk_grid, kNT, S::D1, st, prm, "delta_bwd grad_v");
+  }
   mark("grad_v");
   if (simt)
     launch(grad_k_kernel<K>, chunk_grid, kNT, S::D2, st, prm, "delta_bwd grad_k");
-  else
+  else if (grad_old)
     launch(grad_k_tc_kernel<K>, chunk_grid, kNT, S::D2tc, st, prm, "delta_bwd grad_k");
+  else
+    launch(grad_k_v2_kernel<K>, chunk_grid, kNT, grad_k_v2_smem<K>(), st, prm, "delta_bwd grad_k");
   mark("grad_k");
-  launch(post_qk_kernel, warps(prm.R * prm.H), 256, 0, st, prm, "delta_bwd post_qk");
+  if (qk_v2)
+    launch(post_qk_v2_kernel<K>, warps(prm.R * prm.H), 256, 0, st, prm, "delta_bwd post_qk");
+  else
+    launch(post_qk_kernel, warps(prm.R * prm.H), 256, 0, st, prm, "delta_bwd post_qk");
   mark("post_qk");
   launch(post_gate_kernel, warps(prm.R * prm.HV), 256, 0, st, prm, "delta_bwd post_gate");
   mark("post_gate");

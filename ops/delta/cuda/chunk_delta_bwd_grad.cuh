@@ -1,0 +1,1043 @@
+// Stages D1 / D2 of the chunk_kda / chunk_gdn backward, second versions: grad_v2_kernel<K> and
+// grad_k_v2_kernel<K> (docs/kernels/chunk_delta_bwd.md, "grad_v2 / grad_k_v2"). Included by
+// chunk_delta_bwd.cu inside its anonymous namespace, after the helpers it uses (Params, ChunkInfo,
+// GradVSmem, warp_mma_split, store_split, ld2 / ld4 / st2 / st_u32); not a standalone header.
+// LINA_DELTA_BWD_GRAD=old selects the previous grad_v_kernel / grad_k_tc_kernel (same outputs).
+//
+// Same math, operands and outputs as the kernels they replace (mma.sync with every operand as a bf16
+// hi + lo pair, fp32 accumulators, fp32 scratch). What differs is latency: both run one CTA per SM, so
+// every dependent global round trip leaves the SM idle.
+//  - grad_v2: the six per-tile fills (H, dh, dO, v_new, dvn, v: one round trip each) go out as one
+//    group (32 / 24 float4 per thread at K = 128 / 64; ptxas keeps it at 254 / 249 registers without
+//    spills), pass 2's dh + v_new as one; dv is stored in pairs.
+//  - grad_k_v2: every prologue load in flight at once (q, k, b, dAqk, dTv by cp.async into 16-byte
+//    aligned fp32 rows; dw and Tinv through registers into hi + lo planes; the db epilogue's dq_e / dk_e
+//    fragments prefetched into registers), instead of ~18 dependent batches. The intra-chunk loop
+//    reads 16 rows of dA / dAkk as four float4 broadcasts (row-major for the later-rows loop and the
+//    diagonal blocks, from transposed copies for the earlier-keys loop) instead of 16 scalar loads.
+
+// Dtype-generic float4 of four consecutive elements (index i a multiple of 4): one vector load for
+// f32 / bf16 (dO, v).
+__device__ __forceinline__ float4 load4_dt(const void* src, int dtype, i64 i) {
+  if (dtype == 2) {
+    const uint2 u = *reinterpret_cast<const uint2*>(static_cast<const bf16*>(src) + i);
+    const float2 a = cuda_util::unpack_bf16(u.x), b = cuda_util::unpack_bf16(u.y);
+    return make_float4(a.x, a.y, b.x, b.y);
+  }
+  if (dtype == 1) return ld4(static_cast<const float*>(src) + i);
+  return load4_as_float(src, dtype, i);
+}
+
+// Two consecutive outputs (element index i even) in the output dtype: one 4- or 8-byte store for
+// bf16 / f32.
+__device__ __forceinline__ void store2_as(void* dst, int dtype, i64 i, float a, float b) {
+  if (dtype == 2) {
+    *reinterpret_cast<std::uint32_t*>(static_cast<bf16*>(dst) + i) = cuda_util::pack_bf16(a, b);
+  } else if (dtype == 1) {
+    st2(static_cast<float*>(dst) + i, a, b);
+  } else {
+    store_as(dst, dtype, i, a);
+    store_as(dst, dtype, i + 1, b);
+  }
+}
+
+// x as hi + lo bf16 planes at element offset o (4 consecutive elements, o a multiple of 4).
+__device__ __forceinline__ void st_split4(bf16* hi, bf16* lo, int o, float4 x) {
+  std::uint32_t h0, l0, h1, l1;
+  cuda_util::pack_bf16_split(x.x, x.y, h0, l0);
+  cuda_util::pack_bf16_split(x.z, x.w, h1, l1);
+  *reinterpret_cast<uint2*>(hi + o) = make_uint2(h0, h1);
+  *reinterpret_cast<uint2*>(lo + o) = make_uint2(l0, l1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// D1, grad_v2: grad_v_kernel's products and outputs (see there), loads grouped.
+template <int K>
+__global__ void __launch_bounds__(kNT, 1) grad_v2_kernel(const Params p) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  auto& s = *reinterpret_cast<GradVSmem<K>*>(smem_raw);
+  constexpr int NK = K / 16;       // n8 tiles of a warp's K/2 columns
+  constexpr int PH = K * 16 / kNT;  // float4 of a [K][64] tile per thread
+  constexpr int P6 = kC * 16 / kNT;  // float4 of a [64][64] tile per thread (4)
+  const int hv = blockIdx.y, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const int m0 = 16 * (warp & 3), nk0 = (K / 2) * (warp >> 2), n64 = 32 * (warp >> 2);
+  const ChunkInfo ci = chunk_info(p, blockIdx.x);
+  const i64 t0 = ci.t0;
+  const int Cn = ci.Cn, V = p.V;
+  const float* Hg = p.Hs + (static_cast<i64>(ci.gidx) * p.HV + hv) * K * V;
+  const float* Dg = p.dHs + (static_cast<i64>(ci.gidx) * p.HV + hv) * K * V;
+  const auto off = [&](int r, int c0, int c) { return ((t0 + r) * p.HV + hv) * V + c0 + c; };
+  // element u of this thread in a 64-column tile: row (tid + u kNT) / 16, column 4 ((tid + u kNT) % 16)
+  const auto rr = [&](int u) { return (tid + u * kNT) >> 4; };
+  const auto cc = [&](int u) { return 4 * ((tid + u * kNT) & 15); };
+  {  // Tinv, beta
+    float4 x[P6];
+#pragma unroll
+    for (int u = 0; u < P6; ++u) x[u] = rr(u) < Cn ? ld4(p.Tinv + ((t0 + rr(u)) * p.HV + hv) * kC + cc(u)) : kZero4;
+    if (tid < kC) {
+      s.beta[tid] = tid < Cn ? p.bt[(t0 + tid) * p.HV + hv] : 0.f;
+      s.dbp[tid] = 0.f;
+    }
+#pragma unroll
+    for (int u = 0; u < P6; ++u) st_split4(&s.T[0][0][0], &s.T[1][0][0], rr(u) * 72 + cc(u), x[u]);
+  }
+  float aq[NK][4] = {}, aw[NK][4] = {}, aA[4][4] = {}, aT[4][4] = {};
+  float hdsum = 0.f;
+#pragma unroll 1
+  for (int vt = 0; vt < p.nvt; ++vt) {
+    const int c0 = vt * kVT;
+    __syncthreads();
+    {  // H, dh, dO, v_new, dvn, v: one round trip
+      float4 a[PH], d[PH], xo[P6], xn[P6], xd[P6], xv[P6];
+#pragma unroll
+      for (int u = 0; u < PH; ++u) {
+        a[u] = ld4(Hg + static_cast<i64>(rr(u)) * V + c0 + cc(u));
+        d[u] = ld4(Dg + static_cast<i64>(rr(u)) * V + c0 + cc(u));
+      }
+#pragma unroll
+      for (int u = 0; u < P6; ++u) {
+        const bool ok = rr(u) < Cn;
+        const i64 o = off(rr(u), c0, cc(u));
+        xo[u] = ok ? load4_dt(p.d_o, p.do_t, o) : kZero4;
+        xn[u] = ok ? ld4(p.vn + o) : kZero4;
+        xd[u] = ok ? ld4(p.dvn + o) : kZero4;
+        xv[u] = ok ? load4_dt(p.v, p.v_t, o) : kZero4;
+      }
+#pragma unroll
+      for (int u = 0; u < PH; ++u) {
+        st_split4(&s.H[0][0][0], &s.H[1][0][0], rr(u) * 72 + cc(u), a[u]);
+        st_split4(&s.D[0][0][0], &s.D[1][0][0], rr(u) * 72 + cc(u), d[u]);
+      }
+#pragma unroll
+      for (int u = 0; u < P6; ++u) {
+        const int o = rr(u) * 72 + cc(u);
+        st_split4(&s.dO[0][0][0], &s.dO[1][0][0], o, xo[u]);
+        st_split4(&s.vn[0][0][0], &s.vn[1][0][0], o, xn[u]);
+        st_split4(&s.dvn[0][0][0], &s.dvn[1][0][0], o, xd[u]);
+        st_split4(&s.v[0][0][0], &s.v[1][0][0], o, xv[u]);
+      }
+    }
+    __syncthreads();
+    if (tid < K) {  // rowsum(H dh) from the hi + lo copies (~16 significant bits each)
+      float sum = 0.f;
+#pragma unroll 4
+      for (int c = 0; c < kVT; c += 2) {
+        const float2 hh = cuda_util::unpack_bf16(*reinterpret_cast<const std::uint32_t*>(&s.H[0][tid][c]));
+        const float2 hl = cuda_util::unpack_bf16(*reinterpret_cast<const std::uint32_t*>(&s.H[1][tid][c]));
+        const float2 dh = cuda_util::unpack_bf16(*reinterpret_cast<const std::uint32_t*>(&s.D[0][tid][c]));
+        const float2 dl = cuda_util::unpack_bf16(*reinterpret_cast<const std::uint32_t*>(&s.D[1][tid][c]));
+        sum += (hh.x + hl.x) * (dh.x + dl.x) + (hh.y + hl.y) * (dh.y + dl.y);
+      }
+      hdsum += sum;
+    }
+    warp_mma_split<NK, false, true>(aq, &s.dO[0][0][0], &s.dO[1][0][0], 72, m0, &s.H[0][0][0], &s.H[1][0][0], 72, nk0, 0,
+                                    kVT / 16, lane);
+    warp_mma_split<NK, false, true>(aw, &s.dvn[0][0][0], &s.dvn[1][0][0], 72, m0, &s.H[0][0][0], &s.H[1][0][0], 72, nk0, 0,
+                                    kVT / 16, lane);
+    warp_mma_split<4, false, true>(aA, &s.dO[0][0][0], &s.dO[1][0][0], 72, m0, &s.vn[0][0][0], &s.vn[1][0][0], 72, n64, 0,
+                                   kVT / 16, lane);
+    warp_mma_split<4, false, true>(aT, &s.dvn[0][0][0], &s.dvn[1][0][0], 72, m0, &s.v[0][0][0], &s.v[1][0][0], 72, n64, 0,
+                                   kVT / 16, lane);
+    {  // dvb = Tinv^T dvn (Tinv lower triangular: rows r only meet m >= r); dv = dvb beta; dbeta += rowsum(dvb v)
+      float acc[4][4] = {};
+      warp_mma_split<4, true>(acc, &s.T[0][0][0], &s.T[1][0][0], 72, m0, &s.dvn[0][0][0], &s.dvn[1][0][0], 72, n64, m0 >> 4,
+                              kC / 16, lane);
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        const int r = m0 + g + 8 * hf;
+        const float br = s.beta[r];
+        float sum = 0.f;
+#pragma unroll
+        for (int nt = 0; nt < 4; ++nt) {
+          const int c = n64 + nt * 8 + 2 * t;
+          const float2 vh = cuda_util::unpack_bf16(*reinterpret_cast<const std::uint32_t*>(&s.v[0][r][c]));
+          const float2 vl = cuda_util::unpack_bf16(*reinterpret_cast<const std::uint32_t*>(&s.v[1][r][c]));
+          const float x0 = acc[nt][2 * hf], x1 = acc[nt][2 * hf + 1];
+          sum += x0 * (vh.x + vl.x) + x1 * (vh.y + vl.y);
+          if (r < Cn) store2_as(p.dv, p.dv_t, off(r, c0, c), x0 * br, x1 * br);
+        }
+        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+        if (t == 0 && r < Cn) atomicAdd(&s.dbp[r], sum);
+      }
+    }
+  }
+  // pass-1 results: gate factors, scratch
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    const int r = m0 + g + 8 * hf;
+    if (r >= Cn) continue;
+    const i64 row = (t0 + r) * p.HV + hv;
+#pragma unroll
+    for (int nt = 0; nt < NK; ++nt) {
+      const int c = nk0 + nt * 8 + 2 * t;
+      const float2 br = p.kda ? ld2(p.b + row * p.Kg + c) : make_float2(p.b[row], p.b[row]);
+      st2(p.dqe + row * K + c, p.scale * __expf(br.x) * aq[nt][2 * hf], p.scale * __expf(br.y) * aq[nt][2 * hf + 1]);
+      st2(p.dw + row * K + c, -aw[nt][2 * hf], -aw[nt][2 * hf + 1]);
+    }
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt) {
+      const int c = n64 + nt * 8 + 2 * t;
+      st2(p.dAqk + row * kC + c, c <= r ? p.scale * aA[nt][2 * hf] : 0.f, c + 1 <= r ? p.scale * aA[nt][2 * hf + 1] : 0.f);
+      st2(p.dTv + row * kC + c, c < r ? aT[nt][2 * hf] : 0.f, c + 1 < r ? aT[nt][2 * hf + 1] : 0.f);
+    }
+  }
+  // pass 2: dk_e = v_new dh^T (last tile first: it is still in shared memory)
+  float ak[NK][4] = {};
+#pragma unroll 1
+  for (int vt = p.nvt - 1; vt >= 0; --vt) {
+    const int c0 = vt * kVT;
+    if (vt != p.nvt - 1) {
+      __syncthreads();
+      float4 d[PH], xn[P6];
+#pragma unroll
+      for (int u = 0; u < PH; ++u) d[u] = ld4(Dg + static_cast<i64>(rr(u)) * V + c0 + cc(u));
+#pragma unroll
+      for (int u = 0; u < P6; ++u) xn[u] = rr(u) < Cn ? ld4(p.vn + off(rr(u), c0, cc(u))) : kZero4;
+#pragma unroll
+      for (int u = 0; u < PH; ++u) st_split4(&s.D[0][0][0], &s.D[1][0][0], rr(u) * 72 + cc(u), d[u]);
+#pragma unroll
+      for (int u = 0; u < P6; ++u) st_split4(&s.vn[0][0][0], &s.vn[1][0][0], rr(u) * 72 + cc(u), xn[u]);
+      __syncthreads();
+    }
+    warp_mma_split<NK, false, true>(ak, &s.vn[0][0][0], &s.vn[1][0][0], 72, m0, &s.D[0][0][0], &s.D[1][0][0], 72, nk0, 0,
+                                    kVT / 16, lane);
+  }
+  const i64 bLrow = ((t0 + Cn - 1) * p.HV + hv) * p.Kg;
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    const int r = m0 + g + 8 * hf;
+    if (r >= Cn) continue;
+    const i64 row = (t0 + r) * p.HV + hv;
+#pragma unroll
+    for (int nt = 0; nt < NK; ++nt) {
+      const int c = nk0 + nt * 8 + 2 * t;
+      const float2 br = p.kda ? ld2(p.b + row * p.Kg + c) : make_float2(p.b[row], p.b[row]);
+      const float2 bL = p.kda ? ld2(p.b + bLrow + c) : make_float2(p.b[bLrow], p.b[bLrow]);
+      st2(p.dke + row * K + c, __expf(fminf(bL.x - br.x, 0.f)) * ak[nt][2 * hf], __expf(fminf(bL.y - br.y, 0.f)) * ak[nt][2 * hf + 1]);
+    }
+  }
+  if (tid < K) p.hd[(static_cast<i64>(ci.gidx) * p.HV + hv) * K + tid] = hdsum;
+  __syncthreads();
+  if (tid < Cn) p.dbp[(t0 + tid) * p.HV + hv] = s.dbp[tid];
+}
+
+// ---------------------------------------------------------------------------------------------
+// D2, grad_k_v2: grad_k_tc_kernel's products and outputs (see there), loads in flight at once, the
+// intra loop on float4 broadcasts.
+template <int K>
+struct GradKV2Smem {
+  static constexpr int FP = K + 8;  // fp32 [64][K] pitch: 16-byte rows (cp.async), (g, t) float2 reads conflict-free
+  static constexpr int AP = 68;     // fp32 [64][64] pitch: 16-byte rows (cp.async, float4 reads)
+  alignas(16) float q[kC][FP];
+  alignas(16) float k[kC][FP];
+  alignas(16) float b[kC][FP];  // chunk-local gate cumsum; padded rows = the last valid row
+  union alignas(16) R1 {
+    bf16 dw[2][kC][FP];  // dw hi / lo, dead after dkgb
+    float db[kC][FP];    // then db (the same bytes: 2 x 2 = 4 bytes per element)
+  } r1;
+  union alignas(16) R2 {
+    bf16 kgb[2][kC][FP];  // k e^b, dead after dT
+    bf16 dT[2][kC][72];   // then dT, dead after X
+    bf16 X[2][kC][72];    // then X = Tinv^T dT, dead after dAkk
+    struct {
+      float dAt[kC][AP];    // then dA^T
+      float dAkkt[kC][AP];  // and dAkk^T for the intra loop's earlier-keys part
+    } tr;
+  } r2;
+  alignas(16) bf16 T[2][kC][72];  // Tinv [r][j]
+  alignas(16) float dA[kC][AP];
+  alignas(16) float dAkk[kC][AP];  // dTv first, then dAkk
+  float beta[kC], dbt[kC], red[kC];
+  float bL[K], cs[K];
+};
+static_assert(sizeof(GradKV2Smem<128>) <= 227 * 1024, "grad_k_v2_kernel<128> shared memory over the sm_90 limit");
+
+template <int K>
+constexpr size_t grad_k_v2_smem() {
+  return sizeof(GradKV2Smem<K>);
+}
+
+// grad_k_intra_tail's intra-chunk terms, bL terms and reverse cumsum (same formulas and order of
+// every sum), reading dA / dAkk rows as float4s. Starts after a barrier that follows the transposes.
+template <int K>
+__device__ __forceinline__ void grad_k_v2_tail(const Params& p, const ChunkInfo& ci, int hv, GradKV2Smem<K>& s) {
+  const int tid = threadIdx.x, Cn = ci.Cn;
+  const i64 t0 = ci.t0;
+  // thread per (channel c, 16-row sub-chunk x0 .. x0 + 15); a warp covers 32 channels of one x0, so
+  // every dA / dAkk read below is a warp-wide broadcast
+#pragma unroll 1
+  for (int item = tid; item < 4 * K; item += kNT) {
+    const int c = item % K, x0 = 16 * (item / K);
+    if (x0 >= Cn) continue;  // warp-uniform
+    float bq[16], kq[16], qq[16], dq0[16], dk0[16];
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      const int x = x0 + i;
+      const i64 gx = ((t0 + x) * p.HV + hv) * K + c;
+      dq0[i] = x < Cn ? p.dqe[gx] : 0.f;  // issued early, used at the end
+      dk0[i] = x < Cn ? p.dke[gx] : 0.f;
+      bq[i] = s.b[x][c];
+      kq[i] = s.k[x][c];
+      qq[i] = s.q[x][c];
+    }
+    float dqi[16] = {}, kr[16] = {}, dkt[16] = {};
+    {  // earlier keys j < x0, reference row x0: dA[x0 + i][j] = dA^T[j][x0 + i]
+      const float bref = bq[0];
+#pragma unroll(K == 64 ? 4 : 2)  // ptxas: 1 spills at both K, 2 spills at K = 64
+      for (int j = 0; j < x0; ++j) {
+        const float kt = s.k[j][c] * __expf(bref - s.b[j][c]);
+        const float4* a4 = reinterpret_cast<const float4*>(&s.r2.tr.dAt[j][x0]);
+        const float4* l4 = reinterpret_cast<const float4*>(&s.r2.tr.dAkkt[j][x0]);
+#pragma unroll
+        for (int v = 0; v < 4; ++v) {
+          const float4 a = a4[v], l = l4[v];
+          dqi[4 * v] += a.x * kt;
+          dqi[4 * v + 1] += a.y * kt;
+          dqi[4 * v + 2] += a.z * kt;
+          dqi[4 * v + 3] += a.w * kt;
+          kr[4 * v] += l.x * kt;
+          kr[4 * v + 1] += l.y * kt;
+          kr[4 * v + 2] += l.z * kt;
+          kr[4 * v + 3] += l.w * kt;
+        }
+      }
+#pragma unroll
+      for (int i = 1; i < 16; ++i) {
+        const float e = __expf(bq[i] - bref);
+        dqi[i] *= e;
+        kr[i] *= e;
+      }
+    }
+    {  // later rows r > x0 + 15, reference row x0 + 15 (padded rows carry the last valid gate)
+      const float bref = bq[15];
+#pragma unroll(K == 64 ? 4 : 2)
+      for (int r = x0 + 16; r < Cn; ++r) {
+        const float e = __expf(s.b[r][c] - bref);
+        const float qt = s.q[r][c] * e, kt = s.beta[r] * s.k[r][c] * e;
+        const float4* a4 = reinterpret_cast<const float4*>(&s.dA[r][x0]);
+        const float4* l4 = reinterpret_cast<const float4*>(&s.dAkk[r][x0]);
+#pragma unroll
+        for (int v = 0; v < 4; ++v) {
+          const float4 a = a4[v], l = l4[v];
+          dkt[4 * v] += a.x * qt + l.x * kt;
+          dkt[4 * v + 1] += a.y * qt + l.y * kt;
+          dkt[4 * v + 2] += a.z * qt + l.z * kt;
+          dkt[4 * v + 3] += a.w * qt + l.w * kt;
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < 15; ++i) dkt[i] *= __expf(bref - bq[i]);
+    }
+    // pairs inside the sub-chunk (i >= j): row i of dA / dAkk's diagonal block as four float4s
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      const float a_row = qq[i], l_row = s.beta[x0 + i] * kq[i];
+      float ar[16], lr[16];
+#pragma unroll
+      for (int v = 0; v < 4; ++v) {
+        if (4 * v > i) break;  // compile-time after unrolling
+        const float4 a = reinterpret_cast<const float4*>(&s.dA[x0 + i][x0])[v];
+        const float4 l = reinterpret_cast<const float4*>(&s.dAkk[x0 + i][x0])[v];
+        ar[4 * v] = a.x, ar[4 * v + 1] = a.y, ar[4 * v + 2] = a.z, ar[4 * v + 3] = a.w;
+        lr[4 * v] = l.x, lr[4 * v + 1] = l.y, lr[4 * v + 2] = l.z, lr[4 * v + 3] = l.w;
+      }
+#pragma unroll
+      for (int j = 0; j <= i; ++j) {
+        const float e = __expf(bq[i] - bq[j]);
+        const float a = ar[j], l = lr[j];  // dAkk[i][i] = 0
+        dqi[i] += a * kq[j] * e;
+        kr[i] += l * kq[j] * e;
+        dkt[j] += (a * a_row + l * l_row) * e;
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      const int x = x0 + i;
+      if (x < Cn) {  // warp-uniform
+        const i64 gx = ((t0 + x) * p.HV + hv) * K + c;
+        const float dkrow = s.beta[x] * kr[i];
+        p.dqe[gx] = dq0[i] + dqi[i];
+        p.dke[gx] = dk0[i] + dkrow + dkt[i];
+        s.r1.db[x][c] += qq[i] * dqi[i] + (dkrow - dkt[i]) * kq[i];
+        const float bsum = warp_sum(kr[i] * kq[i]);
+        if ((tid & 31) == 0) atomicAdd(&s.dbt[x], bsum);
+      }
+    }
+  }
+  __syncthreads();
+  // last row: the terms through bL, e^bL rowsum(H dh) + colsum(k dk_e); reverse cumsum -> dg
+  if (tid < K) {
+    const int c = tid;
+    s.r1.db[Cn - 1][c] += __expf(s.bL[c]) * p.hd[(static_cast<i64>(ci.gidx) * p.HV + hv) * K + c] + s.cs[c];
+  }
+  __syncthreads();
+  if (p.kda) {
+    if (tid < K) {
+      const int c = tid;
+      float acc = 0.f;
+      for (int r = Cn - 1; r >= 0; --r) {
+        acc += s.r1.db[r][c];
+        p.dgv[((t0 + r) * p.HV + hv) * K + c] = acc;
+      }
+    }
+  } else {
+    // GDN: row sums, then the reverse cumsum
+    for (int r = threadIdx.x >> 5; r < Cn; r += kNT / 32) {
+      float rs = 0.f;
+      for (int c = threadIdx.x & 31; c < K; c += 32) rs += s.r1.db[r][c];
+      rs = warp_sum(rs);
+      if ((threadIdx.x & 31) == 0) s.red[r] = rs;
+    }
+    __syncthreads();
+    if (tid == 0) {
+      float acc = 0.f;
+      for (int r = Cn - 1; r >= 0; --r) {
+        acc += s.red[r];
+        p.dgv[(t0 + r) * p.HV + hv] = acc;
+      }
+    }
+  }
+  if (tid < Cn) p.dbp[(t0 + tid) * p.HV + hv] = s.dbt[tid];
+}
+
+template <int K>
+__global__ void __launch_bounds__(kNT, 1) grad_k_v2_kernel(const Params p) {
+  // the SIMT kernels' float array, as grad_k_tc_kernel (its note: the byte array made ptxas spill in
+  // the inlined intra loop); the dynamic window starts 16-byte aligned (no static shared memory)
+  extern __shared__ float sm[];
+  using S = GradKV2Smem<K>;
+  auto& s = *reinterpret_cast<S*>(sm);
+  constexpr int FP = S::FP, NK = K / 16, QV = K / 4;
+  const int hv = blockIdx.y, h = hv / p.G, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const int wr = warp & 3, m0 = 16 * wr, n0 = 32 * (warp >> 2), nk0 = (K / 2) * (warp >> 2);
+  const ChunkInfo ci = chunk_info(p, blockIdx.x);
+  const i64 t0 = ci.t0;
+  const int Cn = ci.Cn;  // >= 1: the chunk table holds only non-empty chunks
+  const auto row = [&](int r) { return (t0 + r) * p.HV + hv; };
+  const bool kda = p.kda != 0;
+
+  // ---- every load at once. cp.async: q, k (zero past Cn), KDA b (rows past Cn = the last valid
+  // row), dAqk and dTv (zero past Cn).
+#pragma unroll 4
+  for (int i = tid; i < kC * QV; i += kNT) {
+    const int r = i / QV, c4 = 4 * (i % QV), rc = min(r, Cn - 1);
+    const i64 src = ((t0 + rc) * p.H + h) * K + c4;
+    cuda_util::cp_async16(&s.q[r][c4], p.qn + src, r < Cn);
+    cuda_util::cp_async16(&s.k[r][c4], p.kn + src, r < Cn);
+    if (kda) cuda_util::cp_async16(&s.b[r][c4], p.b + row(rc) * K + c4, true);
+  }
+#pragma unroll 4
+  for (int i = tid; i < kC * 16; i += kNT) {
+    const int r = i >> 4, c4 = 4 * (i & 15), rc = min(r, Cn - 1);
+    cuda_util::cp_async16(&s.dA[r][c4], p.dAqk + row(rc) * kC + c4, r < Cn);
+    cuda_util::cp_async16(&s.dAkk[r][c4], p.dTv + row(rc) * kC + c4, r < Cn);
+  }
+  cuda_util::cp_async_commit();
+  // the db epilogue's dq_e / dk_e at its fragment positions (rows m0 + g (+8), columns nk0 + 8 nt + 2 t)
+  float2 pq[NK][2], pk[NK][2];
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    const int r = m0 + g + 8 * hf;
+#pragma unroll
+    for (int nt = 0; nt < NK; ++nt) {
+      const i64 x = row(r) * K + nk0 + 8 * nt + 2 * t;
+      pq[nt][hf] = r < Cn ? ld2(p.dqe + x) : make_float2(0.f, 0.f);
+      pk[nt][hf] = r < Cn ? ld2(p.dke + x) : make_float2(0.f, 0.f);  // still the pure inter part dk_e
+    }
+  }
+  {  // dw, Tinv through registers into hi + lo planes; beta, dbeta partial; GDN's broadcast gate
+    constexpr int PD = kC * QV / kNT, PT = kC * 16 / kNT;
+    float4 wd[PD], td[PT];
+#pragma unroll
+    for (int u = 0; u < PD; ++u) {
+      const int i = tid + u * kNT, r = i / QV, c = 4 * (i % QV);
+      wd[u] = r < Cn ? ld4(p.dw + row(r) * K + c) : kZero4;
+    }
+#pragma unroll
+    for (int u = 0; u < PT; ++u) {
+      const int i = tid + u * kNT, r = i >> 4, c = 4 * (i & 15);
+      td[u] = r < Cn ? ld4(p.Tinv + row(r) * kC + c) : kZero4;
+    }
+    float bt = 0.f, dbt = 0.f;
+    if (tid < kC && tid < Cn) {
+      bt = p.bt[row(tid)];
+      dbt = p.dbp[row(tid)];
+    }
+    float bg = 0.f;  // GDN: thread (row tid / 4, columns (tid % 4) K / 4 ..)
+    if (!kda) bg = p.b[row(min(tid >> 2, Cn - 1))];
+#pragma unroll
+    for (int u = 0; u < PD; ++u) {
+      const int i = tid + u * kNT, r = i / QV, c = 4 * (i % QV);
+      st_split4(&s.r1.dw[0][0][0], &s.r1.dw[1][0][0], r * FP + c, wd[u]);
+    }
+#pragma unroll
+    for (int u = 0; u < PT; ++u) {
+      const int i = tid + u * kNT, r = i >> 4, c = 4 * (i & 15);
+      st_split4(&s.T[0][0][0], &s.T[1][0][0], r * 72 + c, td[u]);
+    }
+    if (tid < kC) {
+      s.beta[tid] = bt;
+      s.dbt[tid] = dbt;
+    }
+    if (tid < K) s.cs[tid] = 0.f;
+    if (!kda) {
+      const float4 b4 = make_float4(bg, bg, bg, bg);
+#pragma unroll
+      for (int c = 0; c < K / 4; c += 4) *reinterpret_cast<float4*>(&s.b[tid >> 2][(tid & 3) * (K / 4) + c]) = b4;
+    }
+  }
+  cuda_util::cp_async_wait_all();
+  __syncthreads();
+  if (tid < K) s.bL[tid] = s.b[Cn - 1][tid];  // read in the tail, after several barriers
+  // kgb = k e^b (GDN: b is the broadcast scalar cumsum)
+  for (int i = tid; i < kC * K / 2; i += kNT) {
+    const int r = i / (K / 2), c = 2 * (i % (K / 2));
+    const float2 kv = ld2(&s.k[r][c]), bv = ld2(&s.b[r][c]);
+    std::uint32_t hi, lo;
+    cuda_util::pack_bf16_split(kv.x * __expf(bv.x), kv.y * __expf(bv.y), hi, lo);
+    st_u32(&s.r2.kgb[0][r][c], hi);
+    st_u32(&s.r2.kgb[1][r][c], lo);
+  }
+  __syncthreads();
+  // dT = tril_strict((dw kgb^T + dTv) * beta_j); tiles entirely above the diagonal are zero
+  const bool upper = n0 >= m0 + 16;
+  float acc[4][4] = {};
+  if (!upper)
+    warp_mma_split<4, false, true>(acc, &s.r1.dw[0][0][0], &s.r1.dw[1][0][0], FP, m0, &s.r2.kgb[0][0][0], &s.r2.kgb[1][0][0], FP,
+                                   n0, 0, K / 16, lane);
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int r = m0 + g + 8 * hf, j = n0 + 8 * nt + 2 * t + e;
+        acc[nt][2 * hf + e] = (j < r && r < Cn) ? (acc[nt][2 * hf + e] + s.dAkk[r][j]) * s.beta[j] : 0.f;
+      }
+  __syncthreads();  // kgb is consumed
+  store_split<4, 72>(&s.r2.dT[0][0][0], &s.r2.dT[1][0][0], acc, m0, n0, lane);
+  __syncthreads();
+  // X = Tinv^T dT (Tinv^T[r][m] = 0 for m < r: k16 steps from the warp's row block on) and
+  // dkgb = Tinv^T dw
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[nt][e] = 0.f;
+  warp_mma_split<4, true, false>(acc, &s.T[0][0][0], &s.T[1][0][0], 72, m0, &s.r2.dT[0][0][0], &s.r2.dT[1][0][0], 72, n0, wr, 4,
+                                 lane);
+  float dkgb[NK][4] = {};
+  warp_mma_split<NK, true, false>(dkgb, &s.T[0][0][0], &s.T[1][0][0], 72, m0, &s.r1.dw[0][0][0], &s.r1.dw[1][0][0], FP, nk0, wr,
+                                  4, lane);
+  __syncthreads();  // dT and dw are consumed
+  store_split<4, 72>(&s.r2.X[0][0][0], &s.r2.X[1][0][0], acc, m0, n0, lane);
+  {  // db (into dw's space) and the dk partial, from dkgb's accumulators and the prefetched dq_e / dk_e
+    float rsum[2] = {}, csum[NK][2] = {};
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      const int r = m0 + g + 8 * hf;
+      const float br = s.beta[r];
+#pragma unroll
+      for (int nt = 0; nt < NK; ++nt) {
+        const int c = nk0 + 8 * nt + 2 * t;
+        float db[2] = {0.f, 0.f};
+        if (r < Cn) {
+          const float2 bb = ld2(&s.b[r][c]), kk = ld2(&s.k[r][c]), qv = ld2(&s.q[r][c]);
+          const float dk2[2] = {pk[nt][hf].x, pk[nt][hf].y}, dq2[2] = {pq[nt][hf].x, pq[nt][hf].y};
+          const float b2[2] = {bb.x, bb.y}, k2[2] = {kk.x, kk.y}, q2[2] = {qv.x, qv.y};
+          float nd[2];
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const float d = dkgb[nt][2 * hf + e];
+            const float eb = __expf(b2[e]), kv = k2[e], kgb = kv * eb;
+            rsum[hf] += d * kgb;
+            csum[nt][e] += kv * dk2[e];
+            db[e] = q2[e] * dq2[e] - kv * dk2[e] + kgb * d * br;
+            nd[e] = dk2[e] + d * eb * br;
+          }
+          st2(p.dke + row(r) * K + c, nd[0], nd[1]);  // dk partial (per value head)
+        }
+        st2(&s.r1.db[r][c], db[0], db[1]);
+      }
+    }
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      float v = rsum[hf];
+      v += __shfl_xor_sync(0xffffffffu, v, 1);
+      v += __shfl_xor_sync(0xffffffffu, v, 2);
+      const int r = m0 + g + 8 * hf;
+      if (t == 0 && r < Cn) atomicAdd(&s.dbt[r], v);
+    }
+#pragma unroll
+    for (int nt = 0; nt < NK; ++nt)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        float v = csum[nt][e];
+        v += __shfl_xor_sync(0xffffffffu, v, 4);
+        v += __shfl_xor_sync(0xffffffffu, v, 8);
+        v += __shfl_xor_sync(0xffffffffu, v, 16);
+        if (g == 0) atomicAdd(&s.cs[nk0 + 8 * nt + 2 * t + e], v);
+      }
+  }
+  __syncthreads();  // X is written
+  // dAkk = -tril_strict(X Tinv^T) over dTv (consumed above): columns c < r only meet m <= c < r,
+  // i.e. the k16 steps up to the warp's row block
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[nt][e] = 0.f;
+  if (!upper)
+    warp_mma_split<4, false, true>(acc, &s.r2.X[0][0][0], &s.r2.X[1][0][0], 72, m0, &s.T[0][0][0], &s.T[1][0][0], 72, n0, 0, wr + 1,
+                                   lane);
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      const int r = m0 + g + 8 * hf, c = n0 + 8 * nt + 2 * t;
+      st2(&s.dAkk[r][c], c < r ? -acc[nt][2 * hf] : 0.f, c + 1 < r ? -acc[nt][2 * hf + 1] : 0.f);  // even pitch: 8-byte aligned
+    }
+  __syncthreads();  // X is consumed: dA^T and dAkk^T go over it
+  // lane x (+32) reads a float4 of row x (conflict-free at pitch 68) and writes four transposed scalars
+  // (consecutive x: conflict-free)
+#pragma unroll
+  for (int u = 0; u < kC * 16 / kNT; ++u) {
+    const int i = tid + u * kNT, x = i & 63, j4 = 4 * (i >> 6);
+    const float4 a = ld4(&s.dA[x][j4]), l = ld4(&s.dAkk[x][j4]);
+    s.r2.tr.dAt[j4][x] = a.x, s.r2.tr.dAt[j4 + 1][x] = a.y, s.r2.tr.dAt[j4 + 2][x] = a.z, s.r2.tr.dAt[j4 + 3][x] = a.w;
+    s.r2.tr.dAkkt[j4][x] = l.x, s.r2.tr.dAkkt[j4 + 1][x] = l.y, s.r2.tr.dAkkt[j4 + 2][x] = l.z, s.r2.tr.dAkkt[j4 + 3][x] = l.w;
+  }
+  __syncthreads();
+  grad_k_v2_tail<K>(p, ci, hv, s);
+}
+
+// ---------------------------------------------------------------------------------------------
+// P / E1, second versions prep_qk_v2<K> / post_qk_v2<K> (default; LINA_DELTA_BWD_QK=old selects
+// prep_qk_kernel / post_qk_kernel). Same math; lane owns the CPL = K / 32 consecutive channels
+// CPL lane .. (one vector load / store per tensor instead of CPL scalar ones) and q and k (dq_e and
+// dk_e) are loaded together, so twice the bytes are in flight per warp. Needs 16-byte aligned q, k,
+// dq, dk (checked on the host; the old kernels run otherwise).
+template <int CPL>
+__device__ __forceinline__ void load_lane(float (&x)[CPL], const void* src, int dtype, i64 i) {
+  static_assert(CPL == 2 || CPL == 4, "K in {64, 128}");
+  if (dtype == 2) {
+    const bf16* s = static_cast<const bf16*>(src) + i;
+    if constexpr (CPL == 4) {
+      const uint2 u = *reinterpret_cast<const uint2*>(s);
+      const float2 a = cuda_util::unpack_bf16(u.x), b = cuda_util::unpack_bf16(u.y);
+      x[0] = a.x, x[1] = a.y, x[2] = b.x, x[3] = b.y;
+    } else {
+      const float2 a = cuda_util::unpack_bf16(*reinterpret_cast<const std::uint32_t*>(s));
+      x[0] = a.x, x[1] = a.y;
+    }
+  } else if (dtype == 1) {
+    const float* s = static_cast<const float*>(src) + i;
+    if constexpr (CPL == 4) {
+      const float4 a = ld4(s);
+      x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w;
+    } else {
+      const float2 a = ld2(s);
+      x[0] = a.x, x[1] = a.y;
+    }
+  } else {
+#pragma unroll
+    for (int e = 0; e < CPL; ++e) x[e] = load_as_float(src, dtype, i + e);
+  }
+}
+
+template <int CPL>
+__device__ __forceinline__ void ld_lane(float (&x)[CPL], const float* s) {
+  if constexpr (CPL == 4) {
+    const float4 a = ld4(s);
+    x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w;
+  } else {
+    const float2 a = ld2(s);
+    x[0] = a.x, x[1] = a.y;
+  }
+}
+
+template <int CPL>
+__device__ __forceinline__ void st_lane(float* d, const float (&x)[CPL]) {
+  if constexpr (CPL == 4) *reinterpret_cast<float4*>(d) = make_float4(x[0], x[1], x[2], x[3]);
+  else st2(d, x[0], x[1]);
+}
+
+template <int CPL>
+__device__ __forceinline__ void store_lane(void* dst, int dtype, i64 i, const float (&x)[CPL]) {
+  if (dtype == 2) {
+    bf16* d = static_cast<bf16*>(dst) + i;
+    if constexpr (CPL == 4) *reinterpret_cast<uint2*>(d) = make_uint2(cuda_util::pack_bf16(x[0], x[1]), cuda_util::pack_bf16(x[2], x[3]));
+    else *reinterpret_cast<std::uint32_t*>(d) = cuda_util::pack_bf16(x[0], x[1]);
+  } else if (dtype == 1) {
+    st_lane<CPL>(static_cast<float*>(dst) + i, x);
+  } else {
+#pragma unroll
+    for (int e = 0; e < CPL; ++e) store_as(dst, dtype, i + e, x[e]);
+  }
+}
+
+// P: q/k l2norm (or copy), warp per (token, q/k head)
+template <int K>
+__global__ void prep_qk_v2_kernel(const Params p) {
+  constexpr int CPL = K / 32;
+  const i64 item = (static_cast<i64>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+  const int lane = threadIdx.x & 31;
+  if (item >= p.R * p.H) return;
+  const i64 i = item * K + CPL * lane;
+  float xq[CPL], xk[CPL];
+  load_lane<CPL>(xq, p.q, p.qk_t, i);
+  load_lane<CPL>(xk, p.k, p.qk_t, i);
+  float sq = 0.f, sk = 0.f;
+#pragma unroll
+  for (int e = 0; e < CPL; ++e) {
+    sq += xq[e] * xq[e];
+    sk += xk[e] * xk[e];
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    sq += __shfl_xor_sync(0xffffffffu, sq, o);
+    sk += __shfl_xor_sync(0xffffffffu, sk, o);
+  }
+  const float rq = p.l2norm ? rsqrtf(sq + 1e-6f) : 1.f, rk = p.l2norm ? rsqrtf(sk + 1e-6f) : 1.f;
+#pragma unroll
+  for (int e = 0; e < CPL; ++e) {
+    xq[e] *= rq;
+    xk[e] *= rk;
+  }
+  st_lane<CPL>(p.qn + i, xq);
+  st_lane<CPL>(p.kn + i, xk);
+  if (lane == 0) {
+    p.rq[item] = rq;
+    p.rk[item] = rk;
+  }
+}
+
+// E1: dq, dk: GVA group sum over the value heads of each q/k head, then the l2norm backward
+template <int K>
+__global__ void post_qk_v2_kernel(const Params p) {
+  constexpr int CPL = K / 32;
+  const i64 item = (static_cast<i64>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+  const int lane = threadIdx.x & 31;
+  if (item >= p.R * p.H) return;
+  const i64 row = item / p.H;
+  const int h = static_cast<int>(item % p.H);
+  const i64 i = item * K + CPL * lane;
+  float dq[CPL] = {}, dk[CPL] = {}, yq[CPL], yk[CPL];
+  ld_lane<CPL>(yq, p.qn + i);
+  ld_lane<CPL>(yk, p.kn + i);
+  const float rq = p.l2norm ? p.rq[item] : 1.f, rk = p.l2norm ? p.rk[item] : 1.f;
+  const i64 src0 = (row * p.HV + static_cast<i64>(h) * p.G) * K + CPL * lane;
+#pragma unroll 2
+  for (int gi = 0; gi < p.G; ++gi) {
+    float a[CPL], b[CPL];
+    ld_lane<CPL>(a, p.dqe + src0 + static_cast<i64>(gi) * K);
+    ld_lane<CPL>(b, p.dke + src0 + static_cast<i64>(gi) * K);
+#pragma unroll
+    for (int e = 0; e < CPL; ++e) {
+      dq[e] += a[e];
+      dk[e] += b[e];
+    }
+  }
+  if (p.l2norm) {
+    float oq = 0.f, ok = 0.f;
+#pragma unroll
+    for (int e = 0; e < CPL; ++e) {
+      oq += dq[e] * yq[e];
+      ok += dk[e] * yk[e];
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      oq += __shfl_xor_sync(0xffffffffu, oq, o);
+      ok += __shfl_xor_sync(0xffffffffu, ok, o);
+    }
+#pragma unroll
+    for (int e = 0; e < CPL; ++e) {
+      dq[e] = rq * (dq[e] - oq * yq[e]);
+      dk[e] = rk * (dk[e] - ok * yk[e]);
+    }
+  }
+  store_lane<CPL>(p.dq, p.dq_t, i, dq);
+  store_lane<CPL>(p.dk, p.dq_t, i, dk);
+}
+
+// ---------------------------------------------------------------------------------------------
+// D1, grad_v3 (LINA_DELTA_BWD_GRAD=v3; not the default until measured): two CTAs per SM. The grid
+// splits K in halves (blockIdx.x = 2 chunk + kh; the pair shares dO / v_new / dvn / v through L2):
+// CTA kh owns the columns k0 = kh K/2 .. of dq_e, dw, dk_e, hd, and kh = 0 also dAqk, kh = 1 dTv, dv,
+// dbeta's v part. V runs in 32-column sub-tiles; every operand tile lands as fp32 by cp.async (dO / v
+// of other dtypes through registers) and the mma fragments are built in registers with the same hi +
+// lo split as the planes of grad_v (chunk_prep_v2's scheme); Tinv stays as hi + lo planes for its
+// transposed ldmatrix. Two passes over V: A (dh, H, v_new): dk_e and hd; B (H, dO, dvn, v_new or v):
+// the rest. One pass with all accumulators spilled at the 128-register cap of two CTAs per SM (ptxas
+// wanted ~155); the second pass re-reads H and v_new (L2 traffic, hidden by the other CTA).
+constexpr int kVS = 32;   // V columns per sub-tile
+constexpr int kP40 = 40;  // fp32 pitch of the sub-tiles: (g, t) float2 reads conflict-free
+
+template <int K>
+struct GradV3Smem {
+  static constexpr int KH = K / 2;
+  alignas(16) float H[KH][kP40];  // H_n rows k0 .., sub-tile columns
+  alignas(16) float D[KH][kP40];  // dh[n]
+  alignas(16) float dO[kC][kP40];
+  alignas(16) float vn[kC][kP40];
+  alignas(16) float dvn[kC][kP40];
+  alignas(16) float v[kC][kP40];
+  alignas(16) bf16 T[2][kC][72];  // Tinv hi / lo (kh = 1)
+  float beta[kC];
+  float dbp[kC];
+};
+static_assert(sizeof(GradV3Smem<128>) <= 113 * 1024, "grad_v3<128>: two CTAs per SM");
+
+template <int K>
+constexpr size_t grad_v3_smem() {
+  return sizeof(GradV3Smem<K>);
+}
+
+// hi + lo fragments from fp32 shared tiles (pitch P). A: rows m0 + g (+8), columns k0 + 2t (+8) of a
+// row-major [m][k] tile. B (nk): the n8 tile n0 of a row-major [n][k] tile. B (kn): of a [k][n] tile.
+template <int P>
+__device__ __forceinline__ void frag_a_f32(std::uint32_t (&ah)[4], std::uint32_t (&al)[4], const float* A, int m0, int k0, int lane) {
+  const int g = lane >> 2, t = lane & 3;
+  const float* a = A + (m0 + g) * P + k0 + 2 * t;
+  const float2 x0 = ld2(a), x1 = ld2(a + 8 * P), x2 = ld2(a + 8), x3 = ld2(a + 8 * P + 8);
+  cuda_util::pack_bf16_split(x0.x, x0.y, ah[0], al[0]);
+  cuda_util::pack_bf16_split(x1.x, x1.y, ah[1], al[1]);
+  cuda_util::pack_bf16_split(x2.x, x2.y, ah[2], al[2]);
+  cuda_util::pack_bf16_split(x3.x, x3.y, ah[3], al[3]);
+}
+template <int P>
+__device__ __forceinline__ void frag_b_nk_f32(std::uint32_t (&b)[4], const float* B, int n0, int k0, int lane) {
+  const int g = lane >> 2, t = lane & 3;
+  const float* x = B + (n0 + g) * P + k0 + 2 * t;
+  const float2 x0 = ld2(x), x1 = ld2(x + 8);
+  cuda_util::pack_bf16_split(x0.x, x0.y, b[0], b[2]);  // b[0], b[1]: hi of k 2t.., 2t+8..; b[2], b[3]: lo
+  cuda_util::pack_bf16_split(x1.x, x1.y, b[1], b[3]);
+}
+template <int P>
+__device__ __forceinline__ void frag_b_kn_f32(std::uint32_t (&b)[4], const float* B, int k0, int n0, int lane) {
+  const int g = lane >> 2, t = lane & 3;
+  const float* x = B + (k0 + 2 * t) * P + n0 + g;
+  cuda_util::pack_bf16_split(x[0], x[P], b[0], b[2]);
+  cuda_util::pack_bf16_split(x[8 * P], x[9 * P], b[1], b[3]);
+}
+__device__ __forceinline__ void mma_split_b4(float (&d)[4], const std::uint32_t (&ah)[4], const std::uint32_t (&al)[4],
+                                             const std::uint32_t (&b)[4]) {
+  cuda_util::mma_bf16_16816_split(d, ah, al, b[0], b[1], b[2], b[3]);
+}
+
+template <int K>
+__global__ void __launch_bounds__(kNT, 2) grad_v3_kernel(const Params p) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  using S = GradV3Smem<K>;
+  auto& s = *reinterpret_cast<S*>(smem_raw);
+  constexpr int KH = S::KH, NTK = KH / 16;  // n8 tiles of a warp's KH/2 columns
+  constexpr int PU = kC * 8 / kNT;           // 16-byte pieces of a [64][32] token sub-tile per thread (2)
+  const int kh = blockIdx.x & 1, hv = blockIdx.y, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2,
+            t = lane & 3;
+  const int k0 = kh * KH;
+  const int m0 = 16 * (warp & 3), nk0 = (KH / 2) * (warp >> 2), n64 = 32 * (warp >> 2), nv0 = 16 * (warp >> 2);
+  const ChunkInfo ci = chunk_info(p, blockIdx.x >> 1);
+  const i64 t0 = ci.t0;
+  const int Cn = ci.Cn, V = p.V;
+  const float* Hg = p.Hs + ((static_cast<i64>(ci.gidx) * p.HV + hv) * K + k0) * V;
+  const float* Dg = p.dHs + ((static_cast<i64>(ci.gidx) * p.HV + hv) * K + k0) * V;
+  const auto off = [&](int r, int c) { return ((t0 + r) * p.HV + hv) * V + c; };
+  // cp.async of a [KH][32] state sub-tile and of a [64][32] fp32 token sub-tile (zero past Cn)
+  const auto ld_state = [&](float (*dst)[kP40], const float* src, int c0) {
+    for (int i = tid; i < KH * 8; i += kNT) {
+      const int r = i >> 3, c4 = 4 * (i & 7);
+      cuda_util::cp_async16(&dst[r][c4], src + static_cast<i64>(r) * V + c0 + c4, true);
+    }
+  };
+  const auto ld_tok = [&](float (*dst)[kP40], const float* src, int c0) {
+#pragma unroll
+    for (int u = 0; u < PU; ++u) {
+      const int i = tid + u * kNT, r = i >> 3, c4 = 4 * (i & 7);
+      cuda_util::cp_async16(&dst[r][c4], src + off(min(r, Cn - 1), c0 + c4), r < Cn);
+    }
+  };
+  const i64 bLrow = ((t0 + Cn - 1) * p.HV + hv) * p.Kg;
+
+  // ---- pass A over V: dk_e = v_new dh^T and hd = rowsum(H dh) (16 accumulators per thread)
+  {
+    float ak[NTK][4] = {};
+    float hdsum = 0.f;
+#pragma unroll 1
+    for (int c0 = 0; c0 < V; c0 += kVS) {
+      __syncthreads();  // the previous sub-tile is consumed
+      ld_state(s.H, Hg, c0);
+      ld_state(s.D, Dg, c0);
+      ld_tok(s.vn, p.vn, c0);
+      cuda_util::cp_async_commit();
+      cuda_util::cp_async_wait_all();
+      __syncthreads();
+      if (tid < KH) {  // rowsum(H dh) in fp32
+#pragma unroll
+        for (int c = 0; c < kVS; c += 4) {
+          const float4 a = ld4(&s.H[tid][c]), d = ld4(&s.D[tid][c]);
+          hdsum += a.x * d.x + a.y * d.y + a.z * d.z + a.w * d.w;
+        }
+      }
+#pragma unroll
+      for (int ks = 0; ks < kVS / 16; ++ks) {
+        std::uint32_t ah[4], al[4], b[4];
+        frag_a_f32<kP40>(ah, al, &s.vn[0][0], m0, 16 * ks, lane);
+#pragma unroll
+        for (int nt = 0; nt < NTK; ++nt) {
+          frag_b_nk_f32<kP40>(b, &s.D[0][0], nk0 + 8 * nt, 16 * ks, lane);
+          mma_split_b4(ak[nt], ah, al, b);
+        }
+      }
+    }
+    if (tid < KH) p.hd[(static_cast<i64>(ci.gidx) * p.HV + hv) * K + k0 + tid] = hdsum;
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      const int r = m0 + g + 8 * hf;
+      if (r >= Cn) continue;
+      const i64 row = (t0 + r) * p.HV + hv;
+#pragma unroll
+      for (int nt = 0; nt < NTK; ++nt) {
+        const int c = k0 + nk0 + nt * 8 + 2 * t;
+        const float2 br = p.kda ? ld2(p.b + row * p.Kg + c) : make_float2(p.b[row], p.b[row]);
+        const float2 bL = p.kda ? ld2(p.b + bLrow + c) : make_float2(p.b[bLrow], p.b[bLrow]);
+        st2(p.dke + row * K + c, __expf(fminf(bL.x - br.x, 0.f)) * ak[nt][2 * hf], __expf(fminf(bL.y - br.y, 0.f)) * ak[nt][2 * hf + 1]);
+      }
+    }
+  }
+
+  // ---- pass B over V: dq_e += dO H^T, dw += dvn H^T; kh 0: dAqk += dO v_new^T; kh 1: dTv += dvn v^T,
+  // dv, dbeta's v part
+  if (kh == 1) {  // Tinv planes, beta
+    constexpr int P6 = kC * 16 / kNT;
+    float4 x[P6];
+#pragma unroll
+    for (int u = 0; u < P6; ++u) {
+      const int i = tid + u * kNT, r = i >> 4, c = 4 * (i & 15);
+      x[u] = r < Cn ? ld4(p.Tinv + ((t0 + r) * p.HV + hv) * kC + c) : kZero4;
+    }
+    if (tid < kC) {
+      s.beta[tid] = tid < Cn ? p.bt[(t0 + tid) * p.HV + hv] : 0.f;
+      s.dbp[tid] = 0.f;
+    }
+#pragma unroll
+    for (int u = 0; u < P6; ++u) {
+      const int i = tid + u * kNT, r = i >> 4, c = 4 * (i & 15);
+      st_split4(&s.T[0][0][0], &s.T[1][0][0], r * 72 + c, x[u]);
+    }
+  }
+  float aq[NTK][4] = {}, aw[NTK][4] = {}, aX[4][4] = {};  // aX: dAqk (kh 0) or dTv (kh 1)
+#pragma unroll 1
+  for (int c0 = 0; c0 < V; c0 += kVS) {
+    __syncthreads();  // the previous sub-tile (pass A's last one included) is consumed
+    ld_state(s.H, Hg, c0);
+    ld_tok(s.dvn, p.dvn, c0);
+    if (kh == 0) ld_tok(s.vn, p.vn, c0);
+    if (p.do_t == 1) ld_tok(s.dO, static_cast<const float*>(p.d_o), c0);
+    if (kh == 1 && p.v_t == 1) ld_tok(s.v, static_cast<const float*>(p.v), c0);
+    cuda_util::cp_async_commit();
+    const bool rv = kh == 1 && p.v_t != 1;  // v of other dtypes through registers (dO likewise)
+    if (p.do_t != 1 || rv) {
+      float4 xo[PU], xv[PU];
+#pragma unroll
+      for (int u = 0; u < PU; ++u) {
+        const int i = tid + u * kNT, r = i >> 3, c4 = 4 * (i & 7);
+        const i64 o = off(r, c0 + c4);
+        xo[u] = (p.do_t != 1 && r < Cn) ? load4_dt(p.d_o, p.do_t, o) : kZero4;
+        xv[u] = (rv && r < Cn) ? load4_dt(p.v, p.v_t, o) : kZero4;
+      }
+#pragma unroll
+      for (int u = 0; u < PU; ++u) {
+        const int i = tid + u * kNT, r = i >> 3, c4 = 4 * (i & 7);
+        if (p.do_t != 1) *reinterpret_cast<float4*>(&s.dO[r][c4]) = xo[u];
+        if (rv) *reinterpret_cast<float4*>(&s.v[r][c4]) = xv[u];
+      }
+    }
+    cuda_util::cp_async_wait_all();
+    __syncthreads();
+#pragma unroll
+    for (int ks = 0; ks < kVS / 16; ++ks) {
+      std::uint32_t ah[4], al[4], b[4];
+      frag_a_f32<kP40>(ah, al, &s.dO[0][0], m0, 16 * ks, lane);
+#pragma unroll
+      for (int nt = 0; nt < NTK; ++nt) {
+        frag_b_nk_f32<kP40>(b, &s.H[0][0], nk0 + 8 * nt, 16 * ks, lane);
+        mma_split_b4(aq[nt], ah, al, b);
+      }
+      if (kh == 0) {
+#pragma unroll
+        for (int nt = 0; nt < 4; ++nt) {
+          frag_b_nk_f32<kP40>(b, &s.vn[0][0], n64 + 8 * nt, 16 * ks, lane);
+          mma_split_b4(aX[nt], ah, al, b);
+        }
+      }
+      frag_a_f32<kP40>(ah, al, &s.dvn[0][0], m0, 16 * ks, lane);
+#pragma unroll
+      for (int nt = 0; nt < NTK; ++nt) {
+        frag_b_nk_f32<kP40>(b, &s.H[0][0], nk0 + 8 * nt, 16 * ks, lane);
+        mma_split_b4(aw[nt], ah, al, b);
+      }
+      if (kh == 1) {
+#pragma unroll
+        for (int nt = 0; nt < 4; ++nt) {
+          frag_b_nk_f32<kP40>(b, &s.v[0][0], n64 + 8 * nt, 16 * ks, lane);
+          mma_split_b4(aX[nt], ah, al, b);
+        }
+      }
+    }
+    if (kh == 1) {  // dvb = Tinv^T dvn (rows r only meet m >= r); dv = dvb beta; dbeta += rowsum(dvb v)
+      float acc[2][4] = {};
+#pragma unroll 1
+      for (int ks = m0 >> 4; ks < kC / 16; ++ks) {
+        std::uint32_t ah[4], al[4], b[4];
+        cuda_util::ldsm_frag_a_trans(ah, &s.T[0][0][0], 72, m0, ks * 16, lane);
+        cuda_util::ldsm_frag_a_trans(al, &s.T[1][0][0], 72, m0, ks * 16, lane);
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+          frag_b_kn_f32<kP40>(b, &s.dvn[0][0], 16 * ks, nv0 + 8 * nt, lane);
+          mma_split_b4(acc[nt], ah, al, b);
+        }
+      }
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        const int r = m0 + g + 8 * hf;
+        const float br = s.beta[r];
+        float sum = 0.f;
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+          const int c = nv0 + nt * 8 + 2 * t;
+          const float2 vv = ld2(&s.v[r][c]);
+          const float x0 = acc[nt][2 * hf], x1 = acc[nt][2 * hf + 1];
+          sum += x0 * vv.x + x1 * vv.y;
+          if (r < Cn) store2_as(p.dv, p.dv_t, off(r, c0 + c), x0 * br, x1 * br);
+        }
+        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+        if (t == 0 && r < Cn) atomicAdd(&s.dbp[r], sum);
+      }
+    }
+  }
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    const int r = m0 + g + 8 * hf;
+    if (r >= Cn) continue;
+    const i64 row = (t0 + r) * p.HV + hv;
+#pragma unroll
+    for (int nt = 0; nt < NTK; ++nt) {
+      const int c = k0 + nk0 + nt * 8 + 2 * t;
+      const float2 br = p.kda ? ld2(p.b + row * p.Kg + c) : make_float2(p.b[row], p.b[row]);
+      st2(p.dqe + row * K + c, p.scale * __expf(br.x) * aq[nt][2 * hf], p.scale * __expf(br.y) * aq[nt][2 * hf + 1]);
+      st2(p.dw + row * K + c, -aw[nt][2 * hf], -aw[nt][2 * hf + 1]);
+    }
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt) {
+      const int c = n64 + nt * 8 + 2 * t;
+      if (kh == 0)
+        st2(p.dAqk + row * kC + c, c <= r ? p.scale * aX[nt][2 * hf] : 0.f, c + 1 <= r ? p.scale * aX[nt][2 * hf + 1] : 0.f);
+      else
+        st2(p.dTv + row * kC + c, c < r ? aX[nt][2 * hf] : 0.f, c + 1 < r ? aX[nt][2 * hf + 1] : 0.f);
+    }
+  }
+  if (kh == 1) {
+    __syncthreads();
+    if (tid < Cn) p.dbp[(t0 + tid) * p.HV + hv] = s.dbp[tid];
+  }
+}
