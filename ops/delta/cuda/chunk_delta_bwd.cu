@@ -1531,15 +1531,16 @@ bool mma_state_kernels() {
   return e && !std::strcmp(e, "mma");
 }
 
-// Which grad_v / grad_k (D1, D2) run: 0 = grad_v2 / grad_k_v2 (default; "v2" names it too); 1 = the
-// previous grad_v / grad_k_tc: LINA_DELTA_BWD_GRAD=old; 2 = grad_v3 (two CTAs per SM, K halves) with
-// grad_k_v2: LINA_DELTA_BWD_GRAD=v3 (unmeasured). Read per call (one binary measures all three).
+// Which grad_v / grad_k (D1, D2) run: 2 = grad_v3 (two CTAs per SM, K halves) with grad_k_v2 (default;
+// "v3" names it too); 0 = grad_v2 / grad_k_v2: LINA_DELTA_BWD_GRAD=v2; 1 = the previous grad_v /
+// grad_k_tc: LINA_DELTA_BWD_GRAD=old. On the H200 grad_v took 3.57 (v3) / 3.97 (v2) / 4.53 ms (old) at
+// KDA B1_T8192_H96_D128 (eighth session, device call 5). Read per call (one binary measures all three).
 // LINA_DELTA_BWD_SIMT=1 keeps selecting the old grad_v and the SIMT grad_k.
 int grad_variant() {
   const char* e = std::getenv("LINA_DELTA_BWD_GRAD");
   if (e && !std::strcmp(e, "old")) return 1;
-  if (e && !std::strcmp(e, "v3")) return 2;
-  return 0;
+  if (e && !std::strcmp(e, "v2")) return 0;
+  return 2;
 }
 
 // Which prep_qk / post_qk (P, E1) run: 0 = prep_qk_v2 / post_qk_v2 (default); 1 = the previous ones:
@@ -1600,7 +1601,7 @@ void run_pipeline(const Params& prm, int total_chunks, cudaStream_t st) {
     launch(state_bwd_wg_kernel<K>, seq_grid, 256, kStateBwdWgSmem<K>, st, prm, "delta_bwd state_bwd_wg");
     mark("state_bwd");
   }
-  // grad_v2 / grad_k_v2 (loads grouped / all in flight, float4 intra reads) unless LINA_DELTA_BWD_GRAD=old
+  // grad_v3 / grad_k_v2 (loads in flight, float4 intra reads) unless LINA_DELTA_BWD_GRAD says otherwise
   const int gvar = grad_variant();
   const bool grad_old = simt || gvar == 1;
   // grad_v2 / v3 load dO / v and store dv as vectors (4 elements / 2 elements)
