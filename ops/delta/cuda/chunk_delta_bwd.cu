@@ -925,7 +925,7 @@ __global__ void __launch_bounds__(kNT, 1) grad_v_kernel(const Params p) {
 }
 
 // grad_k's intra-chunk terms, the last row's bL terms and the reverse cumsum -> dg, dbeta (shared by
-// grad_k_kernel and grad_k_tc_kernel). q_s, k_s, b_s, dw_s (db on entry): [64][K+1]; dA_s, dT_s (dAkk):
+// grad_k_kernel). q_s, k_s, b_s, dw_s (db on entry): [64][K+1]; dA_s, dT_s (dAkk):
 // [64][65]; red_s: 64 floats of scratch. Starts after a barrier.
 template <int K>
 __device__ __forceinline__ void grad_k_intra_tail(const Params& p, const ChunkInfo& ci, int hv, const float* q_s,
@@ -1196,180 +1196,8 @@ __global__ void __launch_bounds__(kNT, 1) grad_k_kernel(const Params p) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// D2 on tensor cores (grad_k_tc_kernel; LINA_DELTA_BWD_SIMT=1 selects grad_k_kernel). The four
-// C x C x K / C x C x C products of the WY backward run on mma.sync with hi + lo operands:
-//   dT = tril_strict((dw kgb^T + dTv) beta_j), kgb = k e^b;  X = Tinv^T dT;  dAkk = -tril_strict(X Tinv^T);
-//   dkgb = Tinv^T dw (kept in the accumulators through the db epilogue).
-// Warp tiles: rows m0 = 16 (warp % 4), columns 32 (warp / 4) of [64][64] (dT, X, dAkk) or K/2 (warp / 4)
-// of [64][K] (dkgb); k16 steps that only meet zeros of the triangular factors are skipped. The intra
-// loop, the bL terms and the reverse cumsum are grad_k_intra_tail, as in grad_k_kernel.
-template <int K>
-struct GradKTcSmem {
-  static constexpr int KP = K + 1, KB = K + 8;
-  float q[kC][KP];
-  float k[kC][KP];
-  float b[kC][KP];
-  union R1 {
-    alignas(16) bf16 dw[2][kC][KB];  // dw hi / lo, dead after dkgb
-    float db[kC][KP];    // then db (fits: 4 (K + 8) >= 4 (K + 1) bytes per row)
-  } r1;
-  union R2 {
-    alignas(16) bf16 kgb[2][kC][KB];  // k e^b, dead after dT
-    bf16 dT[2][kC][72];   // then dT, dead after X
-    bf16 X[2][kC][72];    // then X = Tinv^T dT
-  } r2;
-  alignas(16) bf16 T[2][kC][72];  // Tinv [r][j]
-  float dA[kC][kP64];
-  float dAkk[kC][kP64];  // dTv first, then dAkk
-  float beta[kC], dbt[kC], red[kC];
-  float bL[K], cs[K];
-};
-
-template <int K>
-__global__ void __launch_bounds__(kNT, 1) grad_k_tc_kernel(const Params p) {
-  // Declared as the SIMT kernels' float array: through the __align__(16) byte array (grad_v's) the
-  // inlined intra loop spills at 255 registers, through this one it does not (ptxas, CUDA 13.0). The
-  // dynamic shared window starts 16-byte aligned (no static shared memory here), as ldmatrix needs.
-  extern __shared__ float sm[];
-  auto& s = *reinterpret_cast<GradKTcSmem<K>*>(sm);
-  constexpr int KP = K + 1, KB = K + 8, NK = K / 16;
-  const int hv = blockIdx.y, h = hv / p.G, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-  const int wr = warp & 3, m0 = 16 * wr, n0 = 32 * (warp >> 2), nk0 = (K / 2) * (warp >> 2);
-  const ChunkInfo ci = chunk_info(p, blockIdx.x);
-  const i64 t0 = ci.t0;
-  const int Cn = ci.Cn;
-  const auto row = [&](int r) { return (t0 + r) * p.HV + hv; };
-  load_rows<K>(&s.q[0][0], KP, p.qn, t0, Cn, p.H, h, K, 0);
-  load_rows<K>(&s.k[0][0], KP, p.kn, t0, Cn, p.H, h, K, 0);
-  load_gate_rows<K>(p, &s.b[0][0], s.bL, t0, Cn, hv);
-  fill_split<kC, K, KB>(&s.r1.dw[0][0][0], &s.r1.dw[1][0][0],
-                        [&](int r, int c) { return r < Cn ? ld4(p.dw + row(r) * K + c) : kZero4; });
-  fill_split<kC, kC, 72>(&s.T[0][0][0], &s.T[1][0][0], [&](int r, int c) { return r < Cn ? ld4(p.Tinv + row(r) * kC + c) : kZero4; });
-  load_rows<kC>(&s.dA[0][0], kP64, p.dAqk, t0, Cn, p.HV, hv, kC, 0);
-  load_rows<kC>(&s.dAkk[0][0], kP64, p.dTv, t0, Cn, p.HV, hv, kC, 0);
-  if (tid < kC) {
-    s.beta[tid] = tid < Cn ? p.bt[row(tid)] : 0.f;
-    s.dbt[tid] = tid < Cn ? p.dbp[row(tid)] : 0.f;
-  }
-  if (tid < K) s.cs[tid] = 0.f;
-  __syncthreads();
-  // kgb = k e^b (GDN: b is the broadcast scalar cumsum)
-  for (int i = tid; i < kC * K / 2; i += kNT) {
-    const int r = i / (K / 2), c = 2 * (i % (K / 2));
-    std::uint32_t hi, lo;
-    cuda_util::pack_bf16_split(s.k[r][c] * __expf(s.b[r][c]), s.k[r][c + 1] * __expf(s.b[r][c + 1]), hi, lo);
-    st_u32(&s.r2.kgb[0][r][c], hi);
-    st_u32(&s.r2.kgb[1][r][c], lo);
-  }
-  __syncthreads();
-  // dT = tril_strict((dw kgb^T + dTv) * beta_j); tiles entirely above the diagonal are zero
-  const bool upper = n0 >= m0 + 16;
-  float acc[4][4] = {};
-  if (!upper)
-    warp_mma_split<4, false, true>(acc, &s.r1.dw[0][0][0], &s.r1.dw[1][0][0], KB, m0, &s.r2.kgb[0][0][0], &s.r2.kgb[1][0][0], KB,
-                                   n0, 0, K / 16, lane);
-#pragma unroll
-  for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-    for (int hf = 0; hf < 2; ++hf)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int r = m0 + g + 8 * hf, j = n0 + 8 * nt + 2 * t + e;
-        acc[nt][2 * hf + e] = (j < r && r < Cn) ? (acc[nt][2 * hf + e] + s.dAkk[r][j]) * s.beta[j] : 0.f;
-      }
-  __syncthreads();  // kgb is consumed
-  store_split<4, 72>(&s.r2.dT[0][0][0], &s.r2.dT[1][0][0], acc, m0, n0, lane);
-  __syncthreads();
-  // X = Tinv^T dT (Tinv^T[r][m] = 0 for m < r: k16 steps from the warp's row block on) and
-  // dkgb = Tinv^T dw
-#pragma unroll
-  for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) acc[nt][e] = 0.f;
-  warp_mma_split<4, true, false>(acc, &s.T[0][0][0], &s.T[1][0][0], 72, m0, &s.r2.dT[0][0][0], &s.r2.dT[1][0][0], 72, n0, wr, 4,
-                                 lane);
-  float dkgb[NK][4] = {};
-  warp_mma_split<NK, true, false>(dkgb, &s.T[0][0][0], &s.T[1][0][0], 72, m0, &s.r1.dw[0][0][0], &s.r1.dw[1][0][0], KB, nk0, wr,
-                                  4, lane);
-  __syncthreads();  // dT and dw are consumed
-  store_split<4, 72>(&s.r2.X[0][0][0], &s.r2.X[1][0][0], acc, m0, n0, lane);
-  // db (into dw's space) and the dk partial, from dkgb's accumulators: rows m0 + g (+8), columns
-  // nk0 + 8 nt + 2 t (+1)
-  {
-    float rsum[2] = {}, csum[NK][2] = {};
-#pragma unroll
-    for (int hf = 0; hf < 2; ++hf) {
-      const int r = m0 + g + 8 * hf;
-      const float br = s.beta[r];
-#pragma unroll
-      for (int nt = 0; nt < NK; ++nt) {
-        const int c = nk0 + 8 * nt + 2 * t;
-        float db[2] = {0.f, 0.f};
-        if (r < Cn) {
-          const i64 x = row(r) * K + c;
-          const float2 dke = ld2(p.dke + x), dqe = ld2(p.dqe + x);  // dke: still the pure inter part dk_e
-          const float dk2[2] = {dke.x, dke.y}, dq2[2] = {dqe.x, dqe.y};
-          float nd[2];
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const float d = dkgb[nt][2 * hf + e];
-            const float eb = __expf(s.b[r][c + e]), kv = s.k[r][c + e], kgb = kv * eb;
-            rsum[hf] += d * kgb;
-            csum[nt][e] += kv * dk2[e];
-            db[e] = s.q[r][c + e] * dq2[e] - kv * dk2[e] + kgb * d * br;
-            nd[e] = dk2[e] + d * eb * br;
-          }
-          st2(p.dke + x, nd[0], nd[1]);  // dk partial (per value head)
-        }
-        s.r1.db[r][c] = db[0];
-        s.r1.db[r][c + 1] = db[1];
-      }
-    }
-#pragma unroll
-    for (int hf = 0; hf < 2; ++hf) {
-      float v = rsum[hf];
-      v += __shfl_xor_sync(0xffffffffu, v, 1);
-      v += __shfl_xor_sync(0xffffffffu, v, 2);
-      const int r = m0 + g + 8 * hf;
-      if (t == 0 && r < Cn) atomicAdd(&s.dbt[r], v);
-    }
-#pragma unroll
-    for (int nt = 0; nt < NK; ++nt)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        float v = csum[nt][e];
-        v += __shfl_xor_sync(0xffffffffu, v, 4);
-        v += __shfl_xor_sync(0xffffffffu, v, 8);
-        v += __shfl_xor_sync(0xffffffffu, v, 16);
-        if (g == 0) atomicAdd(&s.cs[nk0 + 8 * nt + 2 * t + e], v);
-      }
-  }
-  __syncthreads();  // X is written
-  // dAkk = -tril_strict(X Tinv^T) over dTv (consumed above): columns c < r only meet m <= c < r,
-  // i.e. the k16 steps up to the warp's row block
-#pragma unroll
-  for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) acc[nt][e] = 0.f;
-  if (!upper)
-    warp_mma_split<4, false, true>(acc, &s.r2.X[0][0][0], &s.r2.X[1][0][0], 72, m0, &s.T[0][0][0], &s.T[1][0][0], 72, n0, 0, wr + 1,
-                                   lane);
-#pragma unroll
-  for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-    for (int hf = 0; hf < 2; ++hf) {
-      const int r = m0 + g + 8 * hf, c = n0 + 8 * nt + 2 * t;
-      // two scalar stores: the odd fp32 pitch (kP64) leaves &dAkk[r][c] only 4-byte aligned on odd rows
-      s.dAkk[r][c] = c < r ? -acc[nt][2 * hf] : 0.f;
-      s.dAkk[r][c + 1] = c + 1 < r ? -acc[nt][2 * hf + 1] : 0.f;
-    }
-  __syncthreads();
-  grad_k_intra_tail<K>(p, ci, hv, &s.q[0][0], &s.k[0][0], &s.b[0][0], &s.r1.db[0][0], &s.dA[0][0], &s.dAkk[0][0], s.beta, s.dbt,
-                       s.bL, s.cs, s.red);
-}
-
-// D1 / D2, second versions grad_v2 / grad_k_v2 (default; LINA_DELTA_BWD_GRAD=old selects the two
-// above). Their own file, so that D1 / D2 and the state passes change independently.
+// D1 / D2 on tensor cores: grad_v3 / grad_k_v2 (LINA_DELTA_BWD_SIMT=1 selects grad_v_kernel and the SIMT
+// grad_k_kernel above). Their own file, so that D1 / D2 and the state passes change independently.
 #include "ops/delta/cuda/chunk_delta_bwd_grad.cuh"
 
 // ---------------------------------------------------------------------------------------------
@@ -1489,9 +1317,7 @@ struct SmemSize {
   static constexpr size_t C = sizeof(StateBwdSmem<K>);
   static constexpr size_t D1 = sizeof(GradVSmem<K>);
   static constexpr size_t D2 = sizeof(float) * (4 * kC * KP + 4 * kC * kP64 + 2 * kC + 2 * K);
-  static constexpr size_t D2tc = sizeof(GradKTcSmem<K>);
 };
-static_assert(SmemSize<128>::D2tc <= 227 * 1024, "grad_k_tc_kernel<128> shared memory over the sm_90 limit");
 // a function, not a SmemSize member: K = 64 does not build the tensor-core chunk_prep
 static_assert(SmemSize<128>::D2 <= 227 * 1024, "grad_k_kernel<128> shared memory over the sm_90 limit");
 static_assert(SmemSize<128>::C <= 227 * 1024, "state_bwd_kernel<128> shared memory over the sm_90 limit");
@@ -1529,18 +1355,6 @@ bool simt_chunk_kernels() {
 bool mma_state_kernels() {
   const char* e = std::getenv("LINA_DELTA_BWD_STATE");
   return e && !std::strcmp(e, "mma");
-}
-
-// Which grad_v / grad_k (D1, D2) run: 2 = grad_v3 (two CTAs per SM, K halves) with grad_k_v2 (default;
-// "v3" names it too); 0 = grad_v2 / grad_k_v2: LINA_DELTA_BWD_GRAD=v2; 1 = the previous grad_v /
-// grad_k_tc: LINA_DELTA_BWD_GRAD=old. On the H200 grad_v took 3.57 (v3) / 3.97 (v2) / 4.53 ms (old) at
-// KDA B1_T8192_H96_D128 (eighth session, device call 5). Read per call (one binary measures all three).
-// LINA_DELTA_BWD_SIMT=1 keeps selecting the old grad_v and the SIMT grad_k.
-int grad_variant() {
-  const char* e = std::getenv("LINA_DELTA_BWD_GRAD");
-  if (e && !std::strcmp(e, "old")) return 1;
-  if (e && !std::strcmp(e, "v2")) return 0;
-  return 2;
 }
 
 // Which prep_qk / post_qk (P, E1) run: 0 = prep_qk_v2 / post_qk_v2 (default); 1 = the previous ones:
@@ -1601,25 +1415,19 @@ void run_pipeline(const Params& prm, int total_chunks, cudaStream_t st) {
     launch(state_bwd_wg_kernel<K>, seq_grid, 256, kStateBwdWgSmem<K>, st, prm, "delta_bwd state_bwd_wg");
     mark("state_bwd");
   }
-  // grad_v3 / grad_k_v2 (loads in flight, float4 intra reads) unless LINA_DELTA_BWD_GRAD says otherwise
-  const int gvar = grad_variant();
-  const bool grad_old = simt || gvar == 1;
-  // grad_v2 / v3 load dO / v and store dv as vectors (4 elements / 2 elements)
-  if (grad_old || !aligned16(prm.d_o) || !aligned16(prm.v) || !aligned16(prm.dv)) {
+  // grad_v3 (two CTAs per SM, K halves; on the H200 3.57 against grad_v's 4.53 ms at KDA B1_T8192_H96)
+  // loads dO / v and stores dv as vectors: 16-byte aligned pointers, else grad_v.
+  if (simt || !aligned16(prm.d_o) || !aligned16(prm.v) || !aligned16(prm.dv)) {
     launch(grad_v_kernel<K>, chunk_grid, kNT, S::D1, st, prm, "delta_bwd grad_v");
-  } else if (gvar == 2) {
+  } else {
     // two CTAs per SM need the whole carveout as shared memory (a hint)
     cuda_util::set_func_attribute(grad_v3_kernel<K>, cudaFuncAttributePreferredSharedMemoryCarveout,
                                   cudaSharedmemCarveoutMaxShared, "delta_bwd grad_v carveout");
     launch(grad_v3_kernel<K>, dim3(2 * chunk_grid.x, chunk_grid.y), kNT, grad_v3_smem<K>(), st, prm, "delta_bwd grad_v");
-  } else {
-    launch(grad_v2_kernel<K>, chunk_grid, kNT, S::D1, st, prm, "delta_bwd grad_v");
   }
   mark("grad_v");
   if (simt)
     launch(grad_k_kernel<K>, chunk_grid, kNT, S::D2, st, prm, "delta_bwd grad_k");
-  else if (grad_old)
-    launch(grad_k_tc_kernel<K>, chunk_grid, kNT, S::D2tc, st, prm, "delta_bwd grad_k");
   else
     launch(grad_k_v2_kernel<K>, chunk_grid, kNT, grad_k_v2_smem<K>(), st, prm, "delta_bwd grad_k");
   mark("grad_k");

@@ -1,20 +1,19 @@
-// Stages D1 / D2 of the chunk_kda / chunk_gdn backward, second versions: grad_v2_kernel<K> and
-// grad_k_v2_kernel<K> (docs/kernels/chunk_delta_bwd.md, "grad_v2 / grad_k_v2"). Included by
+// Stages D1 / D2 of the chunk_kda / chunk_gdn backward on tensor cores: grad_v3_kernel<K> and
+// grad_k_v2_kernel<K>, plus the vectorised P / E1 kernels prep_qk_v2 / post_qk_v2
+// (docs/kernels/chunk_delta_bwd.md, "grad_v2 / grad_k_v2 and prep_qk_v2 / post_qk_v2"). Included by
 // chunk_delta_bwd.cu inside its anonymous namespace, after the helpers it uses (Params, ChunkInfo,
 // GradVSmem, warp_mma_split, store_split, ld2 / ld4 / st2 / st_u32); not a standalone header.
-// LINA_DELTA_BWD_GRAD=old selects the previous grad_v_kernel / grad_k_tc_kernel (same outputs).
 //
-// Same math, operands and outputs as the kernels they replace (mma.sync with every operand as a bf16
-// hi + lo pair, fp32 accumulators, fp32 scratch). What differs is latency: both run one CTA per SM, so
-// every dependent global round trip leaves the SM idle.
-//  - grad_v2: the six per-tile fills (H, dh, dO, v_new, dvn, v: one round trip each) go out as one
-//    group (32 / 24 float4 per thread at K = 128 / 64; ptxas keeps it at 254 / 249 registers without
-//    spills), pass 2's dh + v_new as one; dv is stored in pairs.
+// Same math, operands and outputs as the kernels they replaced (mma.sync with every operand as a bf16
+// hi + lo pair, fp32 accumulators, fp32 scratch). What differs is latency: the replaced kernels ran
+// one CTA per SM with dependent global round trips that left the SM idle.
 //  - grad_k_v2: every prologue load in flight at once (q, k, b, dAqk, dTv by cp.async into 16-byte
 //    aligned fp32 rows; dw and Tinv through registers into hi + lo planes; the db epilogue's dq_e / dk_e
 //    fragments prefetched into registers), instead of ~18 dependent batches. The intra-chunk loop
 //    reads 16 rows of dA / dAkk as four float4 broadcasts (row-major for the later-rows loop and the
 //    diagonal blocks, from transposed copies for the earlier-keys loop) instead of 16 scalar loads.
+//  - grad_v3: two CTAs per SM (below). An intermediate grad_v2 (one CTA per SM, the six per-tile fills
+//    as one load group) measured between grad_v and grad_v3 and was removed.
 
 // Dtype-generic float4 of four consecutive elements (index i a multiple of 4): one vector load for
 // f32 / bf16 (dO, v).
@@ -51,180 +50,15 @@ __device__ __forceinline__ void st_split4(bf16* hi, bf16* lo, int o, float4 x) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// D1, grad_v2: grad_v_kernel's products and outputs (see there), loads grouped.
-template <int K>
-__global__ void __launch_bounds__(kNT, 1) grad_v2_kernel(const Params p) {
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  auto& s = *reinterpret_cast<GradVSmem<K>*>(smem_raw);
-  constexpr int NK = K / 16;       // n8 tiles of a warp's K/2 columns
-  constexpr int PH = K * 16 / kNT;  // float4 of a [K][64] tile per thread
-  constexpr int P6 = kC * 16 / kNT;  // float4 of a [64][64] tile per thread (4)
-  const int hv = blockIdx.y, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-  const int m0 = 16 * (warp & 3), nk0 = (K / 2) * (warp >> 2), n64 = 32 * (warp >> 2);
-  const ChunkInfo ci = chunk_info(p, blockIdx.x);
-  const i64 t0 = ci.t0;
-  const int Cn = ci.Cn, V = p.V;
-  const float* Hg = p.Hs + (static_cast<i64>(ci.gidx) * p.HV + hv) * K * V;
-  const float* Dg = p.dHs + (static_cast<i64>(ci.gidx) * p.HV + hv) * K * V;
-  const auto off = [&](int r, int c0, int c) { return ((t0 + r) * p.HV + hv) * V + c0 + c; };
-  // element u of this thread in a 64-column tile: row (tid + u kNT) / 16, column 4 ((tid + u kNT) % 16)
-  const auto rr = [&](int u) { return (tid + u * kNT) >> 4; };
-  const auto cc = [&](int u) { return 4 * ((tid + u * kNT) & 15); };
-  {  // Tinv, beta
-    float4 x[P6];
-#pragma unroll
-    for (int u = 0; u < P6; ++u) x[u] = rr(u) < Cn ? ld4(p.Tinv + ((t0 + rr(u)) * p.HV + hv) * kC + cc(u)) : kZero4;
-    if (tid < kC) {
-      s.beta[tid] = tid < Cn ? p.bt[(t0 + tid) * p.HV + hv] : 0.f;
-      s.dbp[tid] = 0.f;
-    }
-#pragma unroll
-    for (int u = 0; u < P6; ++u) st_split4(&s.T[0][0][0], &s.T[1][0][0], rr(u) * 72 + cc(u), x[u]);
-  }
-  float aq[NK][4] = {}, aw[NK][4] = {}, aA[4][4] = {}, aT[4][4] = {};
-  float hdsum = 0.f;
-#pragma unroll 1
-  for (int vt = 0; vt < p.nvt; ++vt) {
-    const int c0 = vt * kVT;
-    __syncthreads();
-    {  // H, dh, dO, v_new, dvn, v: one round trip
-      float4 a[PH], d[PH], xo[P6], xn[P6], xd[P6], xv[P6];
-#pragma unroll
-      for (int u = 0; u < PH; ++u) {
-        a[u] = ld4(Hg + static_cast<i64>(rr(u)) * V + c0 + cc(u));
-        d[u] = ld4(Dg + static_cast<i64>(rr(u)) * V + c0 + cc(u));
-      }
-#pragma unroll
-      for (int u = 0; u < P6; ++u) {
-        const bool ok = rr(u) < Cn;
-        const i64 o = off(rr(u), c0, cc(u));
-        xo[u] = ok ? load4_dt(p.d_o, p.do_t, o) : kZero4;
-        xn[u] = ok ? ld4(p.vn + o) : kZero4;
-        xd[u] = ok ? ld4(p.dvn + o) : kZero4;
-        xv[u] = ok ? load4_dt(p.v, p.v_t, o) : kZero4;
-      }
-#pragma unroll
-      for (int u = 0; u < PH; ++u) {
-        st_split4(&s.H[0][0][0], &s.H[1][0][0], rr(u) * 72 + cc(u), a[u]);
-        st_split4(&s.D[0][0][0], &s.D[1][0][0], rr(u) * 72 + cc(u), d[u]);
-      }
-#pragma unroll
-      for (int u = 0; u < P6; ++u) {
-        const int o = rr(u) * 72 + cc(u);
-        st_split4(&s.dO[0][0][0], &s.dO[1][0][0], o, xo[u]);
-        st_split4(&s.vn[0][0][0], &s.vn[1][0][0], o, xn[u]);
-        st_split4(&s.dvn[0][0][0], &s.dvn[1][0][0], o, xd[u]);
-        st_split4(&s.v[0][0][0], &s.v[1][0][0], o, xv[u]);
-      }
-    }
-    __syncthreads();
-    if (tid < K) {  // rowsum(H dh) from the hi + lo copies (~16 significant bits each)
-      float sum = 0.f;
-#pragma unroll 4
-      for (int c = 0; c < kVT; c += 2) {
-        const float2 hh = cuda_util::unpack_bf16(*reinterpret_cast<const std::uint32_t*>(&s.H[0][tid][c]));
-        const float2 hl = cuda_util::unpack_bf16(*reinterpret_cast<const std::uint32_t*>(&s.H[1][tid][c]));
-        const float2 dh = cuda_util::unpack_bf16(*reinterpret_cast<const std::uint32_t*>(&s.D[0][tid][c]));
-        const float2 dl = cuda_util::unpack_bf16(*reinterpret_cast<const std::uint32_t*>(&s.D[1][tid][c]));
-        sum += (hh.x + hl.x) * (dh.x + dl.x) + (hh.y + hl.y) * (dh.y + dl.y);
-      }
-      hdsum += sum;
-    }
-    warp_mma_split<NK, false, true>(aq, &s.dO[0][0][0], &s.dO[1][0][0], 72, m0, &s.H[0][0][0], &s.H[1][0][0], 72, nk0, 0,
-                                    kVT / 16, lane);
-    warp_mma_split<NK, false, true>(aw, &s.dvn[0][0][0], &s.dvn[1][0][0], 72, m0, &s.H[0][0][0], &s.H[1][0][0], 72, nk0, 0,
-                                    kVT / 16, lane);
-    warp_mma_split<4, false, true>(aA, &s.dO[0][0][0], &s.dO[1][0][0], 72, m0, &s.vn[0][0][0], &s.vn[1][0][0], 72, n64, 0,
-                                   kVT / 16, lane);
-    warp_mma_split<4, false, true>(aT, &s.dvn[0][0][0], &s.dvn[1][0][0], 72, m0, &s.v[0][0][0], &s.v[1][0][0], 72, n64, 0,
-                                   kVT / 16, lane);
-    {  // dvb = Tinv^T dvn (Tinv lower triangular: rows r only meet m >= r); dv = dvb beta; dbeta += rowsum(dvb v)
-      float acc[4][4] = {};
-      warp_mma_split<4, true>(acc, &s.T[0][0][0], &s.T[1][0][0], 72, m0, &s.dvn[0][0][0], &s.dvn[1][0][0], 72, n64, m0 >> 4,
-                              kC / 16, lane);
-#pragma unroll
-      for (int hf = 0; hf < 2; ++hf) {
-        const int r = m0 + g + 8 * hf;
-        const float br = s.beta[r];
-        float sum = 0.f;
-#pragma unroll
-        for (int nt = 0; nt < 4; ++nt) {
-          const int c = n64 + nt * 8 + 2 * t;
-          const float2 vh = cuda_util::unpack_bf16(*reinterpret_cast<const std::uint32_t*>(&s.v[0][r][c]));
-          const float2 vl = cuda_util::unpack_bf16(*reinterpret_cast<const std::uint32_t*>(&s.v[1][r][c]));
-          const float x0 = acc[nt][2 * hf], x1 = acc[nt][2 * hf + 1];
-          sum += x0 * (vh.x + vl.x) + x1 * (vh.y + vl.y);
-          if (r < Cn) store2_as(p.dv, p.dv_t, off(r, c0, c), x0 * br, x1 * br);
-        }
-        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-        if (t == 0 && r < Cn) atomicAdd(&s.dbp[r], sum);
-      }
-    }
-  }
-  // pass-1 results: gate factors, scratch
-#pragma unroll
-  for (int hf = 0; hf < 2; ++hf) {
-    const int r = m0 + g + 8 * hf;
-    if (r >= Cn) continue;
-    const i64 row = (t0 + r) * p.HV + hv;
-#pragma unroll
-    for (int nt = 0; nt < NK; ++nt) {
-      const int c = nk0 + nt * 8 + 2 * t;
-      const float2 br = p.kda ? ld2(p.b + row * p.Kg + c) : make_float2(p.b[row], p.b[row]);
-      st2(p.dqe + row * K + c, p.scale * __expf(br.x) * aq[nt][2 * hf], p.scale * __expf(br.y) * aq[nt][2 * hf + 1]);
-      st2(p.dw + row * K + c, -aw[nt][2 * hf], -aw[nt][2 * hf + 1]);
-    }
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt) {
-      const int c = n64 + nt * 8 + 2 * t;
-      st2(p.dAqk + row * kC + c, c <= r ? p.scale * aA[nt][2 * hf] : 0.f, c + 1 <= r ? p.scale * aA[nt][2 * hf + 1] : 0.f);
-      st2(p.dTv + row * kC + c, c < r ? aT[nt][2 * hf] : 0.f, c + 1 < r ? aT[nt][2 * hf + 1] : 0.f);
-    }
-  }
-  // pass 2: dk_e = v_new dh^T (last tile first: it is still in shared memory)
-  float ak[NK][4] = {};
-#pragma unroll 1
-  for (int vt = p.nvt - 1; vt >= 0; --vt) {
-    const int c0 = vt * kVT;
-    if (vt != p.nvt - 1) {
-      __syncthreads();
-      float4 d[PH], xn[P6];
-#pragma unroll
-      for (int u = 0; u < PH; ++u) d[u] = ld4(Dg + static_cast<i64>(rr(u)) * V + c0 + cc(u));
-#pragma unroll
-      for (int u = 0; u < P6; ++u) xn[u] = rr(u) < Cn ? ld4(p.vn + off(rr(u), c0, cc(u))) : kZero4;
-#pragma unroll
-      for (int u = 0; u < PH; ++u) st_split4(&s.D[0][0][0], &s.D[1][0][0], rr(u) * 72 + cc(u), d[u]);
-#pragma unroll
-      for (int u = 0; u < P6; ++u) st_split4(&s.vn[0][0][0], &s.vn[1][0][0], rr(u) * 72 + cc(u), xn[u]);
-      __syncthreads();
-    }
-    warp_mma_split<NK, false, true>(ak, &s.vn[0][0][0], &s.vn[1][0][0], 72, m0, &s.D[0][0][0], &s.D[1][0][0], 72, nk0, 0,
-                                    kVT / 16, lane);
-  }
-  const i64 bLrow = ((t0 + Cn - 1) * p.HV + hv) * p.Kg;
-#pragma unroll
-  for (int hf = 0; hf < 2; ++hf) {
-    const int r = m0 + g + 8 * hf;
-    if (r >= Cn) continue;
-    const i64 row = (t0 + r) * p.HV + hv;
-#pragma unroll
-    for (int nt = 0; nt < NK; ++nt) {
-      const int c = nk0 + nt * 8 + 2 * t;
-      const float2 br = p.kda ? ld2(p.b + row * p.Kg + c) : make_float2(p.b[row], p.b[row]);
-      const float2 bL = p.kda ? ld2(p.b + bLrow + c) : make_float2(p.b[bLrow], p.b[bLrow]);
-      st2(p.dke + row * K + c, __expf(fminf(bL.x - br.x, 0.f)) * ak[nt][2 * hf], __expf(fminf(bL.y - br.y, 0.f)) * ak[nt][2 * hf + 1]);
-    }
-  }
-  if (tid < K) p.hd[(static_cast<i64>(ci.gidx) * p.HV + hv) * K + tid] = hdsum;
-  __syncthreads();
-  if (tid < Cn) p.dbp[(t0 + tid) * p.HV + hv] = s.dbp[tid];
-}
-
-// ---------------------------------------------------------------------------------------------
-// D2, grad_k_v2: grad_k_tc_kernel's products and outputs (see there), loads in flight at once, the
-// intra loop on float4 broadcasts.
+// D2, grad_k_v2: the four C x C x K / C x C x C products of the WY backward on mma.sync with hi + lo
+// operands:
+//   dT = tril_strict((dw kgb^T + dTv) beta_j), kgb = k e^b;  X = Tinv^T dT;  dAkk = -tril_strict(X Tinv^T);
+//   dkgb = Tinv^T dw (kept in the accumulators through the db epilogue).
+// Warp tiles: rows m0 = 16 (warp % 4), columns 32 (warp / 4) of [64][64] (dT, X, dAkk) or K/2 (warp / 4)
+// of [64][K] (dkgb); k16 steps that only meet zeros of the triangular factors are skipped. Then the
+// intra-chunk terms, the bL terms and the reverse cumsum (grad_k_v2_tail). Loads in flight at once, the
+// intra loop on float4 broadcasts (the first tensor-core version, grad_k_tc, issued ~18 dependent
+// load batches and 16 scalar shared loads per row step; removed in the eighth session).
 template <int K>
 struct GradKV2Smem {
   static constexpr int FP = K + 8;  // fp32 [64][K] pitch: 16-byte rows (cp.async), (g, t) float2 reads conflict-free
@@ -403,8 +237,8 @@ __device__ __forceinline__ void grad_k_v2_tail(const Params& p, const ChunkInfo&
 
 template <int K>
 __global__ void __launch_bounds__(kNT, 1) grad_k_v2_kernel(const Params p) {
-  // the SIMT kernels' float array, as grad_k_tc_kernel (its note: the byte array made ptxas spill in
-  // the inlined intra loop); the dynamic window starts 16-byte aligned (no static shared memory)
+  // the SIMT kernels' float array: declared through a byte array, the inlined intra loop spilled (seen
+  // with the first tensor-core grad_k); the dynamic window starts 16-byte aligned (no static shared memory)
   extern __shared__ float sm[];
   using S = GradKV2Smem<K>;
   auto& s = *reinterpret_cast<S*>(sm);
@@ -760,7 +594,7 @@ __global__ void post_qk_v2_kernel(const Params p) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// D1, grad_v3 (LINA_DELTA_BWD_GRAD=v3; not the default until measured): two CTAs per SM. The grid
+// D1, grad_v3 (the default; grad_v_kernel where a pointer is not 16-byte aligned): two CTAs per SM. The grid
 // splits K in halves (blockIdx.x = 2 chunk + kh; the pair shares dO / v_new / dvn / v through L2):
 // CTA kh owns the columns k0 = kh K/2 .. of dq_e, dw, dk_e, hd, and kh = 0 also dAqk, kh = 1 dTv, dv,
 // dbeta's v part. V runs in 32-column sub-tiles; every operand tile lands as fp32 by cp.async (dO / v
