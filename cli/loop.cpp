@@ -17,17 +17,18 @@ namespace lina::cli {
 
 void register_loop(CLI::App& app, Outcome& outcome) {
   struct Opts {
-    std::string op, base, repo = ".", direction, from, decision, profile, bound;
+    std::string op, loop = "opt", base, repo = ".", direction, from, decision, profile, bound;
     std::vector<std::string> shapes, modes, backends{"cuda"};
     double min_gain = 1.0;
     bool force = false;
   };
   auto o = std::make_shared<Opts>();
-  auto* loop = app.add_subcommand("loop", "Optimization-loop contract and log (profile/<op>-opt/)");
+  auto* loop = app.add_subcommand("loop", "Optimization-loop contract and log (profile/<op>-<loop>/, default profile/<op>-opt/)");
   loop->require_subcommand(1);
   auto common = [&](CLI::App* s) {
     s->add_option("--op", o->op, "Op under optimization")->required();
     s->add_option("--repo", o->repo, "Repository (default: .)");
+    s->add_option("--loop", o->loop, "Loop name: profile/<op>-<loop>/ (default opt; e.g. bwd for a backward loop)");
   };
   auto* init = loop->add_subcommand("init", "Write contract.json and OPT_LOG.md");
   common(init);
@@ -52,9 +53,9 @@ void register_loop(CLI::App& app, Outcome& outcome) {
       // The op names a folder under profile/: only registered ops, for every subcommand.
       harness::check_cell_selection({o->op}, {}, {});
       const auto root = harness::git_toplevel(o->repo);
-      const auto dir = harness::loop_dir(root, o->op);
+      const auto dir = harness::loop_dir(root, o->op, o->loop);
       // Commands in the contract name repo-relative paths so that they work from any clone.
-      const auto rel = harness::loop_dir(".", o->op).lexically_normal();
+      const auto rel = harness::loop_dir(".", o->op, o->loop).lexically_normal();
       if (which == "init") {
         harness::check_cell_selection({o->op}, o->modes, o->shapes);
         if (!std::isfinite(o->min_gain)) throw Error(ErrorCode::invalid_argument, "--min-gain", "--min-gain: got nan, expected a finite percentage");

@@ -116,7 +116,12 @@ LoopContract LoopContract::from_json(const json& j, const fs::path& source) {
   return c;
 }
 
-fs::path loop_dir(const fs::path& root, const std::string& op) { return root / "profile" / (op + "-opt"); }
+fs::path loop_dir(const fs::path& root, const std::string& op, const std::string& loop) {
+  const bool ok = !loop.empty() && loop.size() <= 32 &&
+                  std::all_of(loop.begin(), loop.end(), [](char ch) { return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_'; });
+  if (!ok) throw Error(ErrorCode::invalid_argument, "--loop", "--loop `" + loop + "`: expected 1-32 characters of a-z, 0-9 and _");
+  return root / "profile" / (op + "-" + loop);
+}
 
 void loop_init(const fs::path& dir, const LoopContract& c, bool force) {
   if (fs::exists(dir / "contract.json") && !force) {

@@ -22,8 +22,10 @@ struct LoopContract {
   static LoopContract from_json(const nlohmann::json& j, const std::filesystem::path& source);
 };
 
-// profile/<op>-opt under `root`
-std::filesystem::path loop_dir(const std::filesystem::path& root, const std::string& op);
+// profile/<op>-<loop> under `root` ("opt" by default: the forward loops of the first sessions). A loop
+// name is 1-32 characters of [a-z0-9_]; anything else is refused (lina::Error naming --loop), so that
+// a name can never leave profile/.
+std::filesystem::path loop_dir(const std::filesystem::path& root, const std::string& op, const std::string& loop = "opt");
 
 // Writes contract.json, OPT_LOG.md and an empty log.json; refuses (lina::Error naming the folder)
 // when the folder already holds a contract and `force` is false.

@@ -202,6 +202,44 @@ TEST(ToolsLoop, InitLogRoundTripOnDisk) {
   EXPECT_EQ(load_entries(dir).size(), 2u);  // refused rows leave the log as it was
 }
 
+TEST(ToolsLoop, NamedLoopsLiveBesideTheDefaultOneAndCiteTheirOwnEvidence) {
+  lina::testing::TempDir tmp;
+  EXPECT_EQ(loop_dir(tmp.path, "chunk_kda"), tmp.path / "profile" / "chunk_kda-opt");
+  const auto dir = loop_dir(tmp.path, "chunk_kda", "bwd");
+  EXPECT_EQ(dir, tmp.path / "profile" / "chunk_kda-bwd");
+  auto c = contract();
+  c.modes = {"fwdbwd"};
+  loop_init(dir, c, false);
+  loop_init(loop_dir(tmp.path, "chunk_kda"), contract(), false);  // the default loop is a separate contract
+  EXPECT_EQ(load_contract(dir).modes, std::vector<std::string>{"fwdbwd"});
+  EXPECT_EQ(load_contract(loop_dir(tmp.path, "chunk_kda")).modes, std::vector<std::string>{"fwd"});
+  const auto vpath = tmp.path / "v.json";
+  json doc = verify_doc(1.5);
+  write_text_file(vpath, doc.dump());
+  LogRequest r;
+  r.direction = "bwd attempt";
+  r.verify_json = vpath;
+  EXPECT_THROW(loop_log(dir, r), Error);  // a fwd verify does not time the fwdbwd loop's cells
+  doc["results"][0]["mode"] = doc["comparisons"][0]["mode"] = "fwdbwd";
+  for (auto& b : doc["baseline"]["results"]) b["mode"] = "fwdbwd";
+  write_text_file(vpath, doc.dump());
+  r.verify_json = vpath;
+  loop_log(dir, r);
+  const auto entries = load_entries(dir);
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_EQ(entries[0].source, "profile/chunk_kda-bwd/evidence/001_verify_v.json");
+  EXPECT_TRUE(load_entries(loop_dir(tmp.path, "chunk_kda")).empty());
+  // A name that could leave profile/ (or is not a plain word) is refused, naming --loop.
+  for (const std::string& bad : std::vector<std::string>{"", "../x", "a/b", "Bwd", "b-w", std::string(33, 'a')}) {
+    try {
+      (void)loop_dir(tmp.path, "chunk_kda", bad);
+      ADD_FAILURE() << "accepted loop name `" << bad << "`";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("--loop"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(ToolsLoop, ContractWithANonStringSchemaIsRefusedByKey) {
   for (const json& schema : {json(3), json(nullptr), json::array({"lina.loop/1"})}) {
     json j = contract().to_json();
