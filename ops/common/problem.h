@@ -1,5 +1,7 @@
 // The validated description of one call: sizes, sequences and scale. Backends trust it.
 #pragma once
+#include <initializer_list>
+#include <utility>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -51,6 +53,13 @@ void require_host(const Problem& p);
 
 // Head dims the CUDA backend instantiates.
 bool cuda_head_dim_supported(std::int64_t d);
+
+// The CUDA kernels move their tensors as 16-byte vectors (cp.async, uint4 / float4): a data pointer
+// that is not 16-byte aligned (a view at an odd element offset) is refused (unsupported) naming the
+// tensor, instead of faulting on the device. `kernel` ends the expected text, e.g. " (the CUDA
+// chunk_gla kernel)".
+using NamedTensor = std::pair<const char*, const TensorView*>;
+void require_aligned16(std::initializer_list<NamedTensor> tensors, const std::string& kernel);
 
 // Reads an int32/int64 vector from host or device memory (device via cudaMemcpy when CUDA is built).
 std::vector<std::int64_t> read_index_tensor(const TensorView& t);

@@ -1,4 +1,5 @@
 // The single front door for argument checks (DESIGN section 3): everything is refused before any work.
+#include <cstdint>
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -287,5 +288,11 @@ void require_host(const Problem& p) {
 }
 
 bool cuda_head_dim_supported(std::int64_t d) { return d == 64 || d == 128 || d == 256; }
+
+void require_aligned16(std::initializer_list<NamedTensor> tensors, const std::string& kernel) {
+  for (const auto& [name, t] : tensors)
+    if (t && reinterpret_cast<std::uintptr_t>(t->data) % 16 != 0)
+      throw_unsupported(name, "a data pointer not aligned to 16 bytes", "16-byte aligned tensors" + kernel);
+}
 
 }  // namespace lina::detail

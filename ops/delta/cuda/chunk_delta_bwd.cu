@@ -1486,6 +1486,9 @@ RunInfo backward(const Problem& p, const DeltaRuleArgs& a, const AttentionGradIn
     throw_unsupported("d_initial_state", "a non-float32 tensor", "float32");
   if (gr.d_A_log && gr.d_A_log->dtype != DType::f32) throw_unsupported("d_A_log", "a non-float32 tensor", "float32");
   if (gr.d_dt_bias && gr.d_dt_bias->dtype != DType::f32) throw_unsupported("d_dt_bias", "a non-float32 tensor", "float32");
+  // chunk_prep_v2 loads v as vectors, and the forward took these inputs under the same rule; dO and the
+  // gradients have scalar fallbacks (grad_v, prep_qk / post_qk) where they are not aligned.
+  require_aligned16({{"q", &a.q}, {"k", &a.k}, {"v", &a.v}, {"g", &a.g}}, std::string(" (the CUDA ") + op + " backward)");
 
   auto st = static_cast<cudaStream_t>(opts.stream);
   Params prm{};

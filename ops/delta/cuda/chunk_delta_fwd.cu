@@ -1502,8 +1502,12 @@ Params common_params(const Problem& p, const DeltaRuleArgs& a, const AttentionOu
   if (a.A_log) require_dtype("A_log", *a.A_log, {DType::f32}, "float32");
   if (a.dt_bias) require_dtype("dt_bias", *a.dt_bias, {DType::f32}, "float32");
   if (a.initial_state) require_dtype("initial_state", *a.initial_state, {DType::f32}, "float32");
-  for (const TensorView* tv : {&a.q, &a.k, &a.v, &a.g, &a.beta, &out.o})
-    if (!tv->is_contiguous()) throw_unsupported("q", "non-contiguous tensors", "contiguous tensors");
+  for (const auto& [name, tv] : {NamedTensor{"q", &a.q}, {"k", &a.k}, {"v", &a.v}, {"g", &a.g}, {"beta", &a.beta}, {"o", &out.o}})
+    if (!tv->is_contiguous()) throw_unsupported(name, "a non-contiguous tensor", "contiguous tensors");
+  // q, k, v, g by 16-byte cp.async, o by 16-byte stores, the final state by 8-byte stores
+  require_aligned16({{"q", &a.q}, {"k", &a.k}, {"v", &a.v}, {"g", &a.g}, {"o", &out.o},
+                     {"final_state", out.final_state ? &*out.final_state : nullptr}},
+                    std::string(" (the CUDA ") + op + " forward)");
   Params prm{};
   prm.q = a.q.ptr<const bf16>();
   prm.k = a.k.ptr<const bf16>();

@@ -689,10 +689,9 @@ RunInfo chunk_gla_backward(const Problem& p, const ChunkGlaArgs& a, const Attent
   if (p.N > 65535 || p.H > 65535)  // grid y / z limits of the states kernel
     throw_unsupported(p.N > 65535 ? "cu_seqlens" : "H", std::to_string(p.N > 65535 ? p.N : p.H) + (p.N > 65535 ? " sequences" : " heads"),
                       "at most 65535" + kern);
-  for (const auto& [name, t] : {std::pair<const char*, const TensorView*>{"q", &a.q}, {"k", &a.k}, {"v", &a.v}, {"g", &a.g},
-                                {"do", &in.d_o}, {"dq", &g.dq}, {"dk", &g.dk}, {"dv", &g.dv}, {"dg", &g.dg}})
-    if (reinterpret_cast<std::uintptr_t>(t->data) % 16 != 0)
-      throw_unsupported(name, "a data pointer not aligned to 16 bytes", "16-byte aligned tensors" + kern);
+  require_aligned16({{"q", &a.q}, {"k", &a.k}, {"v", &a.v}, {"g", &a.g}, {"do", &in.d_o}, {"dq", &g.dq}, {"dk", &g.dk}, {"dv", &g.dv},
+                     {"dg", &g.dg}},
+                    kern);
 
   const cudaStream_t st = static_cast<cudaStream_t>(opts.stream);
   RunInfo info{"cuda", {"gla_bwd_states", "gla_bwd_dqkg", "gla_bwd_dv"}};

@@ -2314,9 +2314,7 @@ RunInfo chunk_gla_forward(const Problem& p, const ChunkGlaArgs& a, const Attenti
   if (!cuda_head_dim_supported(p.K)) throw_unsupported("K", std::to_string(p.K), "64, 128 or 256 (the CUDA chunk_gla kernel)");
   if (!cuda_head_dim_supported(p.V)) throw_unsupported("V", std::to_string(p.V), "64, 128 or 256 (the CUDA chunk_gla kernel)");
   // cp.async moves 16-byte vectors of q, k, g, v; o is written as bf16 pairs.
-  for (const auto& [name, t] : {std::pair<const char*, const TensorView*>{"q", &a.q}, {"k", &a.k}, {"v", &a.v}, {"g", &a.g}, {"o", &out.o}})
-    if (reinterpret_cast<std::uintptr_t>(t->data) % 16 != 0)
-      throw_unsupported(name, "a data pointer not aligned to 16 bytes", "16-byte aligned tensors (the CUDA chunk_gla kernel)");
+  require_aligned16({{"q", &a.q}, {"k", &a.k}, {"v", &a.v}, {"g", &a.g}, {"o", &out.o}}, " (the CUDA chunk_gla kernel)");
   const cudaStream_t st = static_cast<cudaStream_t>(opts.stream);
   Params prm{};
   prm.q = a.q.ptr<const __nv_bfloat16>();
