@@ -449,7 +449,7 @@ __global__ void __launch_bounds__(kNT, 1) grad_k_v2_kernel(const Params p) {
 // prep_qk_kernel / post_qk_kernel). Same math; lane owns the CPL = K / 32 consecutive channels
 // CPL lane .. (one vector load / store per tensor instead of CPL scalar ones) and q and k (dq_e and
 // dk_e) are loaded together, so twice the bytes are in flight per warp. Needs 16-byte aligned q, k,
-// dq, dk (checked on the host; the old kernels run otherwise).
+// dq, dk (q and k are, by the front door's refusal; for dq, dk the old kernels run otherwise).
 template <int CPL>
 __device__ __forceinline__ void load_lane(float (&x)[CPL], const void* src, int dtype, i64 i) {
   static_assert(CPL == 2 || CPL == 4, "K in {64, 128}");
