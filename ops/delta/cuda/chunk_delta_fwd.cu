@@ -1386,7 +1386,7 @@ int state_kind() {
   }();
   return kind;
 }
-bool state_wgmma(long) { return state_kind() != 0; }
+bool state_wgmma() { return state_kind() != 0; }
 
 // GDN's K = V = 64 prep with one staged value tile (four CTAs per SM); LINA_DELTA_PREP_TILES=2 keeps
 // the two-tile prep there (measurement knob, read once per process like the state knobs).
@@ -1398,26 +1398,27 @@ bool one_tile_prep() {
   return on;
 }
 
+// Launches `kern` with `smem` bytes of dynamic shared memory, its attribute set once per device
+// (launch_setup) for the kernel that actually runs.
+void launch_smem(void (*kern)(Params), std::size_t grid, int threads, std::size_t smem, const Params& prm, cudaStream_t st,
+                 const char* name) {
+  set_max_dynamic_smem(kern, static_cast<int>(smem), name);
+  kern<<<static_cast<unsigned>(grid), threads, smem, st>>>(prm);
+}
+
 // The prep launch: a persistent grid of as many CTAs as fit at once, each striding over (chunk, head) items.
 template <bool KDA, int K, int NVB>
 void launch_prep(const Params& prm, size_t items, int sms, cudaStream_t st) {
   using S = PrepSmem<KDA, K, NVB>;
-  set_max_dynamic_smem(delta_prep_kernel<KDA, K, NVB>, static_cast<int>(sizeof(S)), "delta_prep_kernel");
+  set_max_dynamic_smem(delta_prep_kernel<KDA, K, NVB>, static_cast<int>(sizeof(S)), "delta_prep_kernel");  // before the query
   const int per_sm = std::max(1, max_active_blocks(delta_prep_kernel<KDA, K, NVB>, kThreads, sizeof(S), "delta_prep_kernel"));
   const size_t grid = std::min(items, static_cast<size_t>(per_sm) * static_cast<size_t>(sms > 0 ? sms : 1));
-  delta_prep_kernel<KDA, K, NVB><<<static_cast<unsigned>(grid), kThreads, sizeof(S), st>>>(prm);
+  launch_smem(delta_prep_kernel<KDA, K, NVB>, grid, kThreads, sizeof(S), prm, st, "delta_prep_kernel");
 }
 
 template <bool KDA, int K>
 void run(Params prm, const Problem& p, cudaStream_t st) {
-  // Attributes and occupancy once per device (launch_setup), not per call.
-  set_max_dynamic_smem(delta_state_kernel<K, 8>, static_cast<int>(sizeof(StateSmem<K>)), "delta_state_kernel");
-  if constexpr (K <= 128)
-    set_max_dynamic_smem(delta_state_kernel<K, 8, 32>, static_cast<int>(sizeof(StateSmem<K, 32>)), "delta_state_kernel");
-  set_max_dynamic_smem(delta_state_wg_kernel<K>, static_cast<int>(kStateWgSmemBytes<K>), "delta_state_wg_kernel");
-  if constexpr (K == 128)
-    set_max_dynamic_smem(delta_state_wg_kernel<K, 2>, static_cast<int>(kStateWgSmemBytes<K, 2>), "delta_state_wg_kernel");
-  const bool wg = state_wgmma(K);
+  const bool wg = state_wgmma();
   prm.wg_layout = wg ? 1 : 0;  // the prep writes w, q e^b, k e^(bL-b) in the wgmma kernel's tile order
   const int sms = sm_count();
   const DeviceSeqs seqs = upload_sequences(p, st);  // dense: no table
@@ -1455,17 +1456,17 @@ void run(Params prm, const Problem& p, cudaStream_t st) {
     // each walks the same chunks with half the state and products. Measured on the H200: faster at 64
     // CTAs (B2_T16384_H16, D64), slower at 128 (B4_T2048_H16: two CTAs per SM), so the bar is 2 x grid
     // <= SMs (LINA_DELTA_STATE_VC=64 keeps 64; measurement knob).
+    const auto g = static_cast<std::size_t>(grid);
     if (wg) {
       if (K == 128 && state_kind() == 2) {
-        if constexpr (K == 128) delta_state_wg_kernel<K, 2><<<static_cast<unsigned>(grid), 256, kStateWgSmemBytes<K, 2>, st>>>(prm);
+        if constexpr (K == 128) launch_smem(delta_state_wg_kernel<K, 2>, g, 256, kStateWgSmemBytes<K, 2>, prm, st, "delta_state_wg_kernel");
       } else {
-        delta_state_wg_kernel<K><<<static_cast<unsigned>(grid), 128 * StateWgSmem<K>::NWG, kStateWgSmemBytes<K>, st>>>(prm);
+        launch_smem(delta_state_wg_kernel<K>, g, 128 * StateWgSmem<K>::NWG, kStateWgSmemBytes<K>, prm, st, "delta_state_wg_kernel");
       }
     } else if (K <= 128 && 2 * grid <= sms && narrow_state_tiles()) {
-      if constexpr (K <= 128)
-        delta_state_kernel<K, 8, 32><<<static_cast<unsigned>(2 * grid), 256, sizeof(StateSmem<K, 32>), st>>>(prm);
+      if constexpr (K <= 128) launch_smem(delta_state_kernel<K, 8, 32>, 2 * g, 256, sizeof(StateSmem<K, 32>), prm, st, "delta_state_kernel");
     } else {
-      delta_state_kernel<K, 8><<<static_cast<unsigned>(grid), 256, sizeof(StateSmem<K>), st>>>(prm);
+      launch_smem(delta_state_kernel<K, 8>, g, 256, sizeof(StateSmem<K>), prm, st, "delta_state_kernel");
     }
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) cuda_fail("state kernel launch", e);
@@ -1546,7 +1547,7 @@ RunInfo chunk_kda_forward(const Problem& p, const ChunkKdaArgs& a, const Attenti
   dispatch<true>(prm, p, static_cast<cudaStream_t>(opts.stream));
   const std::string kd = std::to_string(p.K);
   return RunInfo{"cuda", {"lina::delta_prep_kernel<kda," + kd + ">",
-                          std::string(state_wgmma(p.K) ? "lina::delta_state_wg_kernel<" : "lina::delta_state_kernel<") + kd + ">"}};
+                          std::string(state_wgmma() ? "lina::delta_state_wg_kernel<" : "lina::delta_state_kernel<") + kd + ">"}};
 }
 
 RunInfo chunk_gdn_forward(const Problem& p, const ChunkGdnArgs& a, const AttentionOutputs& out, ForwardMode,
@@ -1558,7 +1559,7 @@ RunInfo chunk_gdn_forward(const Problem& p, const ChunkGdnArgs& a, const Attenti
   dispatch<false>(prm, p, static_cast<cudaStream_t>(opts.stream));
   const std::string kd = std::to_string(p.K);
   return RunInfo{"cuda", {"lina::delta_prep_kernel<gdn," + kd + ">",
-                          std::string(state_wgmma(p.K) ? "lina::delta_state_wg_kernel<" : "lina::delta_state_kernel<") + kd + ">"}};
+                          std::string(state_wgmma() ? "lina::delta_state_wg_kernel<" : "lina::delta_state_kernel<") + kd + ">"}};
 }
 
 }  // namespace lina::detail::cuda
