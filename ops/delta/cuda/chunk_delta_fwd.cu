@@ -67,6 +67,13 @@ struct Workspace {
   float* el;  // [ch][K]     e^bL (GDN: the scalar, repeated)
 };
 
+// The GDN thin-workspace path's per-(chunk, value head) outputs (chunk_gdn_thin_fwd.cuh).
+struct ThinWorkspace {
+  bf16* t;    // [ch][2][C][C] swizzled  T' = (I+A)^-1 diag(beta) as hi, lo
+  bf16* a;    // [ch][2][C][C] swizzled  Q' as hi, lo (lower incl., zero above the diagonal)
+  float* sc;  // [ch][4][C]    per-token factors c1, c2, c3 and 2^bL (repeated)
+};
+
 struct Params {
   const bf16* q;
   const bf16* k;
@@ -92,6 +99,7 @@ struct Params {
   int nitems;  // prep work items: total chunks * HV (the prep grid is persistent and strides over them)
   int wg_layout;  // w, q e^b, k e^(bL-b) tiles in the wgmma state kernel's order (tile_off)
   Workspace ws;
+  ThinWorkspace tw;
 };
 
 // NVB: 64-column value tiles staged per S6 pass (2; 1 where V = 64, see kPrepMinBlocks).
@@ -1357,6 +1365,8 @@ __global__ void __launch_bounds__(128 * NWG, 1) delta_state_wg_kernel(const Para
   }
 }
 
+#include "ops/delta/cuda/chunk_gdn_thin_fwd.cuh"
+
 [[noreturn]] void cuda_fail(const char* what, cudaError_t e) {
   throw Error(ErrorCode::runtime, "", std::string("chunk_delta cuda: ") + what + ": " + cudaGetErrorString(e));
 }
@@ -1398,6 +1408,16 @@ bool one_tile_prep() {
   return on;
 }
 
+// GDN at K in {64, 128} runs the thin-workspace kernels (chunk_gdn_thin_fwd.cuh);
+// LINA_DELTA_GDN=split runs the prep / state pair of the KDA path (measurement knob, read once).
+bool gdn_thin() {
+  static const bool on = [] {
+    const char* e = std::getenv("LINA_DELTA_GDN");
+    return !(e && std::string(e) == "split");
+  }();
+  return on;
+}
+
 // Launches `kern` with `smem` bytes of dynamic shared memory, its attribute set once per device
 // (launch_setup) for the kernel that actually runs.
 void launch_smem(void (*kern)(Params), std::size_t grid, int threads, std::size_t smem, const Params& prm, cudaStream_t st,
@@ -1416,8 +1436,48 @@ void launch_prep(const Params& prm, size_t items, int sms, cudaStream_t st) {
   launch_smem(delta_prep_kernel<KDA, K, NVB>, grid, kThreads, sizeof(S), prm, st, "delta_prep_kernel");
 }
 
+// The thin-workspace GDN forward: T', Q' and the per-token factors (33 KB per chunk and head), then
+// the state kernel on the raw q, k, v.
+template <int K>
+void run_gdn_thin(Params prm, const Problem& p, const DeviceSeqs& seqs, int sms, cudaStream_t st) {
+  const size_t nch = static_cast<size_t>(seqs.total_chunks) * p.HV;
+  unsigned char* ws = nullptr;
+  if (nch > 0) {
+    const size_t b_t = align256(nch * kATileBytes), b_sc = align256(nch * 4 * kC * sizeof(float));
+    ws = static_cast<unsigned char*>(workspace_alloc(2 * b_t + b_sc, st, "delta fwd workspace"));
+    prm.tw = {reinterpret_cast<bf16*>(ws), reinterpret_cast<bf16*>(ws + b_t), reinterpret_cast<float*>(ws + 2 * b_t)};
+    if (nch > static_cast<size_t>(INT32_MAX)) throw_unsupported("q", "more than 2^31 chunk-heads", "fewer chunk-heads");
+    prm.nitems = static_cast<int>(nch);
+    constexpr std::size_t smem = sizeof(ThinPrepSmem<K>);
+    set_max_dynamic_smem(gdn_thin_prep_kernel<K>, static_cast<int>(smem), "gdn_thin_prep_kernel");  // before the query
+    const int per_sm = std::max(1, max_active_blocks(gdn_thin_prep_kernel<K>, kThreads, smem, "gdn_thin_prep_kernel"));
+    const size_t grid = std::min(nch, static_cast<size_t>(per_sm) * static_cast<size_t>(sms > 0 ? sms : 1));
+    launch_smem(gdn_thin_prep_kernel<K>, grid, kThreads, smem, prm, st, "gdn_thin_prep_kernel");
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) cuda_fail("thin prep kernel launch", e);
+  }
+  const long grid = p.N * p.HV * prm.nvt;
+  if (grid > 0) {  // also with no chunks at all: ht = h0
+    launch_smem(gdn_thin_state_kernel<K>, static_cast<std::size_t>(grid), 128, kThinStateSmemBytes<K>, prm, st,
+                "gdn_thin_state_kernel");
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) cuda_fail("thin state kernel launch", e);
+  }
+  workspace_free(ws, st, "delta fwd workspace");
+}
+
 template <bool KDA, int K>
 void run(Params prm, const Problem& p, cudaStream_t st) {
+  if constexpr (!KDA && K <= 128) {
+    if (gdn_thin()) {
+      const DeviceSeqs seqs = upload_sequences(p, st);  // dense: no table
+      prm.seqs = seqs.view;
+      prm.N = static_cast<int>(p.N);
+      run_gdn_thin<K>(prm, p, seqs, sm_count(), st);
+      workspace_free(seqs.ptr, st, "delta fwd sequence table");
+      return;
+    }
+  }
   const bool wg = state_wgmma();
   prm.wg_layout = wg ? 1 : 0;  // the prep writes w, q e^b, k e^(bL-b) in the wgmma kernel's tile order
   const int sms = sm_count();
@@ -1558,6 +1618,8 @@ RunInfo chunk_gdn_forward(const Problem& p, const ChunkGdnArgs& a, const Attenti
   prm.safe = 0;
   dispatch<false>(prm, p, static_cast<cudaStream_t>(opts.stream));
   const std::string kd = std::to_string(p.K);
+  if (p.K <= 128 && gdn_thin())
+    return RunInfo{"cuda", {"lina::gdn_thin_prep_kernel<" + kd + ">", "lina::gdn_thin_state_kernel<" + kd + ">"}};
   return RunInfo{"cuda", {"lina::delta_prep_kernel<gdn," + kd + ">",
                           std::string(state_wgmma() ? "lina::delta_state_wg_kernel<" : "lina::delta_state_kernel<") + kd + ">"}};
 }

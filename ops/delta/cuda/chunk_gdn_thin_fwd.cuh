@@ -1,0 +1,496 @@
+// chunk_gdn forward at K in {64, 128}: the thin-workspace path (docs/kernels/chunk_delta_fwd.md,
+// "GDN thin workspace"). Included by chunk_delta_fwd.cu inside its anonymous namespace (Params, the
+// prep / state helpers).
+//
+// GDN's gate is a scalar per token and the l2 norms are scalars per token, so neither has to be
+// applied to q and k before the products. With rq_i = 1 / |q_i|, rk_j = 1 / |k_j| (1 without the
+// in-kernel norm), b the chunk's log2 cumsum of the gate, bL its last row and T = (I + A)^-1:
+//   A_ij  = beta_i rk_i rk_j 2^(b_i - b_j) k_i . k_j        (j < i)
+//   T'    = T diag(beta)
+//   Q'_ij = scale rq_i rk_j 2^(b_i - b_j) q_i . k_j          (j <= i)
+// the chunk's recurrence with the entering state H [K][V] reads, on the raw bf16 q, k, v:
+//   v_new = T' (v - diag(c1) k H)             c1_j = 2^(b_j) rk_j
+//   o     = diag(c2) q H + Q' v_new            c2_i = scale 2^(b_i) rq_i
+//   H'    = 2^(bL) H + k^T diag(c3) v_new      c3_j = rk_j 2^(bL - b_j)
+// 1. gdn_thin_prep_kernel (per chunk and value head, persistent, 8 warps) writes only T' and Q' (bf16
+//    hi + lo, SW128 rows) and c1, c2, c3, 2^bL: 33 KB per chunk and head instead of the split
+//    path's 96.5 KB (w, q e^b, k e^(bL-b), Aqk, u in fp32). No q / k rewrite, no w, no u.
+// 2. gdn_thin_state_kernel (one warpgroup per sequence, value head and 64-column V tile) loads q, k, v
+//    itself (cp.async into SW128 tiles) and runs the products above on wgmma, H^T in registers as in
+//    delta_state_wg_kernel; v_new costs one more product (X T'^T) than the split path's u - w H.
+// Numerics: v - diag(c1) k H is rounded to bf16 once (a difference of the chunk's values and the
+// state's prediction, so its rounding is relative to the innovation, not to u or w H); T' and Q' enter
+// as hi + lo, v_new as hi + lo in o, as in the split path.
+
+template <int K>
+struct ThinPrepSmem {
+  alignas(16) bf16 q[kC][K + 8];
+  alignas(16) bf16 k[kC][K + 8];
+  alignas(16) float L[kC][68];  // strict-lower A; the inverted diagonal blocks over its diagonal
+  alignas(16) float X[kC][68];  // (I + A)^-1, upper blocks as merge scratch
+  alignas(16) float beta[kC];
+  alignas(16) float bs[kC];  // log2 cumsum of the gate
+  alignas(16) float rq[kC];
+  alignas(16) float rk[kC];  // 0 past the sequence end
+};
+template <int K>
+constexpr int kThinPrepMinBlocks = K == 64 ? 4 : 3;
+static_assert(3 * (sizeof(ThinPrepSmem<128>) + 1024) <= 228 * 1024, "thin GDN prep K=128: three CTAs per SM");
+static_assert(4 * (sizeof(ThinPrepSmem<64>) + 1024) <= 228 * 1024, "thin GDN prep K=64: four CTAs per SM");
+
+template <int K>
+__global__ void __launch_bounds__(kThreads, kThinPrepMinBlocks<K>) gdn_thin_prep_kernel(const Params p) {
+  extern __shared__ __align__(16) unsigned char thin_prep_smem_raw[];
+  auto& s = *reinterpret_cast<ThinPrepSmem<K>*>(thin_prep_smem_raw);
+  // q and k of an item; issued for the next item once this item's products are done (S2), so the
+  // loads fly during the inverse.
+  auto issue_qk = [&](int tid, const PrepItem& it) {
+    constexpr int QV = K / 8;  // 16-byte pieces per row
+    for (int i = tid; i < kC * QV; i += kThreads) {
+      const int r = i / QV, c8 = (i % QV) * 8;
+      const long row = (it.t0 + min(r, it.Cn - 1)) * p.H + it.h;
+      cp_async16(&s.q[r][c8], p.q + row * K + c8, r < it.Cn);
+      cp_async16(&s.k[r][c8], p.k + row * K + c8, r < it.Cn);
+    }
+  };
+  if (static_cast<int>(blockIdx.x) >= p.nitems) return;
+  issue_qk(threadIdx.x, prep_item(p, blockIdx.x));
+  cp_async_commit();
+#pragma unroll 1
+  for (int item = blockIdx.x; item < p.nitems; item += gridDim.x) {
+    int tid;  // re-read per item (as delta_prep_kernel: keeps per-thread addresses from being hoisted)
+    asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid));
+    const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    const PrepItem it = prep_item(p, item);
+    const long t0 = it.t0;
+    const int Cn = it.Cn, hv = it.hv;
+    const long ch = item;  // = global chunk * HV + hv
+
+    // ---- S0: beta, gate cumsum in log2 units (rows past the sequence end: gate 0, beta 0)
+    if (tid < kC) {
+      float bt = (tid < Cn) ? load_any(p.beta, (t0 + tid) * p.HV + hv, p.beta_f32) : 0.f;
+      if (p.beta_sigmoid && tid < Cn) bt = p.beta_mult / (1.f + __expf(-bt));
+      s.beta[tid] = bt;
+    }
+    if (warp == 1) {
+      const float decay_a = (p.gate_mode != kGateGiven && p.A_log) ? __expf(p.A_log[hv]) : 1.f;
+      const float bias = p.dt_bias ? p.dt_bias[hv] : 0.f;
+      float gv[2];
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int r = 2 * lane + e;
+        gv[e] = 0.f;
+        if (r < Cn) {
+          gv[e] = load_any(p.g, (t0 + r) * p.HV + hv, p.g_f32);
+          if (p.gate_mode == kGateSoftplus) gv[e] = -decay_a * softplus(gv[e] + bias);
+        }
+        gv[e] *= kLog2e;
+      }
+      float x = gv[0] + gv[1];  // inclusive scan over lanes of pair sums
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) {
+        const float y = __shfl_up_sync(0xffffffffu, x, o);
+        if (lane >= o) x += y;
+      }
+      s.bs[2 * lane] = x - gv[1];
+      s.bs[2 * lane + 1] = x;
+    }
+    cp_async_wait<0>();  // this item's q, k
+    __syncthreads();
+
+    // ---- S1: inverse norms (fp32 sums of squares of the bf16 rows; eps as FLA's l2norm)
+    if (p.l2norm) {
+      constexpr int PER = K / 32;  // elements per lane
+#pragma unroll
+      for (int r4 = 0; r4 < 8; r4 += 4) {  // warp: rows 8 warp .. 8 warp + 7 of q and k
+        float ss[8];
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+          const bf16* row = (u & 1) ? &s.k[warp * 8 + r4 + (u >> 1)][0] : &s.q[warp * 8 + r4 + (u >> 1)][0];
+          ss[u] = 0.f;
+#pragma unroll
+          for (int e = 0; e < PER; e += 2) {
+            const float2 f = load_bf16x2(row + lane * PER + e);
+            ss[u] += f.x * f.x + f.y * f.y;
+          }
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+          for (int u = 0; u < 8; ++u) ss[u] += __shfl_xor_sync(0xffffffffu, ss[u], o);
+        if (lane == 0) {
+#pragma unroll
+          for (int u = 0; u < 8; ++u) {
+            const int r = warp * 8 + r4 + (u >> 1);
+            const float rs = r < Cn ? rsqrtf(ss[u] + 1e-6f) : 0.f;
+            ((u & 1) ? s.rk : s.rq)[r] = rs;
+          }
+        }
+      }
+    } else if (tid < kC) {
+      s.rq[tid] = tid < Cn ? 1.f : 0.f;
+      s.rk[tid] = tid < Cn ? 1.f : 0.f;
+    }
+    __syncthreads();
+
+    // ---- S2: q k^T and k k^T on tensor cores (raw rows), then the per-token factors and the decay.
+    // Warp (ib, wh): rows 16 ib .., the n8 column tiles nt = 2 i + wh (i <= ib).
+    {
+      const int ib = warp >> 1, wh = warp & 1;
+      float accA[4][4], accL[4][4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) accA[i][e] = accL[i][e] = 0.f;
+#pragma unroll 2
+      for (int ks = 0; ks < K / 16; ++ks) {
+        uint32_t aq[4], ak[4];
+        ldsm_x4(aq, &s.q[16 * ib + (lane & 15)][ks * 16 + ((lane >> 4) << 3)]);
+        ldsm_x4(ak, &s.k[16 * ib + (lane & 15)][ks * 16 + ((lane >> 4) << 3)]);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          if (i > ib) continue;
+          uint32_t b[2];
+          ldsm_x2(b, &s.k[(2 * i + wh) * 8 + (lane & 7)][ks * 16 + (((lane >> 3) & 1) << 3)]);
+          mma_bf16_16816(accA[i], aq, b[0], b[1]);
+          mma_bf16_16816(accL[i], ak, b[0], b[1]);
+        }
+      }
+      bf16* const Ag = p.tw.a + ch * 2 * kC * kC;  // hi [C][C], then lo
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        const int r = 16 * ib + g + hf * 8;
+        const float br = s.bs[r], fq = p.scale * s.rq[r], fk = s.beta[r] * s.rk[r];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int jb = i, j = (2 * i + wh) * 8 + 2 * t;
+          float av[2], lv[2];
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int jj = j + e;
+            const float f = ex2(fminf(br - s.bs[jj], 0.f)) * s.rk[jj];
+            av[e] = (jb <= ib && jj <= r) ? fq * accA[i][hf * 2 + e] * f : 0.f;
+            lv[e] = (jb <= ib && jj < r) ? fk * accL[i][hf * 2 + e] * f : 0.f;
+          }
+          uint32_t hi, lo;
+          pack_bf16_split(av[0], av[1], hi, lo);
+          st_u32(Ag + swz<kC>(r, j), hi);
+          st_u32(Ag + kC * kC + swz<kC>(r, j), lo);
+          *reinterpret_cast<float2*>(&s.L[r][j]) = make_float2(lv[0], lv[1]);
+        }
+      }
+    }
+    __syncthreads();  // q, k consumed
+    if (item + static_cast<int>(gridDim.x) < p.nitems) issue_qk(tid, prep_item(p, item + gridDim.x));
+    cp_async_commit();
+
+    // ---- S3a: warps 0-3 (16 lanes each) invert the diagonal 16x16 blocks by forward substitution
+    // (fp32) in place; warps 4-5 write the per-token factors.
+    if (warp < 4) {
+      float xs[16];
+      const int c = lane & 15, o16 = 16 * warp;
+#pragma unroll
+      for (int i = 0; i < 16; ++i) {
+        float acc = (i == c) ? 1.f : 0.f;
+#pragma unroll
+        for (int j = 0; j < i; ++j) acc -= s.L[o16 + i][o16 + j] * xs[j];
+        xs[i] = acc;
+      }
+      __syncwarp();  // every lane has read the block
+      if (lane < 16) {
+#pragma unroll
+        for (int i = 0; i < 16; ++i) s.X[o16 + i][o16 + c] = xs[i];
+      }
+    } else if (tid < 128 + kC) {
+      const int r = tid - 128;
+      const float br = s.bs[r], bl = s.bs[kC - 1], e = ex2(br);
+      float* const sc = p.tw.sc + ch * 4 * kC;
+      sc[r] = e * s.rk[r];
+      sc[kC + r] = p.scale * e * s.rq[r];
+      sc[2 * kC + r] = s.rk[r] * ex2(fminf(bl - br, 0.f));
+      sc[3 * kC + r] = ex2(bl);
+    }
+    __syncthreads();
+
+    // ---- S3b: block merges (tf32 mma.sync), as delta_prep_kernel
+#pragma unroll 1
+    for (int d = 1; d < 4; ++d) {
+      if (warp >= d && warp < 4) {
+        const int i = warp, jc = warp - d;
+        float acc[2][4] = {};
+        for (int m = jc; m < i; ++m) blk_mma_tf32(acc, &s.L[16 * i][16 * m], &s.X[16 * m][16 * jc], lane);
+        blk_store(&s.X[16 * jc][16 * i], acc, 1.f, lane);  // scratch: an upper block
+        __syncwarp();
+        float acc2[2][4] = {};
+        blk_mma_tf32(acc2, &s.X[16 * i][16 * i], &s.X[16 * jc][16 * i], lane);
+        blk_store(&s.X[16 * i][16 * jc], acc2, -1.f, lane);
+      }
+      __syncthreads();
+    }
+
+    // ---- S4: T' = (I + A)^-1 diag(beta) as bf16 hi + lo (lower incl.; zeros above)
+    {
+      constexpr int PR = kThreads / (kC / 2);  // rows per pass (8)
+      const int j = (tid % (kC / 2)) * 2, r1 = tid / (kC / 2);
+      const float bj0 = s.beta[j], bj1 = s.beta[j + 1];
+      bf16* const Tg = p.tw.t + ch * 2 * kC * kC;
+#pragma unroll
+      for (int it2 = 0; it2 < kC / PR; ++it2) {
+        const int r = r1 + it2 * PR;
+        const float t0v = (j <= r) ? s.X[r][j] * bj0 : 0.f;
+        const float t1v = (j + 1 <= r) ? s.X[r][j + 1] * bj1 : 0.f;
+        uint32_t thi, tlo;
+        pack_bf16_split(t0v, t1v, thi, tlo);
+        st_u32(Tg + swz<kC>(r, j), thi);
+        st_u32(Tg + kC * kC + swz<kC>(r, j), tlo);
+      }
+    }
+    __syncthreads();  // beta, bs, X consumed before the next item's S0
+  }
+  cp_async_wait_all();
+}
+
+// ---- the state kernel: one warpgroup per (sequence, value head, 64-column V tile); H^T [64 V][K] as
+// the fp32 accumulator of an m64nK wgmma (thread layout as delta_state_wg_kernel: ht[4 nt + e] =
+// H^T(v = vrow + 8 (e >= 2), ch = 8 nt + 2 t4 + (e & 1)), vrow = 16 warp + lane / 4). Per chunk:
+//   batch 1: S^T = bf16(H^T) k^T, P^T = bf16(H^T) q^T (K / 16 m64n64k16 each; B = the raw q / k tiles)
+//   X^T = v^T - S^T diag(c1) (bf16; v^T by ldmatrix.trans), then v_new^T = X^T T'^T (T' hi and lo)
+//   batch 2: o^T = P^T diag(c2) + v_new^T Q'^T as hi / lo terms (12 m64n64k16)
+//   batch 3: H^T = 2^bL H^T + (v_new^T diag(c3)) k (4 m64nKk16, B = the k tile MN-major)
+// Loads: q, k of chunk ci + 1 (cp.async, k double-buffered: batch 3 still reads chunk ci's k) once
+// batch 1 of ci is done everywhere; v of ci (cp.async) and T', Q', the factors (bulk copies) at the
+// top of ci.
+template <int K>
+struct ThinStateSmem {
+  bf16 q[kC * K];     // SW128 tiles [K / 64][C][64] (1 KB aligned: the struct sits at a 1 KB boundary)
+  bf16 k[2][kC * K];  // chunk parity
+  bf16 v[kC * kC];    // [token][64 value columns], SW128
+  bf16 t[2][kC * kC];  // T' hi, lo
+  bf16 a[2][kC * kC];  // Q' hi, lo
+  float sc[4][kC];
+  bf16 o[kC][kC + 8];  // o tile [token][value column], padded
+  std::uint64_t bar;
+};
+template <int K>
+constexpr std::size_t kThinStateSmemBytes = sizeof(ThinStateSmem<K>) + 1024;  // + manual 1 KB alignment
+static_assert(kThinStateSmemBytes<128> <= 113 * 1024, "thin GDN state K=128: two CTAs per SM");
+
+template <int K>
+__global__ void __launch_bounds__(128, 1) gdn_thin_state_kernel(const Params p) {
+  using wgmma::Major;
+  using S = ThinStateSmem<K>;
+  static_assert(offsetof(S, q) % 1024 == 0 && offsetof(S, k) % 1024 == 0 && offsetof(S, v) % 1024 == 0 &&
+                    offsetof(S, t) % 1024 == 0 && offsetof(S, a) % 1024 == 0 && offsetof(S, sc) % 16 == 0 &&
+                    offsetof(S, bar) % 8 == 0,
+                "SW128 tiles 1 KB aligned; bulk copies 16-byte aligned");
+  constexpr std::uint32_t kQkBytes = kC * K * 2;
+  extern __shared__ __align__(16) unsigned char thin_state_smem_raw[];
+  unsigned char* const sm_base = thin_state_smem_raw + ((1024u - (smem_u32(thin_state_smem_raw) & 1023u)) & 1023u);
+  S& s = *reinterpret_cast<S*>(sm_base);
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g8 = lane >> 2, t4 = lane & 3;
+  const int vrow = 16 * warp + g8;  // this thread's value columns: vrow, vrow + 8
+
+  int bid = blockIdx.x;
+  const int vt = bid % p.nvt;
+  bid /= p.nvt;
+  const int hv = bid % p.HV;
+  const int n = bid / p.HV;
+  const int h = hv / p.G;
+  const SeqDesc sd = p.seqs.at(n);
+  const int V = p.V, vcol0 = vt * kVT;
+  const int nchunks = (sd.length + kC - 1) / kC;
+  auto chunk_id = [&](int ci) { return (static_cast<long>(sd.chunk_off) + ci) * p.HV + hv; };
+
+  auto load_qk = [&](int ci) {  // q and k of chunk ci into q / k[ci & 1]
+    const long t0 = sd.row_begin + static_cast<long>(ci) * kC;
+    const int Cn = min(kC, sd.length - ci * kC);
+    constexpr int QV = K / 8;
+    bf16* const kb = s.k[ci & 1];
+#pragma unroll
+    for (int j = 0; j < kC * QV / 128; ++j) {
+      const int i = tid + 128 * j, r = i / QV, c8 = i % QV;
+      const long row = (t0 + min(r, Cn - 1)) * p.H + h;
+      const int off = wgmma::sw128_blocked<kC>(r, 8 * c8);
+      cp_async16(s.q + off, p.q + row * K + 8 * c8, r < Cn);
+      cp_async16(kb + off, p.k + row * K + 8 * c8, r < Cn);
+    }
+  };
+  auto load_v = [&](int ci) {
+    const long t0 = sd.row_begin + static_cast<long>(ci) * kC;
+    const int Cn = min(kC, sd.length - ci * kC);
+#pragma unroll
+    for (int j = 0; j < kC * 8 / 128; ++j) {
+      const int i = tid + 128 * j, r = i >> 3, c8 = i & 7;
+      cp_async16(s.v + wgmma::sw128(r, 8 * c8), p.v + ((t0 + min(r, Cn - 1)) * p.HV + hv) * V + vcol0 + 8 * c8, r < Cn);
+    }
+  };
+  auto issue_tqs = [&](int ci) {  // thread 0 only
+    const long c = chunk_id(ci);
+    mbar_arrive_expect_tx(&s.bar, 2 * kATileBytes + 4 * kC * 4);
+    bulk_copy_g2s(&s.t[0][0], p.tw.t + c * 2 * kC * kC, kATileBytes, &s.bar);
+    bulk_copy_g2s(&s.a[0][0], p.tw.a + c * 2 * kC * kC, kATileBytes, &s.bar);
+    bulk_copy_g2s(&s.sc[0][0], p.tw.sc + c * 4 * kC, 4 * kC * 4, &s.bar);
+  };
+  if (tid == 0) {
+    mbar_init(&s.bar, 1);
+    mbar_init_fence();
+  }
+  if (nchunks > 0) load_qk(0);
+  cp_async_commit();
+
+  float ht[K / 2];  // H^T accumulator (m64nK)
+  const long sbase = (static_cast<long>(n) * p.HV + hv) * K * V;
+#pragma unroll
+  for (int i = 0; i < K / 2; ++i) {
+    const int ch = 8 * (i >> 2) + 2 * t4 + (i & 1), v = vrow + ((i & 2) << 2);
+    ht[i] = p.h0 ? p.h0[sbase + static_cast<long>(ch) * V + vcol0 + v] : 0.f;
+  }
+
+  auto store_o = [&](int cj) {  // after a CTA barrier
+    const long t0 = sd.row_begin + static_cast<long>(cj) * kC;
+    const int Cn = min(kC, sd.length - cj * kC);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int u = tid + 128 * j, r = u >> 3, c8 = u & 7;
+      if (r < Cn)
+        *reinterpret_cast<uint4*>(p.o + ((t0 + r) * p.HV + hv) * V + vcol0 + 8 * c8) = *reinterpret_cast<const uint4*>(&s.o[r][8 * c8]);
+    }
+  };
+
+  const std::uint32_t a_q = smem_u32(s.q), a_k0 = smem_u32(s.k[0]), a_t = smem_u32(&s.t[0][0]), a_a = smem_u32(&s.a[0][0]);
+  // ldmatrix.trans of v^T's A fragments: matrix m = lane / 8 holds tokens 8 (m >> 1) .., value columns
+  // 16 warp + 8 (m & 1) ..; the lane gives row lane % 8 of it (k step ks adds 16 tokens)
+  const int vm = lane >> 3;
+  const std::uint32_t a_v = smem_u32(s.v);
+#pragma unroll 1
+  for (int ci = 0; ci < nchunks; ++ci) {
+    cp_async_wait<0>();       // q, k of chunk ci (this thread's pieces)
+    wgmma::fence_proxy_async_smem();  // ... before the wgmma reads them
+    __syncthreads();           // everyone's pieces; chunk ci - 1 finished (o tile complete, v / T' / Q' read)
+    if (tid == 0) issue_tqs(ci);
+    load_v(ci);
+    cp_async_commit();
+    if (ci > 0) store_o(ci - 1);
+    const std::uint32_t a_k = a_k0 + static_cast<std::uint32_t>(ci & 1) * kQkBytes;
+
+    // ---- batch 1: sacc = bf16(H^T) k^T, pacc = bf16(H^T) q^T
+    std::uint32_t af[K / 16][4];
+#pragma unroll
+    for (int ks = 0; ks < K / 16; ++ks)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) af[ks][j] = pack_bf16(ht[8 * ks + 2 * j], ht[8 * ks + 2 * j + 1]);
+    float sacc[32], pacc[32];
+#pragma unroll
+    for (int i = 0; i < 32; ++i) sacc[i] = pacc[i] = 0.f;
+    wgmma::fence_regs<32>(sacc);
+    wgmma::fence_regs<32>(pacc);
+    wgmma::fence_regs<K / 4>(&af[0][0]);
+    cute::warpgroup_arrive();
+#pragma unroll
+    for (int ks = 0; ks < K / 16; ++ks)  // channels 16 ks ..: tile ks / 4, 32 bytes per k-step inside it
+      wgmma::mma_rs<wgmma::M64N64_RS<Major::K>, 32>(af[ks], wgmma::desc_k(a_k + (ks >> 2) * 8192 + (ks & 3) * 32), sacc);
+#pragma unroll
+    for (int ks = 0; ks < K / 16; ++ks)
+      wgmma::mma_rs<wgmma::M64N64_RS<Major::K>, 32>(af[ks], wgmma::desc_k(a_q + (ks >> 2) * 8192 + (ks & 3) * 32), pacc);
+    cute::warpgroup_commit_batch();
+    cute::warpgroup_wait<0>();
+    wgmma::fence_regs<32>(sacc);
+    wgmma::fence_regs<32>(pacc);
+    wgmma::fence_regs<K / 4>(&af[0][0]);
+
+    cp_async_wait<0>();  // v of chunk ci
+    __syncthreads();     // v visible; every warp's batch-1 reads of q done
+    if (ci + 1 < nchunks) load_qk(ci + 1);
+    cp_async_commit();
+    mbar_wait(&s.bar, ci & 1);  // T', Q', factors of chunk ci
+
+    // ---- X^T = v^T - S^T diag(c1) as the A fragments of k-step ks (tokens 16 ks ..)
+    std::uint32_t xf[4][4];
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {
+      std::uint32_t vr[4];
+      const int tok = 16 * ks + 8 * (vm >> 1) + (lane & 7), vc = 16 * warp + 8 * (vm & 1);
+      ldsm_x4_trans_at(vr, a_v + 2u * static_cast<std::uint32_t>(wgmma::sw128(tok, vc)));
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int i = 4 * ks + q;
+        const float2 c1 = *reinterpret_cast<const float2*>(&s.sc[0][8 * (i >> 1) + 2 * t4]);
+        const float2 vv = unpack_bf16_bits(vr[q]);
+        xf[ks][q] = pack_bf16(vv.x - c1.x * sacc[2 * i], vv.y - c1.y * sacc[2 * i + 1]);
+      }
+    }
+    // ---- v_new^T = X^T (T'_hi + T'_lo)^T
+    float nacc[32];
+#pragma unroll
+    for (int i = 0; i < 32; ++i) nacc[i] = 0.f;
+    wgmma::fence_regs<32>(nacc);
+    wgmma::fence_regs<16>(&xf[0][0]);
+    cute::warpgroup_arrive();
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {
+      wgmma::mma_rs<wgmma::M64N64_RS<Major::K>, 32>(xf[ks], wgmma::desc_k(a_t + ks * 32), nacc);
+      wgmma::mma_rs<wgmma::M64N64_RS<Major::K>, 32>(xf[ks], wgmma::desc_k(a_t + kATileBytes / 2 + ks * 32), nacc);
+    }
+    cute::warpgroup_commit_batch();
+    cute::warpgroup_wait<0>();
+    wgmma::fence_regs<32>(nacc);
+    wgmma::fence_regs<16>(&xf[0][0]);
+
+    // o^T starts as P^T diag(c2); H^T decays; v_new^T as hi / lo (o) and times c3 (state update)
+#pragma unroll
+    for (int i = 0; i < 32; i += 2) {
+      const float2 c2 = *reinterpret_cast<const float2*>(&s.sc[1][8 * (i >> 2) + 2 * t4]);
+      pacc[i] *= c2.x;
+      pacc[i + 1] *= c2.y;
+    }
+    const float el = s.sc[3][0];
+#pragma unroll
+    for (int i = 0; i < K / 2; ++i) ht[i] *= el;
+    std::uint32_t vh[4][4], vl[4][4], vs[4][4];
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      const float2 c3 = *reinterpret_cast<const float2*>(&s.sc[2][8 * (i >> 1) + 2 * t4]);
+      pack_bf16_split(nacc[2 * i], nacc[2 * i + 1], vh[i >> 2][i & 3], vl[i >> 2][i & 3]);
+      vs[i >> 2][i & 3] = pack_bf16(nacc[2 * i] * c3.x, nacc[2 * i + 1] * c3.y);
+    }
+
+    // ---- batch 2 (o) then batch 3 (state)
+    wgmma::fence_regs<32>(pacc);
+    wgmma::fence_regs<K / 2>(ht);
+    wgmma::fence_regs<16>(&vh[0][0]);
+    wgmma::fence_regs<16>(&vl[0][0]);
+    wgmma::fence_regs<16>(&vs[0][0]);
+    cute::warpgroup_arrive();
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {  // tokens j = 16 ks ..: 32 bytes per k-step in Q''s rows
+      wgmma::mma_rs<wgmma::M64N64_RS<Major::K>, 32>(vh[ks], wgmma::desc_k(a_a + ks * 32), pacc);
+      wgmma::mma_rs<wgmma::M64N64_RS<Major::K>, 32>(vh[ks], wgmma::desc_k(a_a + kATileBytes / 2 + ks * 32), pacc);
+      wgmma::mma_rs<wgmma::M64N64_RS<Major::K>, 32>(vl[ks], wgmma::desc_k(a_a + ks * 32), pacc);
+    }
+    cute::warpgroup_commit_batch();
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks)  // tokens 16 ks ..: 16 rows = 2048 bytes; 64-channel tiles 8 KB apart
+      wgmma::mma_rs<wgmma::M64_RS<K, Major::MN>, K / 2>(vs[ks], wgmma::desc_mn(a_k + ks * 2048, 8192), ht);
+    cute::warpgroup_commit_batch();
+    cute::warpgroup_wait<1>();  // o done (the state batch may still run)
+    wgmma::fence_regs<32>(pacc);
+#pragma unroll
+    for (int i = 0; i < 32; ++i) s.o[8 * (i >> 2) + 2 * t4 + (i & 1)][vrow + ((i & 2) << 2)] = __float2bfloat16_rn(pacc[i]);
+    cute::warpgroup_wait<0>();
+    wgmma::fence_regs<K / 2>(ht);
+    wgmma::fence_regs<16>(&vh[0][0]);
+    wgmma::fence_regs<16>(&vl[0][0]);
+    wgmma::fence_regs<16>(&vs[0][0]);
+  }
+  if (nchunks > 0) {
+    __syncthreads();
+    store_o(nchunks - 1);
+  }
+  if (p.ht) {
+#pragma unroll
+    for (int i = 0; i < K / 2; ++i) {
+      const int ch = 8 * (i >> 2) + 2 * t4 + (i & 1), v = vrow + ((i & 2) << 2);
+      p.ht[sbase + static_cast<long>(ch) * V + vcol0 + v] = ht[i];
+    }
+  }
+}
