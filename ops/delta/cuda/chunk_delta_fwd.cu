@@ -67,7 +67,7 @@ struct Workspace {
   float* el;  // [ch][K]     e^bL (GDN: the scalar, repeated)
 };
 
-// The GDN thin-workspace path's per-(chunk, value head) outputs (chunk_gdn_thin_fwd.cuh).
+// The GDN thin-workspace path's per-(chunk, value head) outputs (chunk_delta_thin_fwd.cuh).
 struct ThinWorkspace {
   bf16* t;    // [ch][2][C][C] swizzled  T' = (I+A)^-1 diag(beta) as hi, lo
   bf16* a;    // [ch][2][C][C] swizzled  Q' as hi, lo (lower incl., zero above the diagonal)
@@ -278,8 +278,11 @@ template <bool KDA, int K, int NVB>
 constexpr int kPrepMinBlocks = K > 128 ? 1 : KDA ? 2 : (K == 64 && NVB == 1) ? 4 : 3;
 static_assert(4 * (sizeof(PrepSmem<false, 64, 1>) + 1024) <= 228 * 1024, "GDN K=64 one-tile prep: four CTAs per SM");
 
-template <bool KDA, int K, int NVB = 2>
+// Thin (KDA, K <= 128; chunk_delta_thin_fwd.cuh): no w and no u. S4 writes k e^b to the w slot and T'
+// hi / lo to the thin workspace, and the item ends there (no value tiles, no S5 / S6).
+template <bool KDA, int K, int NVB = 2, bool Thin = false>
 __global__ void __launch_bounds__(kThreads, kPrepMinBlocks<KDA, K, NVB>) delta_prep_kernel(const Params p) {
+  static_assert(!Thin || (KDA && K <= 128), "thin prep: KDA at K <= 128");
   extern __shared__ __align__(16) unsigned char smem_raw[];
   auto& s = *reinterpret_cast<PrepSmem<KDA, K, NVB>*>(smem_raw);
   const int tid0 = threadIdx.x;
@@ -356,8 +359,8 @@ __global__ void __launch_bounds__(kThreads, kPrepMinBlocks<KDA, K, NVB>) delta_p
           cp_async16(&s.v[b][r][c8], p.v + ((t0n + min(r, Cnn - 1)) * p.HV + hvn) * V + vt * kVT + c8, r < Cnn);
       }
     };
-    issue_v(0, t0, Cn, hv);
-    cp_async_commit();
+    if constexpr (!Thin) issue_v(0, t0, Cn, hv);
+    cp_async_commit();  // (empty when thin: the group count per item stays the same)
 
     // ---- S0: beta, gate cumsum in log2 units (rows past the sequence end: gate 0, beta 0)
     const float decay_a = (p.gate_mode != kGateGiven && p.A_log) ? __expf(p.A_log[hv]) : 1.f;
@@ -763,8 +766,14 @@ __global__ void __launch_bounds__(kThreads, kPrepMinBlocks<KDA, K, NVB>) delta_p
         tu[1] = (j + 1 <= r) ? s.u0.X[r][j + 1] * bj1 : 0.f;
         uint32_t thi, tlo;
         pack_bf16_split(tu[0], tu[1], thi, tlo);
-        st_u32(&s.u1.T[0][r][j], thi);
-        st_u32(&s.u1.T[1][r][j], tlo);
+        if constexpr (Thin) {
+          bf16* const Tg = p.tw.t + ch * 2 * kC * kC;
+          st_u32(Tg + swz<kC>(r, j), thi);
+          st_u32(Tg + kC * kC + swz<kC>(r, j), tlo);
+        } else {
+          st_u32(&s.u1.T[0][r][j], thi);
+          st_u32(&s.u1.T[1][r][j], tlo);
+        }
       }
     }
     {
@@ -787,11 +796,17 @@ __global__ void __launch_bounds__(kThreads, kPrepMinBlocks<KDA, K, NVB>) delta_p
           l0 = l1 = ex2(fminf(bsl - s.bs[r], 0.f));
         }
         st_u32(kg + tile_off<K>(r, c, p.wg_layout), pack_bf16(kv.x * l0, kv.y * l1));
-        st_u32(&sk[r][c], pack_bf16(kv.x * e0, kv.y * e1));  // k e^b for w
+        if constexpr (Thin) st_u32(p.ws.w + ch * kC * K + tile_off<K>(r, c, 1), pack_bf16(kv.x * e0, kv.y * e1));
+        else st_u32(&sk[r][c], pack_bf16(kv.x * e0, kv.y * e1));  // k e^b for w
       }
     }
     __syncthreads();
     if (item + static_cast<int>(gridDim.x) < p.nitems) issue_qg(tid, s.nx_t0, s.nx_Cn, s.nx_h, s.nx_hv);  // q's and b2's last reads were in S4
+    if constexpr (Thin) {  // k's last reads were in S4 too; one group with q (waited at the next item's top)
+      if (item + static_cast<int>(gridDim.x) < p.nitems) issue_k(tid, s.nx_t0, s.nx_Cn, s.nx_h);
+      cp_async_commit();
+      continue;
+    }
     cp_async_commit();
 
     // ---- S5: w = (T_hi + T_lo) (k e^b) -> bf16; warp (wr, wh): rows 16 wr.., key columns
@@ -1365,7 +1380,7 @@ __global__ void __launch_bounds__(128 * NWG, 1) delta_state_wg_kernel(const Para
   }
 }
 
-#include "ops/delta/cuda/chunk_gdn_thin_fwd.cuh"
+#include "ops/delta/cuda/chunk_delta_thin_fwd.cuh"
 
 [[noreturn]] void cuda_fail(const char* what, cudaError_t e) {
   throw Error(ErrorCode::runtime, "", std::string("chunk_delta cuda: ") + what + ": " + cudaGetErrorString(e));
@@ -1408,14 +1423,18 @@ bool one_tile_prep() {
   return on;
 }
 
-// GDN at K in {64, 128} runs the thin-workspace kernels (chunk_gdn_thin_fwd.cuh);
-// LINA_DELTA_GDN=split runs the prep / state pair of the KDA path (measurement knob, read once).
-bool gdn_thin() {
-  static const bool on = [] {
+// K in {64, 128} runs the thin-workspace kernels (chunk_delta_thin_fwd.cuh); LINA_DELTA_GDN=split /
+// LINA_DELTA_KDA=split run the split prep / state pair (measurement knobs, read once per process).
+bool thin_path(bool kda) {
+  static const bool gdn = [] {
     const char* e = std::getenv("LINA_DELTA_GDN");
     return !(e && std::string(e) == "split");
   }();
-  return on;
+  static const bool kd = [] {
+    const char* e = std::getenv("LINA_DELTA_KDA");
+    return !(e && std::string(e) == "split");
+  }();
+  return kda ? kd : gdn;
 }
 
 // Launches `kern` with `smem` bytes of dynamic shared memory, its attribute set once per device
@@ -1458,8 +1477,42 @@ void run_gdn_thin(Params prm, const Problem& p, const DeviceSeqs& seqs, int sms,
   }
   const long grid = p.N * p.HV * prm.nvt;
   if (grid > 0) {  // also with no chunks at all: ht = h0
-    launch_smem(gdn_thin_state_kernel<K>, static_cast<std::size_t>(grid), 128, kThinStateSmemBytes<K>, prm, st,
-                "gdn_thin_state_kernel");
+    launch_smem(delta_thin_state_kernel<false, K>, static_cast<std::size_t>(grid), 128, kThinStateSmemBytes<false, K>, prm, st,
+                "delta_thin_state_kernel");
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) cuda_fail("thin state kernel launch", e);
+  }
+  workspace_free(ws, st, "delta fwd workspace");
+}
+
+// The thin-workspace KDA forward: the thin prep (q e^b, k e^b, k e^(bL-b), Aqk, 2^bL, T'), then the
+// state kernel on those tiles and the raw v.
+template <int K>
+void run_kda_thin(Params prm, const Problem& p, const DeviceSeqs& seqs, int sms, cudaStream_t st) {
+  const size_t nch = static_cast<size_t>(seqs.total_chunks) * p.HV;
+  unsigned char* ws = nullptr;
+  prm.wg_layout = 1;
+  if (nch > 0) {
+    const size_t b_ck = align256(nch * kTileBytes<K>), b_a = align256(nch * kATileBytes), b_el = align256(nch * K * sizeof(float));
+    ws = static_cast<unsigned char*>(workspace_alloc(3 * b_ck + 2 * b_a + b_el, st, "delta fwd workspace"));
+    prm.ws = {reinterpret_cast<bf16*>(ws), reinterpret_cast<bf16*>(ws + b_ck), reinterpret_cast<bf16*>(ws + 2 * b_ck),
+              reinterpret_cast<bf16*>(ws + 3 * b_ck), nullptr, reinterpret_cast<float*>(ws + 3 * b_ck + b_a)};
+    prm.tw = {reinterpret_cast<bf16*>(ws + 3 * b_ck + b_a + b_el), nullptr, nullptr};
+    if (nch > static_cast<size_t>(INT32_MAX)) throw_unsupported("q", "more than 2^31 chunk-heads", "fewer chunk-heads");
+    prm.nitems = static_cast<int>(nch);
+    using S = PrepSmem<true, K, 1>;
+    auto* kern = delta_prep_kernel<true, K, 1, true>;
+    set_max_dynamic_smem(kern, static_cast<int>(sizeof(S)), "delta_prep_kernel");  // before the query
+    const int per_sm = std::max(1, max_active_blocks(kern, kThreads, sizeof(S), "delta_prep_kernel"));
+    const size_t grid = std::min(nch, static_cast<size_t>(per_sm) * static_cast<size_t>(sms > 0 ? sms : 1));
+    launch_smem(kern, grid, kThreads, sizeof(S), prm, st, "delta_prep_kernel");
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) cuda_fail("thin prep kernel launch", e);
+  }
+  const long grid = p.N * p.HV * prm.nvt;
+  if (grid > 0) {  // also with no chunks at all: ht = h0
+    launch_smem(delta_thin_state_kernel<true, K>, static_cast<std::size_t>(grid), 128, kThinStateSmemBytes<true, K>, prm, st,
+                "delta_thin_state_kernel");
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) cuda_fail("thin state kernel launch", e);
   }
@@ -1468,12 +1521,13 @@ void run_gdn_thin(Params prm, const Problem& p, const DeviceSeqs& seqs, int sms,
 
 template <bool KDA, int K>
 void run(Params prm, const Problem& p, cudaStream_t st) {
-  if constexpr (!KDA && K <= 128) {
-    if (gdn_thin()) {
+  if constexpr (K <= 128) {
+    if (thin_path(KDA)) {
       const DeviceSeqs seqs = upload_sequences(p, st);  // dense: no table
       prm.seqs = seqs.view;
       prm.N = static_cast<int>(p.N);
-      run_gdn_thin<K>(prm, p, seqs, sm_count(), st);
+      if constexpr (KDA) run_kda_thin<K>(prm, p, seqs, sm_count(), st);
+      else run_gdn_thin<K>(prm, p, seqs, sm_count(), st);
       workspace_free(seqs.ptr, st, "delta fwd sequence table");
       return;
     }
@@ -1606,6 +1660,8 @@ RunInfo chunk_kda_forward(const Problem& p, const ChunkKdaArgs& a, const Attenti
   prm.safe = a.safe_gate && a.lower_bound && *a.lower_bound >= -5.0;
   dispatch<true>(prm, p, static_cast<cudaStream_t>(opts.stream));
   const std::string kd = std::to_string(p.K);
+  if (p.K <= 128 && thin_path(true))
+    return RunInfo{"cuda", {"lina::delta_prep_kernel<kda," + kd + ",thin>", "lina::delta_thin_state_kernel<kda," + kd + ">"}};
   return RunInfo{"cuda", {"lina::delta_prep_kernel<kda," + kd + ">",
                           std::string(state_wgmma() ? "lina::delta_state_wg_kernel<" : "lina::delta_state_kernel<") + kd + ">"}};
 }
@@ -1618,8 +1674,8 @@ RunInfo chunk_gdn_forward(const Problem& p, const ChunkGdnArgs& a, const Attenti
   prm.safe = 0;
   dispatch<false>(prm, p, static_cast<cudaStream_t>(opts.stream));
   const std::string kd = std::to_string(p.K);
-  if (p.K <= 128 && gdn_thin())
-    return RunInfo{"cuda", {"lina::gdn_thin_prep_kernel<" + kd + ">", "lina::gdn_thin_state_kernel<" + kd + ">"}};
+  if (p.K <= 128 && thin_path(false))
+    return RunInfo{"cuda", {"lina::gdn_thin_prep_kernel<" + kd + ">", "lina::delta_thin_state_kernel<gdn," + kd + ">"}};
   return RunInfo{"cuda", {"lina::delta_prep_kernel<gdn," + kd + ">",
                           std::string(state_wgmma() ? "lina::delta_state_wg_kernel<" : "lina::delta_state_kernel<") + kd + ">"}};
 }

@@ -15,9 +15,14 @@
 // 1. gdn_thin_prep_kernel (per chunk and value head, persistent, 8 warps) writes only T' and Q' (bf16
 //    hi + lo, SW128 rows) and c1, c2, c3, 2^bL: 33 KB per chunk and head instead of the split
 //    path's 96.5 KB (w, q e^b, k e^(bL-b), Aqk, u in fp32). No q / k rewrite, no w, no u.
-// 2. gdn_thin_state_kernel (one warpgroup per sequence, value head and 64-column V tile) loads q, k, v
-//    itself (cp.async into SW128 tiles) and runs the products above on wgmma, H^T in registers as in
-//    delta_state_wg_kernel; v_new costs one more product (X T'^T) than the split path's u - w H.
+// 2. delta_thin_state_kernel<false, K> (one warpgroup per sequence, value head and 64-column V tile)
+//    loads q, k, v itself (cp.async into SW128 tiles) and runs the products above on wgmma, H^T in
+//    registers as in delta_state_wg_kernel; v_new costs one more product (X T'^T) than the split
+//    path's u - w H.
+// KDA (K <= 128) takes the same state kernel (delta_thin_state_kernel<true, K>) after a thin variant of
+// delta_prep_kernel: its per-channel gate has to be applied to q and k in the prep, so the prep still
+// writes q e^b, k e^(bL-b) and Aqk, and k e^b where the split path wrote w = T' k e^b; it writes T'
+// instead of u = T' v (no value tiles, no w / u products in the prep; 80.5 KB per chunk and head).
 // Numerics: v - diag(c1) k H is rounded to bf16 once (a difference of the chunk's values and the
 // state's prediction, so its rounding is relative to the innovation, not to u or w H); T' and Q' enter
 // as hi + lo, v_new as hi + lo in o, as in the split path.
@@ -250,40 +255,48 @@ __global__ void __launch_bounds__(kThreads, kThinPrepMinBlocks<K>) gdn_thin_prep
   cp_async_wait_all();
 }
 
-// ---- the state kernel: one warpgroup per (sequence, value head, 64-column V tile); H^T [64 V][K] as
-// the fp32 accumulator of an m64nK wgmma (thread layout as delta_state_wg_kernel: ht[4 nt + e] =
-// H^T(v = vrow + 8 (e >= 2), ch = 8 nt + 2 t4 + (e & 1)), vrow = 16 warp + lane / 4). Per chunk:
-//   batch 1: S^T = bf16(H^T) k^T, P^T = bf16(H^T) q^T (K / 16 m64n64k16 each; B = the raw q / k tiles)
+// ---- the state kernel (both ops): one warpgroup per (sequence, value head, 64-column V tile); H^T
+// [64 V][K] as the fp32 accumulator of an m64nK wgmma (thread layout as delta_state_wg_kernel:
+// ht[4 nt + e] = H^T(v = vrow + 8 (e >= 2), ch = 8 nt + 2 t4 + (e & 1)), vrow = 16 warp + lane / 4).
+// Per chunk, with GDN's factors (KDA: c1 = c3 = 1, c2 = scale; its per-channel gate is in the tiles):
+//   batch 1: S^T = bf16(H^T) k1^T, P^T = bf16(H^T) q1^T (K / 16 m64n64k16 each)
 //   X^T = v^T - S^T diag(c1) (bf16; v^T by ldmatrix.trans), then v_new^T = X^T T'^T (T' hi and lo)
 //   batch 2: o^T = P^T diag(c2) + v_new^T Q'^T as hi / lo terms (12 m64n64k16)
-//   batch 3: H^T = 2^bL H^T + (v_new^T diag(c3)) k (4 m64nKk16, B = the k tile MN-major)
-// Loads: q, k of chunk ci + 1 (cp.async, k double-buffered: batch 3 still reads chunk ci's k) once
-// batch 1 of ci is done everywhere; v of ci (cp.async) and T', Q', the factors (bulk copies) at the
-// top of ci.
-template <int K>
+//   batch 3: H^T = diag(2^bL) H^T + (v_new^T diag(c3)) k3 (4 m64nKk16, B = k3 MN-major)
+// Operands: GDN q1 = q, k1 = k3 = k (raw, cp.async into SW128 tiles; k double-buffered by chunk
+// parity since batch 3 still reads chunk ci's k when ci + 1's arrives). KDA q1 = q e^b, k1 = k e^b,
+// k3 = k e^(bL-b), written by the thin KDA prep in the blocked SW128 layout (bulk copies).
+// Loads: q1, k1 and v of chunk ci + 1 once batch 1 of ci is done everywhere (v double-buffered);
+// T', Q' and the factors (GDN) / k3, T', Q', 2^bL (KDA) of chunk ci at its top (measured for GDN:
+// issuing those one chunk ahead, which needs one more CTA barrier per chunk, is 1-2 % slower at the
+// large shapes, where two CTAs share an SM).
+template <bool KDA, int K>
 struct ThinStateSmem {
-  bf16 q[kC * K];     // SW128 tiles [K / 64][C][64] (1 KB aligned: the struct sits at a 1 KB boundary)
-  bf16 k[2][kC * K];  // chunk parity
-  bf16 v[kC * kC];    // [token][64 value columns], SW128
+  bf16 q[kC * K];      // SW128 tiles [K / 64][C][64] (1 KB aligned: the struct sits at a 1 KB boundary)
+  bf16 k[2][kC * K];   // GDN: k by chunk parity; KDA: [0] k e^b, [1] k e^(bL-b)
+  bf16 v[2][kC * kC];  // [token][64 value columns], SW128, chunk parity
   bf16 t[2][kC * kC];  // T' hi, lo
   bf16 a[2][kC * kC];  // Q' hi, lo
-  float sc[4][kC];
-  bf16 o[kC][kC + 8];  // o tile [token][value column], padded
-  std::uint64_t bar;
+  float sc[KDA ? 1 : 4][kC];  // GDN: c1, c2, c3, 2^bL
+  float el[KDA ? K : 1];      // KDA: 2^bL per channel
+  alignas(16) bf16 o[kC][kC + 8];  // o tile [token][value column], padded (16-byte rows pieces to HBM)
+  std::uint64_t bar[2];  // [0] T', Q' (+ factors / k3, 2^bL), [1] KDA: q e^b, k e^b
 };
-template <int K>
-constexpr std::size_t kThinStateSmemBytes = sizeof(ThinStateSmem<K>) + 1024;  // + manual 1 KB alignment
-static_assert(kThinStateSmemBytes<128> <= 113 * 1024, "thin GDN state K=128: two CTAs per SM");
+template <bool KDA, int K>
+constexpr std::size_t kThinStateSmemBytes = sizeof(ThinStateSmem<KDA, K>) + 1024;  // + manual 1 KB alignment
+static_assert(kThinStateSmemBytes<false, 128> <= 113 * 1024 && kThinStateSmemBytes<true, 128> <= 113 * 1024,
+              "thin state K=128: two CTAs per SM");
 
-template <int K>
-__global__ void __launch_bounds__(128, 1) gdn_thin_state_kernel(const Params p) {
+template <bool KDA, int K>
+__global__ void __launch_bounds__(128, 1) delta_thin_state_kernel(const Params p) {
   using wgmma::Major;
-  using S = ThinStateSmem<K>;
+  using S = ThinStateSmem<KDA, K>;
   static_assert(offsetof(S, q) % 1024 == 0 && offsetof(S, k) % 1024 == 0 && offsetof(S, v) % 1024 == 0 &&
                     offsetof(S, t) % 1024 == 0 && offsetof(S, a) % 1024 == 0 && offsetof(S, sc) % 16 == 0 &&
-                    offsetof(S, bar) % 8 == 0,
+                    offsetof(S, el) % 16 == 0 && offsetof(S, o) % 16 == 0 && offsetof(S, bar) % 8 == 0,
                 "SW128 tiles 1 KB aligned; bulk copies 16-byte aligned");
   constexpr std::uint32_t kQkBytes = kC * K * 2;
+  static_assert(kQkBytes == kTileBytes<K>, "a q / k tile = a workspace tile");
   extern __shared__ __align__(16) unsigned char thin_state_smem_raw[];
   unsigned char* const sm_base = thin_state_smem_raw + ((1024u - (smem_u32(thin_state_smem_raw) & 1023u)) & 1023u);
   S& s = *reinterpret_cast<S*>(sm_base);
@@ -301,41 +314,55 @@ __global__ void __launch_bounds__(128, 1) gdn_thin_state_kernel(const Params p) 
   const int nchunks = (sd.length + kC - 1) / kC;
   auto chunk_id = [&](int ci) { return (static_cast<long>(sd.chunk_off) + ci) * p.HV + hv; };
 
-  auto load_qk = [&](int ci) {  // q and k of chunk ci into q / k[ci & 1]
+  // q1, k1 (GDN: cp.async of the raw rows; KDA: thread 0's bulk copies) and v (cp.async) of chunk ci
+  auto load_next = [&](int ci) {
     const long t0 = sd.row_begin + static_cast<long>(ci) * kC;
     const int Cn = min(kC, sd.length - ci * kC);
-    constexpr int QV = K / 8;
-    bf16* const kb = s.k[ci & 1];
+    if constexpr (KDA) {
+      if (tid == 0) {
+        const long c = chunk_id(ci);
+        mbar_arrive_expect_tx(&s.bar[1], 2 * kQkBytes);
+        bulk_copy_g2s(s.q, p.ws.qg + c * kC * K, kQkBytes, &s.bar[1]);
+        bulk_copy_g2s(s.k[0], p.ws.w + c * kC * K, kQkBytes, &s.bar[1]);
+      }
+    } else {
+      constexpr int QV = K / 8;
+      bf16* const kb = s.k[ci & 1];
 #pragma unroll
-    for (int j = 0; j < kC * QV / 128; ++j) {
-      const int i = tid + 128 * j, r = i / QV, c8 = i % QV;
-      const long row = (t0 + min(r, Cn - 1)) * p.H + h;
-      const int off = wgmma::sw128_blocked<kC>(r, 8 * c8);
-      cp_async16(s.q + off, p.q + row * K + 8 * c8, r < Cn);
-      cp_async16(kb + off, p.k + row * K + 8 * c8, r < Cn);
+      for (int j = 0; j < kC * QV / 128; ++j) {
+        const int i = tid + 128 * j, r = i / QV, c8 = i % QV;
+        const long row = (t0 + min(r, Cn - 1)) * p.H + h;
+        const int off = wgmma::sw128_blocked<kC>(r, 8 * c8);
+        cp_async16(s.q + off, p.q + row * K + 8 * c8, r < Cn);
+        cp_async16(kb + off, p.k + row * K + 8 * c8, r < Cn);
+      }
     }
-  };
-  auto load_v = [&](int ci) {
-    const long t0 = sd.row_begin + static_cast<long>(ci) * kC;
-    const int Cn = min(kC, sd.length - ci * kC);
+    bf16* const vb = s.v[ci & 1];
 #pragma unroll
     for (int j = 0; j < kC * 8 / 128; ++j) {
       const int i = tid + 128 * j, r = i >> 3, c8 = i & 7;
-      cp_async16(s.v + wgmma::sw128(r, 8 * c8), p.v + ((t0 + min(r, Cn - 1)) * p.HV + hv) * V + vcol0 + 8 * c8, r < Cn);
+      cp_async16(vb + wgmma::sw128(r, 8 * c8), p.v + ((t0 + min(r, Cn - 1)) * p.HV + hv) * V + vcol0 + 8 * c8, r < Cn);
     }
   };
-  auto issue_tqs = [&](int ci) {  // thread 0 only
+  auto issue_top = [&](int ci) {  // thread 0 only
     const long c = chunk_id(ci);
-    mbar_arrive_expect_tx(&s.bar, 2 * kATileBytes + 4 * kC * 4);
-    bulk_copy_g2s(&s.t[0][0], p.tw.t + c * 2 * kC * kC, kATileBytes, &s.bar);
-    bulk_copy_g2s(&s.a[0][0], p.tw.a + c * 2 * kC * kC, kATileBytes, &s.bar);
-    bulk_copy_g2s(&s.sc[0][0], p.tw.sc + c * 4 * kC, 4 * kC * 4, &s.bar);
+    if constexpr (KDA) {
+      mbar_arrive_expect_tx(&s.bar[0], 2 * kATileBytes + kQkBytes + K * 4);
+      bulk_copy_g2s(s.k[1], p.ws.kg + c * kC * K, kQkBytes, &s.bar[0]);
+      bulk_copy_g2s(s.el, p.ws.el + c * K, K * 4, &s.bar[0]);
+    } else {
+      mbar_arrive_expect_tx(&s.bar[0], 2 * kATileBytes + 4 * kC * 4);
+      bulk_copy_g2s(&s.sc[0][0], p.tw.sc + c * 4 * kC, 4 * kC * 4, &s.bar[0]);
+    }
+    bulk_copy_g2s(&s.t[0][0], p.tw.t + c * 2 * kC * kC, kATileBytes, &s.bar[0]);
+    bulk_copy_g2s(&s.a[0][0], (KDA ? p.ws.a : p.tw.a) + c * 2 * kC * kC, kATileBytes, &s.bar[0]);
   };
   if (tid == 0) {
-    mbar_init(&s.bar, 1);
+    mbar_init(&s.bar[0], 1);
+    mbar_init(&s.bar[1], 1);
     mbar_init_fence();
   }
-  if (nchunks > 0) load_qk(0);
+  if (nchunks > 0) load_next(0);
   cp_async_commit();
 
   float ht[K / 2];  // H^T accumulator (m64nK)
@@ -361,19 +388,20 @@ __global__ void __launch_bounds__(128, 1) gdn_thin_state_kernel(const Params p) 
   // ldmatrix.trans of v^T's A fragments: matrix m = lane / 8 holds tokens 8 (m >> 1) .., value columns
   // 16 warp + 8 (m & 1) ..; the lane gives row lane % 8 of it (k step ks adds 16 tokens)
   const int vm = lane >> 3;
-  const std::uint32_t a_v = smem_u32(s.v);
+  const std::uint32_t a_v0 = smem_u32(s.v[0]);
 #pragma unroll 1
   for (int ci = 0; ci < nchunks; ++ci) {
-    cp_async_wait<0>();       // q, k of chunk ci (this thread's pieces)
+    cp_async_wait<0>();               // chunk ci's cp.async pieces of this thread (GDN q, k; v)
     wgmma::fence_proxy_async_smem();  // ... before the wgmma reads them
-    __syncthreads();           // everyone's pieces; chunk ci - 1 finished (o tile complete, v / T' / Q' read)
-    if (tid == 0) issue_tqs(ci);
-    load_v(ci);
-    cp_async_commit();
+    __syncthreads();                  // everyone's pieces; chunk ci - 1 finished (o tile complete, T' / Q' read)
+    if (tid == 0) issue_top(ci);
     if (ci > 0) store_o(ci - 1);
-    const std::uint32_t a_k = a_k0 + static_cast<std::uint32_t>(ci & 1) * kQkBytes;
+    if constexpr (KDA) mbar_wait(&s.bar[1], ci & 1);  // q e^b, k e^b of chunk ci
+    // the products with H_n: k1 = k[ci & 1] (GDN) / k[0] (KDA); batch 3's k3 = the same (GDN) / k[1]
+    const std::uint32_t a_k1 = a_k0 + (KDA ? 0u : static_cast<std::uint32_t>(ci & 1) * kQkBytes);
+    const std::uint32_t a_k3 = KDA ? a_k0 + kQkBytes : a_k1;
 
-    // ---- batch 1: sacc = bf16(H^T) k^T, pacc = bf16(H^T) q^T
+    // ---- batch 1: sacc = bf16(H^T) k1^T, pacc = bf16(H^T) q1^T
     std::uint32_t af[K / 16][4];
 #pragma unroll
     for (int ks = 0; ks < K / 16; ++ks)
@@ -388,7 +416,7 @@ __global__ void __launch_bounds__(128, 1) gdn_thin_state_kernel(const Params p) 
     cute::warpgroup_arrive();
 #pragma unroll
     for (int ks = 0; ks < K / 16; ++ks)  // channels 16 ks ..: tile ks / 4, 32 bytes per k-step inside it
-      wgmma::mma_rs<wgmma::M64N64_RS<Major::K>, 32>(af[ks], wgmma::desc_k(a_k + (ks >> 2) * 8192 + (ks & 3) * 32), sacc);
+      wgmma::mma_rs<wgmma::M64N64_RS<Major::K>, 32>(af[ks], wgmma::desc_k(a_k1 + (ks >> 2) * 8192 + (ks & 3) * 32), sacc);
 #pragma unroll
     for (int ks = 0; ks < K / 16; ++ks)
       wgmma::mma_rs<wgmma::M64N64_RS<Major::K>, 32>(af[ks], wgmma::desc_k(a_q + (ks >> 2) * 8192 + (ks & 3) * 32), pacc);
@@ -398,11 +426,10 @@ __global__ void __launch_bounds__(128, 1) gdn_thin_state_kernel(const Params p) 
     wgmma::fence_regs<32>(pacc);
     wgmma::fence_regs<K / 4>(&af[0][0]);
 
-    cp_async_wait<0>();  // v of chunk ci
-    __syncthreads();     // v visible; every warp's batch-1 reads of q done
-    if (ci + 1 < nchunks) load_qk(ci + 1);
+    __syncthreads();  // every warp's batch-1 reads of q1, k1 done; chunk ci - 1's o tile stored
+    if (ci + 1 < nchunks) load_next(ci + 1);
     cp_async_commit();
-    mbar_wait(&s.bar, ci & 1);  // T', Q', factors of chunk ci
+    mbar_wait(&s.bar[0], ci & 1);  // T', Q', factors / k3, 2^bL of chunk ci
 
     // ---- X^T = v^T - S^T diag(c1) as the A fragments of k-step ks (tokens 16 ks ..)
     std::uint32_t xf[4][4];
@@ -410,12 +437,13 @@ __global__ void __launch_bounds__(128, 1) gdn_thin_state_kernel(const Params p) 
     for (int ks = 0; ks < 4; ++ks) {
       std::uint32_t vr[4];
       const int tok = 16 * ks + 8 * (vm >> 1) + (lane & 7), vc = 16 * warp + 8 * (vm & 1);
-      ldsm_x4_trans_at(vr, a_v + 2u * static_cast<std::uint32_t>(wgmma::sw128(tok, vc)));
+      ldsm_x4_trans_at(vr, a_v0 + static_cast<std::uint32_t>((ci & 1) * kC * kC * 2 + 2 * wgmma::sw128(tok, vc)));
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
         const int i = 4 * ks + q;
-        const float2 c1 = *reinterpret_cast<const float2*>(&s.sc[0][8 * (i >> 1) + 2 * t4]);
         const float2 vv = unpack_bf16_bits(vr[q]);
+        float2 c1 = make_float2(1.f, 1.f);
+        if constexpr (!KDA) c1 = *reinterpret_cast<const float2*>(&s.sc[0][8 * (i >> 1) + 2 * t4]);
         xf[ks][q] = pack_bf16(vv.x - c1.x * sacc[2 * i], vv.y - c1.y * sacc[2 * i + 1]);
       }
     }
@@ -439,19 +467,33 @@ __global__ void __launch_bounds__(128, 1) gdn_thin_state_kernel(const Params p) 
     // o^T starts as P^T diag(c2); H^T decays; v_new^T as hi / lo (o) and times c3 (state update)
 #pragma unroll
     for (int i = 0; i < 32; i += 2) {
-      const float2 c2 = *reinterpret_cast<const float2*>(&s.sc[1][8 * (i >> 2) + 2 * t4]);
+      float2 c2 = make_float2(p.scale, p.scale);
+      if constexpr (!KDA) c2 = *reinterpret_cast<const float2*>(&s.sc[1][8 * (i >> 2) + 2 * t4]);
       pacc[i] *= c2.x;
       pacc[i + 1] *= c2.y;
     }
-    const float el = s.sc[3][0];
+    if constexpr (KDA) {
 #pragma unroll
-    for (int i = 0; i < K / 2; ++i) ht[i] *= el;
+      for (int i = 0; i < K / 2; i += 2) {
+        const float2 e = *reinterpret_cast<const float2*>(&s.el[8 * (i >> 2) + 2 * t4]);
+        ht[i] *= e.x;
+        ht[i + 1] *= e.y;
+      }
+    } else {
+      const float el = s.sc[3][0];
+#pragma unroll
+      for (int i = 0; i < K / 2; ++i) ht[i] *= el;
+    }
     std::uint32_t vh[4][4], vl[4][4], vs[4][4];
 #pragma unroll
     for (int i = 0; i < 16; ++i) {
-      const float2 c3 = *reinterpret_cast<const float2*>(&s.sc[2][8 * (i >> 1) + 2 * t4]);
       pack_bf16_split(nacc[2 * i], nacc[2 * i + 1], vh[i >> 2][i & 3], vl[i >> 2][i & 3]);
-      vs[i >> 2][i & 3] = pack_bf16(nacc[2 * i] * c3.x, nacc[2 * i + 1] * c3.y);
+      if constexpr (KDA) {
+        vs[i >> 2][i & 3] = vh[i >> 2][i & 3];
+      } else {
+        const float2 c3 = *reinterpret_cast<const float2*>(&s.sc[2][8 * (i >> 1) + 2 * t4]);
+        vs[i >> 2][i & 3] = pack_bf16(nacc[2 * i] * c3.x, nacc[2 * i + 1] * c3.y);
+      }
     }
 
     // ---- batch 2 (o) then batch 3 (state)
@@ -470,7 +512,7 @@ __global__ void __launch_bounds__(128, 1) gdn_thin_state_kernel(const Params p) 
     cute::warpgroup_commit_batch();
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks)  // tokens 16 ks ..: 16 rows = 2048 bytes; 64-channel tiles 8 KB apart
-      wgmma::mma_rs<wgmma::M64_RS<K, Major::MN>, K / 2>(vs[ks], wgmma::desc_mn(a_k + ks * 2048, 8192), ht);
+      wgmma::mma_rs<wgmma::M64_RS<K, Major::MN>, K / 2>(vs[ks], wgmma::desc_mn(a_k3 + ks * 2048, 8192), ht);
     cute::warpgroup_commit_batch();
     cute::warpgroup_wait<1>();  // o done (the state batch may still run)
     wgmma::fence_regs<32>(pacc);
