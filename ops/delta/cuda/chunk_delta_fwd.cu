@@ -278,11 +278,11 @@ template <bool KDA, int K, int NVB>
 constexpr int kPrepMinBlocks = K > 128 ? 1 : KDA ? 2 : (K == 64 && NVB == 1) ? 4 : 3;
 static_assert(4 * (sizeof(PrepSmem<false, 64, 1>) + 1024) <= 228 * 1024, "GDN K=64 one-tile prep: four CTAs per SM");
 
-// Thin (KDA, K <= 128; chunk_delta_thin_fwd.cuh): no w and no u. S4 writes k e^b to the w slot and T'
+// Thin (KDA; chunk_delta_thin_fwd.cuh): no w and no u. S4 writes k e^b to the w slot and T'
 // hi / lo to the thin workspace, and the item ends there (no value tiles, no S5 / S6).
 template <bool KDA, int K, int NVB = 2, bool Thin = false>
 __global__ void __launch_bounds__(kThreads, kPrepMinBlocks<KDA, K, NVB>) delta_prep_kernel(const Params p) {
-  static_assert(!Thin || (KDA && K <= 128), "thin prep: KDA at K <= 128");
+  static_assert(!Thin || KDA, "thin prep: KDA (GDN has gdn_thin_prep_kernel)");
   extern __shared__ __align__(16) unsigned char smem_raw[];
   auto& s = *reinterpret_cast<PrepSmem<KDA, K, NVB>*>(smem_raw);
   const int tid0 = threadIdx.x;
@@ -800,13 +800,22 @@ __global__ void __launch_bounds__(kThreads, kPrepMinBlocks<KDA, K, NVB>) delta_p
         else st_u32(&sk[r][c], pack_bf16(kv.x * e0, kv.y * e1));  // k e^b for w
       }
     }
-    __syncthreads();
-    if (item + static_cast<int>(gridDim.x) < p.nitems) issue_qg(tid, s.nx_t0, s.nx_Cn, s.nx_h, s.nx_hv);  // q's and b2's last reads were in S4
-    if constexpr (Thin) {  // k's last reads were in S4 too; one group with q (waited at the next item's top)
-      if (item + static_cast<int>(gridDim.x) < p.nitems) issue_k(tid, s.nx_t0, s.nx_Cn, s.nx_h);
+    if constexpr (Thin) {
+      // k's last reads were in S4 too: the next item's q, gate and k go as one group (waited at its top).
+      // No CTA barrier follows before thread 0 rewrites the next-item descriptor at that top, so it is
+      // read before this barrier.
+      const long nt0 = s.nx_t0;
+      const int nCn = s.nx_Cn, nh = s.nx_h, nhv = s.nx_hv;
+      __syncthreads();
+      if (item + static_cast<int>(gridDim.x) < p.nitems) {
+        issue_qg(tid, nt0, nCn, nh, nhv);
+        issue_k(tid, nt0, nCn, nh);
+      }
       cp_async_commit();
       continue;
     }
+    __syncthreads();
+    if (item + static_cast<int>(gridDim.x) < p.nitems) issue_qg(tid, s.nx_t0, s.nx_Cn, s.nx_h, s.nx_hv);  // q's and b2's last reads were in S4
     cp_async_commit();
 
     // ---- S5: w = (T_hi + T_lo) (k e^b) -> bf16; warp (wr, wh): rows 16 wr.., key columns
@@ -1423,7 +1432,7 @@ bool one_tile_prep() {
   return on;
 }
 
-// K in {64, 128} runs the thin-workspace kernels (chunk_delta_thin_fwd.cuh); LINA_DELTA_GDN=split /
+// Both ops run the thin-workspace kernels (chunk_delta_thin_fwd.cuh); LINA_DELTA_GDN=split /
 // LINA_DELTA_KDA=split run the split prep / state pair (measurement knobs, read once per process).
 bool thin_path(bool kda) {
   static const bool gdn = [] {
@@ -1477,7 +1486,7 @@ void run_gdn_thin(Params prm, const Problem& p, const DeviceSeqs& seqs, int sms,
   }
   const long grid = p.N * p.HV * prm.nvt;
   if (grid > 0) {  // also with no chunks at all: ht = h0
-    launch_smem(delta_thin_state_kernel<false, K>, static_cast<std::size_t>(grid), 128, kThinStateSmemBytes<false, K>, prm, st,
+    launch_smem(delta_thin_state_kernel<false, K>, static_cast<std::size_t>(grid), K == 256 ? 256 : 128, kThinStateSmemBytes<false, K>, prm, st,
                 "delta_thin_state_kernel");
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) cuda_fail("thin state kernel launch", e);
@@ -1511,7 +1520,7 @@ void run_kda_thin(Params prm, const Problem& p, const DeviceSeqs& seqs, int sms,
   }
   const long grid = p.N * p.HV * prm.nvt;
   if (grid > 0) {  // also with no chunks at all: ht = h0
-    launch_smem(delta_thin_state_kernel<true, K>, static_cast<std::size_t>(grid), 128, kThinStateSmemBytes<true, K>, prm, st,
+    launch_smem(delta_thin_state_kernel<true, K>, static_cast<std::size_t>(grid), K == 256 ? 256 : 128, kThinStateSmemBytes<true, K>, prm, st,
                 "delta_thin_state_kernel");
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) cuda_fail("thin state kernel launch", e);
@@ -1521,7 +1530,7 @@ void run_kda_thin(Params prm, const Problem& p, const DeviceSeqs& seqs, int sms,
 
 template <bool KDA, int K>
 void run(Params prm, const Problem& p, cudaStream_t st) {
-  if constexpr (K <= 128) {
+  {
     if (thin_path(KDA)) {
       const DeviceSeqs seqs = upload_sequences(p, st);  // dense: no table
       prm.seqs = seqs.view;
@@ -1660,7 +1669,7 @@ RunInfo chunk_kda_forward(const Problem& p, const ChunkKdaArgs& a, const Attenti
   prm.safe = a.safe_gate && a.lower_bound && *a.lower_bound >= -5.0;
   dispatch<true>(prm, p, static_cast<cudaStream_t>(opts.stream));
   const std::string kd = std::to_string(p.K);
-  if (p.K <= 128 && thin_path(true))
+  if (thin_path(true))
     return RunInfo{"cuda", {"lina::delta_prep_kernel<kda," + kd + ",thin>", "lina::delta_thin_state_kernel<kda," + kd + ">"}};
   return RunInfo{"cuda", {"lina::delta_prep_kernel<kda," + kd + ">",
                           std::string(state_wgmma() ? "lina::delta_state_wg_kernel<" : "lina::delta_state_kernel<") + kd + ">"}};
@@ -1674,7 +1683,7 @@ RunInfo chunk_gdn_forward(const Problem& p, const ChunkGdnArgs& a, const Attenti
   prm.safe = 0;
   dispatch<false>(prm, p, static_cast<cudaStream_t>(opts.stream));
   const std::string kd = std::to_string(p.K);
-  if (p.K <= 128 && thin_path(false))
+  if (thin_path(false))
     return RunInfo{"cuda", {"lina::gdn_thin_prep_kernel<" + kd + ">", "lina::delta_thin_state_kernel<gdn," + kd + ">"}};
   return RunInfo{"cuda", {"lina::delta_prep_kernel<gdn," + kd + ">",
                           std::string(state_wgmma() ? "lina::delta_state_wg_kernel<" : "lina::delta_state_kernel<") + kd + ">"}};

@@ -1,4 +1,4 @@
-// chunk_gdn forward at K in {64, 128}: the thin-workspace path (docs/kernels/chunk_delta_fwd.md,
+// chunk_gdn / chunk_kda forward: the thin-workspace path (docs/kernels/chunk_delta_fwd.md,
 // "GDN thin workspace"). Included by chunk_delta_fwd.cu inside its anonymous namespace (Params, the
 // prep / state helpers).
 //
@@ -19,7 +19,7 @@
 //    loads q, k, v itself (cp.async into SW128 tiles) and runs the products above on wgmma, H^T in
 //    registers as in delta_state_wg_kernel; v_new costs one more product (X T'^T) than the split
 //    path's u - w H.
-// KDA (K <= 128) takes the same state kernel (delta_thin_state_kernel<true, K>) after a thin variant of
+// KDA takes the same state kernel (delta_thin_state_kernel<true, K>) after a thin variant of
 // delta_prep_kernel: its per-channel gate has to be applied to q and k in the prep, so the prep still
 // writes q e^b, k e^(bL-b) and Aqk, and k e^b where the split path wrote w = T' k e^b; it writes T'
 // instead of u = T' v (no value tiles, no w / u products in the prep; 80.5 KB per chunk and head).
@@ -39,9 +39,10 @@ struct ThinPrepSmem {
   alignas(16) float rk[kC];  // 0 past the sequence end
 };
 template <int K>
-constexpr int kThinPrepMinBlocks = K == 64 ? 4 : 3;
+constexpr int kThinPrepMinBlocks = K == 64 ? 4 : K == 128 ? 3 : 2;
 static_assert(3 * (sizeof(ThinPrepSmem<128>) + 1024) <= 228 * 1024, "thin GDN prep K=128: three CTAs per SM");
 static_assert(4 * (sizeof(ThinPrepSmem<64>) + 1024) <= 228 * 1024, "thin GDN prep K=64: four CTAs per SM");
+static_assert(2 * (sizeof(ThinPrepSmem<256>) + 1024) <= 228 * 1024, "thin GDN prep K=256: two CTAs per SM");
 
 template <int K>
 __global__ void __launch_bounds__(kThreads, kThinPrepMinBlocks<K>) gdn_thin_prep_kernel(const Params p) {
@@ -266,6 +267,9 @@ __global__ void __launch_bounds__(kThreads, kThinPrepMinBlocks<K>) gdn_thin_prep
 // Operands: GDN q1 = q, k1 = k3 = k (raw, cp.async into SW128 tiles; k double-buffered by chunk
 // parity since batch 3 still reads chunk ci's k when ci + 1's arrives). KDA q1 = q e^b, k1 = k e^b,
 // k3 = k e^(bL-b), written by the thin KDA prep in the blocked SW128 layout (bulk copies).
+// K = 256: two warpgroups split the channels (KH = 128 each) as in delta_state_wg_kernel<256>: batch 1's
+// partial sums meet in shared memory (S^T whole in both, P^T for the warpgroup's 32 tokens of o), both
+// compute X and v_new whole, each its 32 o tokens and its channel half of the state update.
 // Loads: q1, k1 and v of chunk ci + 1 once batch 1 of ci is done everywhere (v double-buffered);
 // T', Q' and the factors (GDN) / k3, T', Q', 2^bL (KDA) of chunk ci at its top (measured for GDN:
 // issuing those one chunk ahead, which needs one more CTA barrier per chunk, is 1-2 % slower at the
@@ -280,17 +284,23 @@ struct ThinStateSmem {
   float sc[KDA ? 1 : 4][kC];  // GDN: c1, c2, c3, 2^bL
   float el[KDA ? K : 1];      // KDA: 2^bL per channel
   alignas(16) bf16 o[kC][kC + 8];  // o tile [token][value column], padded (16-byte rows pieces to HBM)
+  // K = 256: batch 1's partials per warpgroup, S^T (8 float4 per thread) then the partner's 32 tokens of
+  // P^T (4 float4); [warpgroup][float4 index][thread of the warpgroup]
+  float4 x[K == 256 ? 2 : 1][K == 256 ? 12 : 1][128];
   std::uint64_t bar[2];  // [0] T', Q' (+ factors / k3, 2^bL), [1] KDA: q e^b, k e^b
 };
 template <bool KDA, int K>
 constexpr std::size_t kThinStateSmemBytes = sizeof(ThinStateSmem<KDA, K>) + 1024;  // + manual 1 KB alignment
 static_assert(kThinStateSmemBytes<false, 128> <= 113 * 1024 && kThinStateSmemBytes<true, 128> <= 113 * 1024,
               "thin state K=128: two CTAs per SM");
+static_assert(kThinStateSmemBytes<false, 256> <= 227 * 1024 && kThinStateSmemBytes<true, 256> <= 227 * 1024,
+              "thin state K=256 over the sm_90 limit");
 
 template <bool KDA, int K>
-__global__ void __launch_bounds__(128, 1) delta_thin_state_kernel(const Params p) {
+__global__ void __launch_bounds__(K == 256 ? 256 : 128, 1) delta_thin_state_kernel(const Params p) {
   using wgmma::Major;
   using S = ThinStateSmem<KDA, K>;
+  constexpr int NWG = K == 256 ? 2 : 1, KH = K / NWG, NO = 64 / NWG, NTH = 128 * NWG;  // warpgroups, their channels, o tokens
   static_assert(offsetof(S, q) % 1024 == 0 && offsetof(S, k) % 1024 == 0 && offsetof(S, v) % 1024 == 0 &&
                     offsetof(S, t) % 1024 == 0 && offsetof(S, a) % 1024 == 0 && offsetof(S, sc) % 16 == 0 &&
                     offsetof(S, el) % 16 == 0 && offsetof(S, o) % 16 == 0 && offsetof(S, bar) % 8 == 0,
@@ -300,8 +310,11 @@ __global__ void __launch_bounds__(128, 1) delta_thin_state_kernel(const Params p
   extern __shared__ __align__(16) unsigned char thin_state_smem_raw[];
   unsigned char* const sm_base = thin_state_smem_raw + ((1024u - (smem_u32(thin_state_smem_raw) & 1023u)) & 1023u);
   S& s = *reinterpret_cast<S*>(sm_base);
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g8 = lane >> 2, t4 = lane & 3;
+  const int tid = threadIdx.x, lane = tid & 31, warp = (tid >> 5) & 3, g8 = lane >> 2, t4 = lane & 3, tw = tid & 127;
   const int vrow = 16 * warp + g8;  // this thread's value columns: vrow, vrow + 8
+  // kh through a shuffle: warp-uniform for ptxas (no wgmma under a branch on it: that serialises them all)
+  const int kh = NWG == 1 ? 0 : __shfl_sync(0xffffffffu, tid >> 7, 0);
+  const int ch0 = KH * kh;  // the warpgroup's first channel
 
   int bid = blockIdx.x;
   const int vt = bid % p.nvt;
@@ -329,8 +342,8 @@ __global__ void __launch_bounds__(128, 1) delta_thin_state_kernel(const Params p
       constexpr int QV = K / 8;
       bf16* const kb = s.k[ci & 1];
 #pragma unroll
-      for (int j = 0; j < kC * QV / 128; ++j) {
-        const int i = tid + 128 * j, r = i / QV, c8 = i % QV;
+      for (int j = 0; j < kC * QV / NTH; ++j) {
+        const int i = tid + NTH * j, r = i / QV, c8 = i % QV;
         const long row = (t0 + min(r, Cn - 1)) * p.H + h;
         const int off = wgmma::sw128_blocked<kC>(r, 8 * c8);
         cp_async16(s.q + off, p.q + row * K + 8 * c8, r < Cn);
@@ -339,8 +352,8 @@ __global__ void __launch_bounds__(128, 1) delta_thin_state_kernel(const Params p
     }
     bf16* const vb = s.v[ci & 1];
 #pragma unroll
-    for (int j = 0; j < kC * 8 / 128; ++j) {
-      const int i = tid + 128 * j, r = i >> 3, c8 = i & 7;
+    for (int j = 0; j < kC * 8 / NTH; ++j) {
+      const int i = tid + NTH * j, r = i >> 3, c8 = i & 7;
       cp_async16(vb + wgmma::sw128(r, 8 * c8), p.v + ((t0 + min(r, Cn - 1)) * p.HV + hv) * V + vcol0 + 8 * c8, r < Cn);
     }
   };
@@ -365,11 +378,11 @@ __global__ void __launch_bounds__(128, 1) delta_thin_state_kernel(const Params p
   if (nchunks > 0) load_next(0);
   cp_async_commit();
 
-  float ht[K / 2];  // H^T accumulator (m64nK)
+  float ht[KH / 2];  // H^T accumulator (m64nKH) over the warpgroup's channels
   const long sbase = (static_cast<long>(n) * p.HV + hv) * K * V;
 #pragma unroll
-  for (int i = 0; i < K / 2; ++i) {
-    const int ch = 8 * (i >> 2) + 2 * t4 + (i & 1), v = vrow + ((i & 2) << 2);
+  for (int i = 0; i < KH / 2; ++i) {
+    const int ch = ch0 + 8 * (i >> 2) + 2 * t4 + (i & 1), v = vrow + ((i & 2) << 2);
     ht[i] = p.h0 ? p.h0[sbase + static_cast<long>(ch) * V + vcol0 + v] : 0.f;
   }
 
@@ -377,14 +390,17 @@ __global__ void __launch_bounds__(128, 1) delta_thin_state_kernel(const Params p
     const long t0 = sd.row_begin + static_cast<long>(cj) * kC;
     const int Cn = min(kC, sd.length - cj * kC);
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int u = tid + 128 * j, r = u >> 3, c8 = u & 7;
+    for (int j = 0; j < 512 / NTH; ++j) {
+      const int u = tid + NTH * j, r = u >> 3, c8 = u & 7;
       if (r < Cn)
         *reinterpret_cast<uint4*>(p.o + ((t0 + r) * p.HV + hv) * V + vcol0 + 8 * c8) = *reinterpret_cast<const uint4*>(&s.o[r][8 * c8]);
     }
   };
 
-  const std::uint32_t a_q = smem_u32(s.q), a_k0 = smem_u32(s.k[0]), a_t = smem_u32(&s.t[0][0]), a_a = smem_u32(&s.a[0][0]);
+  // the warpgroup's channel tiles (64-channel SW128 tiles of 8 KB; warpgroup kh starts at tile KH / 64 kh)
+  const std::uint32_t tile0 = static_cast<std::uint32_t>(kh * (KH / 64) * 8192);
+  const std::uint32_t a_q = smem_u32(s.q) + tile0, a_k0 = smem_u32(s.k[0]) + tile0, a_t = smem_u32(&s.t[0][0]);
+  const std::uint32_t a_a = smem_u32(&s.a[0][0]) + static_cast<std::uint32_t>(kh * NO * 128);  // Q' rows NO kh ..
   // ldmatrix.trans of v^T's A fragments: matrix m = lane / 8 holds tokens 8 (m >> 1) .., value columns
   // 16 warp + 8 (m & 1) ..; the lane gives row lane % 8 of it (k step ks adds 16 tokens)
   const int vm = lane >> 3;
@@ -402,9 +418,9 @@ __global__ void __launch_bounds__(128, 1) delta_thin_state_kernel(const Params p
     const std::uint32_t a_k3 = KDA ? a_k0 + kQkBytes : a_k1;
 
     // ---- batch 1: sacc = bf16(H^T) k1^T, pacc = bf16(H^T) q1^T
-    std::uint32_t af[K / 16][4];
+    std::uint32_t af[KH / 16][4];
 #pragma unroll
-    for (int ks = 0; ks < K / 16; ++ks)
+    for (int ks = 0; ks < KH / 16; ++ks)
 #pragma unroll
       for (int j = 0; j < 4; ++j) af[ks][j] = pack_bf16(ht[8 * ks + 2 * j], ht[8 * ks + 2 * j + 1]);
     float sacc[32], pacc[32];
@@ -412,23 +428,52 @@ __global__ void __launch_bounds__(128, 1) delta_thin_state_kernel(const Params p
     for (int i = 0; i < 32; ++i) sacc[i] = pacc[i] = 0.f;
     wgmma::fence_regs<32>(sacc);
     wgmma::fence_regs<32>(pacc);
-    wgmma::fence_regs<K / 4>(&af[0][0]);
+    wgmma::fence_regs<KH / 4>(&af[0][0]);
     cute::warpgroup_arrive();
 #pragma unroll
-    for (int ks = 0; ks < K / 16; ++ks)  // channels 16 ks ..: tile ks / 4, 32 bytes per k-step inside it
+    for (int ks = 0; ks < KH / 16; ++ks)  // channels 16 ks ..: tile ks / 4, 32 bytes per k-step inside it
       wgmma::mma_rs<wgmma::M64N64_RS<Major::K>, 32>(af[ks], wgmma::desc_k(a_k1 + (ks >> 2) * 8192 + (ks & 3) * 32), sacc);
 #pragma unroll
-    for (int ks = 0; ks < K / 16; ++ks)
+    for (int ks = 0; ks < KH / 16; ++ks)
       wgmma::mma_rs<wgmma::M64N64_RS<Major::K>, 32>(af[ks], wgmma::desc_k(a_q + (ks >> 2) * 8192 + (ks & 3) * 32), pacc);
     cute::warpgroup_commit_batch();
     cute::warpgroup_wait<0>();
     wgmma::fence_regs<32>(sacc);
     wgmma::fence_regs<32>(pacc);
-    wgmma::fence_regs<K / 4>(&af[0][0]);
+    wgmma::fence_regs<KH / 4>(&af[0][0]);
+    // o tokens NO kh .. of P^T: pacc[NO / 2 kh + i] (a select, not an indexed register)
+    float oacc[NO / 2];
+#pragma unroll
+    for (int i = 0; i < NO / 2; ++i) oacc[i] = NWG == 1 ? pacc[i] : (kh ? pacc[16 + (i & 15)] : pacc[i]);
+    if constexpr (NWG == 2) {  // partial sums to the partner: S^T whole, P^T of its 32 tokens
+      float4* const xo = &s.x[kh][0][tw];
+#pragma unroll
+      for (int q = 0; q < 8; ++q) xo[128 * q] = make_float4(sacc[4 * q], sacc[4 * q + 1], sacc[4 * q + 2], sacc[4 * q + 3]);
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        float y[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) y[e] = kh ? pacc[4 * q + e] : pacc[16 + 4 * q + e];
+        xo[128 * (8 + q)] = make_float4(y[0], y[1], y[2], y[3]);
+      }
+    }
 
-    __syncthreads();  // every warp's batch-1 reads of q1, k1 done; chunk ci - 1's o tile stored
+    __syncthreads();  // every warp's batch-1 reads of q1, k1 done; chunk ci - 1's o tile stored; partials visible
     if (ci + 1 < nchunks) load_next(ci + 1);
     cp_async_commit();
+    if constexpr (NWG == 2) {  // own + partner (the same fp32 sum in both warpgroups)
+      const float4* const xp = &s.x[kh ^ 1][0][tw];
+#pragma unroll
+      for (int q = 0; q < 8; ++q) {
+        const float4 y = xp[128 * q];
+        sacc[4 * q] += y.x, sacc[4 * q + 1] += y.y, sacc[4 * q + 2] += y.z, sacc[4 * q + 3] += y.w;
+      }
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const float4 y = xp[128 * (8 + q)];
+        oacc[4 * q] += y.x, oacc[4 * q + 1] += y.y, oacc[4 * q + 2] += y.z, oacc[4 * q + 3] += y.w;
+      }
+    }
     mbar_wait(&s.bar[0], ci & 1);  // T', Q', factors / k3, 2^bL of chunk ci
 
     // ---- X^T = v^T - S^T diag(c1) as the A fragments of k-step ks (tokens 16 ks ..)
@@ -466,23 +511,23 @@ __global__ void __launch_bounds__(128, 1) delta_thin_state_kernel(const Params p
 
     // o^T starts as P^T diag(c2); H^T decays; v_new^T as hi / lo (o) and times c3 (state update)
 #pragma unroll
-    for (int i = 0; i < 32; i += 2) {
+    for (int i = 0; i < NO / 2; i += 2) {
       float2 c2 = make_float2(p.scale, p.scale);
-      if constexpr (!KDA) c2 = *reinterpret_cast<const float2*>(&s.sc[1][8 * (i >> 2) + 2 * t4]);
-      pacc[i] *= c2.x;
-      pacc[i + 1] *= c2.y;
+      if constexpr (!KDA) c2 = *reinterpret_cast<const float2*>(&s.sc[1][NO * kh + 8 * (i >> 2) + 2 * t4]);
+      oacc[i] *= c2.x;
+      oacc[i + 1] *= c2.y;
     }
     if constexpr (KDA) {
 #pragma unroll
-      for (int i = 0; i < K / 2; i += 2) {
-        const float2 e = *reinterpret_cast<const float2*>(&s.el[8 * (i >> 2) + 2 * t4]);
+      for (int i = 0; i < KH / 2; i += 2) {
+        const float2 e = *reinterpret_cast<const float2*>(&s.el[ch0 + 8 * (i >> 2) + 2 * t4]);
         ht[i] *= e.x;
         ht[i + 1] *= e.y;
       }
     } else {
       const float el = s.sc[3][0];
 #pragma unroll
-      for (int i = 0; i < K / 2; ++i) ht[i] *= el;
+      for (int i = 0; i < KH / 2; ++i) ht[i] *= el;
     }
     std::uint32_t vh[4][4], vl[4][4], vs[4][4];
 #pragma unroll
@@ -497,29 +542,30 @@ __global__ void __launch_bounds__(128, 1) delta_thin_state_kernel(const Params p
     }
 
     // ---- batch 2 (o) then batch 3 (state)
-    wgmma::fence_regs<32>(pacc);
-    wgmma::fence_regs<K / 2>(ht);
+    wgmma::fence_regs<NO / 2>(oacc);
+    wgmma::fence_regs<KH / 2>(ht);
     wgmma::fence_regs<16>(&vh[0][0]);
     wgmma::fence_regs<16>(&vl[0][0]);
     wgmma::fence_regs<16>(&vs[0][0]);
     cute::warpgroup_arrive();
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) {  // tokens j = 16 ks ..: 32 bytes per k-step in Q''s rows
-      wgmma::mma_rs<wgmma::M64N64_RS<Major::K>, 32>(vh[ks], wgmma::desc_k(a_a + ks * 32), pacc);
-      wgmma::mma_rs<wgmma::M64N64_RS<Major::K>, 32>(vh[ks], wgmma::desc_k(a_a + kATileBytes / 2 + ks * 32), pacc);
-      wgmma::mma_rs<wgmma::M64N64_RS<Major::K>, 32>(vl[ks], wgmma::desc_k(a_a + ks * 32), pacc);
+      wgmma::mma_rs<wgmma::M64_RS<NO, Major::K>, NO / 2>(vh[ks], wgmma::desc_k(a_a + ks * 32), oacc);
+      wgmma::mma_rs<wgmma::M64_RS<NO, Major::K>, NO / 2>(vh[ks], wgmma::desc_k(a_a + kATileBytes / 2 + ks * 32), oacc);
+      wgmma::mma_rs<wgmma::M64_RS<NO, Major::K>, NO / 2>(vl[ks], wgmma::desc_k(a_a + ks * 32), oacc);
     }
     cute::warpgroup_commit_batch();
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks)  // tokens 16 ks ..: 16 rows = 2048 bytes; 64-channel tiles 8 KB apart
-      wgmma::mma_rs<wgmma::M64_RS<K, Major::MN>, K / 2>(vs[ks], wgmma::desc_mn(a_k3 + ks * 2048, 8192), ht);
+      wgmma::mma_rs<wgmma::M64_RS<KH, Major::MN>, KH / 2>(vs[ks], wgmma::desc_mn(a_k3 + ks * 2048, 8192), ht);
     cute::warpgroup_commit_batch();
     cute::warpgroup_wait<1>();  // o done (the state batch may still run)
-    wgmma::fence_regs<32>(pacc);
+    wgmma::fence_regs<NO / 2>(oacc);
 #pragma unroll
-    for (int i = 0; i < 32; ++i) s.o[8 * (i >> 2) + 2 * t4 + (i & 1)][vrow + ((i & 2) << 2)] = __float2bfloat16_rn(pacc[i]);
+    for (int i = 0; i < NO / 2; ++i)
+      s.o[NO * kh + 8 * (i >> 2) + 2 * t4 + (i & 1)][vrow + ((i & 2) << 2)] = __float2bfloat16_rn(oacc[i]);
     cute::warpgroup_wait<0>();
-    wgmma::fence_regs<K / 2>(ht);
+    wgmma::fence_regs<KH / 2>(ht);
     wgmma::fence_regs<16>(&vh[0][0]);
     wgmma::fence_regs<16>(&vl[0][0]);
     wgmma::fence_regs<16>(&vs[0][0]);
@@ -530,8 +576,8 @@ __global__ void __launch_bounds__(128, 1) delta_thin_state_kernel(const Params p
   }
   if (p.ht) {
 #pragma unroll
-    for (int i = 0; i < K / 2; ++i) {
-      const int ch = 8 * (i >> 2) + 2 * t4 + (i & 1), v = vrow + ((i & 2) << 2);
+    for (int i = 0; i < KH / 2; ++i) {
+      const int ch = ch0 + 8 * (i >> 2) + 2 * t4 + (i & 1), v = vrow + ((i & 2) << 2);
       p.ht[sbase + static_cast<long>(ch) * V + vcol0 + v] = ht[i];
     }
   }
