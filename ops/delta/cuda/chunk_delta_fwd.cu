@@ -34,6 +34,7 @@
 #include "lina/chunk_delta.h"
 #include "lina/error.h"
 #include "ops/common/backends.h"
+#include "ops/common/fast_div.h"
 #include "ops/common/cuda/cuda_common.cuh"
 #include "ops/common/cuda/launch_setup.h"
 #include "ops/common/cuda/mbarrier.cuh"
@@ -97,6 +98,9 @@ struct Params {
   int l2norm;
   int safe;  // KDA: diagonal sub-blocks through the middle reference row (needs g >= -5)
   int nitems;  // prep work items: total chunks * HV (the prep grid is persistent and strides over them)
+  FastDiv fd_hv;   // item -> (global chunk, value head)
+  FastDiv fd_nch;  // dense: global chunk -> (sequence, chunk in it); chunks per sequence
+  FastDiv fd_g;    // value head -> q/k head (GVA group G)
   int wg_layout;  // w, q e^b, k e^(bL-b) tiles in the wgmma state kernel's order (tile_off)
   Workspace ws;
   ThinWorkspace tw;
@@ -131,10 +135,18 @@ struct PrepItem {
 };
 
 __device__ __forceinline__ PrepItem prep_item(const Params& p, int item) {
-  const int hv = item % p.HV;
-  const int2 sc = p.seqs.chunk(item / p.HV, p.N);  // (sequence, chunk in it) of global chunk item / HV
+  const std::uint32_t gc = p.fd_hv.div(static_cast<std::uint32_t>(item));
+  const int hv = item - static_cast<int>(gc * p.fd_hv.d);
+  int2 sc;  // (sequence, chunk in it) of global chunk gc; dense: one multiply-high, no table
+  if (p.seqs.table) {
+    sc = p.seqs.chunk(static_cast<int>(gc), p.N);
+  } else {
+    const std::uint32_t n = p.fd_nch.div(gc);
+    sc = make_int2(static_cast<int>(n), static_cast<int>(gc - n * p.fd_nch.d));
+  }
   const SeqDesc sd = p.seqs.at(sc.x);
-  return PrepItem{sd.row_begin + static_cast<long>(sc.y) * kC, min(kC, sd.length - sc.y * kC), hv / p.G, hv};
+  return PrepItem{sd.row_begin + static_cast<long>(sc.y) * kC, min(kC, sd.length - sc.y * kC),
+                  static_cast<int>(p.fd_g.div(static_cast<std::uint32_t>(hv))), hv};
 }
 
 template <int K, int VC = kVT>  // VC: value columns per state CTA
@@ -1535,6 +1547,7 @@ void run(Params prm, const Problem& p, cudaStream_t st) {
       const DeviceSeqs seqs = upload_sequences(p, st);  // dense: no table
       prm.seqs = seqs.view;
       prm.N = static_cast<int>(p.N);
+      prm.fd_nch = FastDiv(static_cast<std::uint32_t>((seqs.view.uniform_len + kC - 1) / kC));
       if constexpr (KDA) run_kda_thin<K>(prm, p, seqs, sm_count(), st);
       else run_gdn_thin<K>(prm, p, seqs, sm_count(), st);
       workspace_free(seqs.ptr, st, "delta fwd sequence table");
@@ -1547,6 +1560,7 @@ void run(Params prm, const Problem& p, cudaStream_t st) {
   const DeviceSeqs seqs = upload_sequences(p, st);  // dense: no table
   prm.seqs = seqs.view;
   prm.N = static_cast<int>(p.N);
+  prm.fd_nch = FastDiv(static_cast<std::uint32_t>((seqs.view.uniform_len + kC - 1) / kC));
   const size_t nch = static_cast<size_t>(seqs.total_chunks) * p.HV;
   // w, q e^b, k e^(bL-b) and Aqk in the state kernel's swizzled tile layout (kTileBytes, kATileBytes per
   // chunk and head; each array starts 256-byte aligned, so every tile is 16-byte aligned for the bulk copies).
@@ -1647,7 +1661,9 @@ Params common_params(const Problem& p, const DeltaRuleArgs& a, const AttentionOu
   prm.o = out.o.ptr<bf16>();
   prm.H = static_cast<int>(p.H);
   prm.HV = static_cast<int>(p.HV);
+  prm.fd_hv = FastDiv(static_cast<std::uint32_t>(p.HV));
   prm.G = static_cast<int>(p.group());
+  prm.fd_g = FastDiv(static_cast<std::uint32_t>(p.group()));
   prm.V = static_cast<int>(p.V);
   prm.nvt = static_cast<int>(p.V / kVT);
   prm.scale = static_cast<float>(p.scale);

@@ -104,34 +104,24 @@ __global__ void __launch_bounds__(kThreads, kThinPrepMinBlocks<K>) gdn_thin_prep
     cp_async_wait<0>();  // this item's q, k
     __syncthreads();
 
-    // ---- S1: inverse norms (fp32 sums of squares of the bf16 rows; eps as FLA's l2norm)
+    // ---- S1: inverse norms (fp32 sums of squares of the bf16 rows; eps as FLA's l2norm). Two threads per
+    // row (rows 0-63 q, 64-127 k), K / 2 elements each as 16-byte loads, one shuffle.
     if (p.l2norm) {
-      constexpr int PER = K / 32;  // elements per lane
+      const int row = tid >> 1, hf = tid & 1;
+      const bf16* const src = (row < kC ? &s.q[row][0] : &s.k[row - kC][0]) + hf * (K / 2);
+      float ss[2] = {0.f, 0.f};
 #pragma unroll
-      for (int r4 = 0; r4 < 8; r4 += 4) {  // warp: rows 8 warp .. 8 warp + 7 of q and k
-        float ss[8];
-#pragma unroll
-        for (int u = 0; u < 8; ++u) {
-          const bf16* row = (u & 1) ? &s.k[warp * 8 + r4 + (u >> 1)][0] : &s.q[warp * 8 + r4 + (u >> 1)][0];
-          ss[u] = 0.f;
-#pragma unroll
-          for (int e = 0; e < PER; e += 2) {
-            const float2 f = load_bf16x2(row + lane * PER + e);
-            ss[u] += f.x * f.x + f.y * f.y;
-          }
-        }
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1)
-#pragma unroll
-          for (int u = 0; u < 8; ++u) ss[u] += __shfl_xor_sync(0xffffffffu, ss[u], o);
-        if (lane == 0) {
-#pragma unroll
-          for (int u = 0; u < 8; ++u) {
-            const int r = warp * 8 + r4 + (u >> 1);
-            const float rs = r < Cn ? rsqrtf(ss[u] + 1e-6f) : 0.f;
-            ((u & 1) ? s.rk : s.rq)[r] = rs;
-          }
-        }
+      for (int c = 0; c < K / 2; c += 8) {
+        const uint4 u = *reinterpret_cast<const uint4*>(src + c);
+        const float2 x0 = unpack_bf16_bits(u.x), x1 = unpack_bf16_bits(u.y), x2 = unpack_bf16_bits(u.z), x3 = unpack_bf16_bits(u.w);
+        ss[0] += x0.x * x0.x + x0.y * x0.y + x1.x * x1.x + x1.y * x1.y;
+        ss[1] += x2.x * x2.x + x2.y * x2.y + x3.x * x3.x + x3.y * x3.y;
+      }
+      float sum = ss[0] + ss[1];
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      if (hf == 0) {
+        const int r = row & (kC - 1);
+        ((row < kC) ? s.rq : s.rk)[r] = r < Cn ? rsqrtf(sum + 1e-6f) : 0.f;
       }
     } else if (tid < kC) {
       s.rq[tid] = tid < Cn ? 1.f : 0.f;
@@ -140,24 +130,29 @@ __global__ void __launch_bounds__(kThreads, kThinPrepMinBlocks<K>) gdn_thin_prep
     __syncthreads();
 
     // ---- S2: q k^T and k k^T on tensor cores (raw rows), then the per-token factors and the decay.
-    // Warp (ib, wh): rows 16 ib .., the n8 column tiles nt = 2 i + wh (i <= ib).
+    // The 20 n8 column tiles of the lower block triangle (row block rb has 2 rb + 2) split 3 / 3 / 2
+    // (rb 3), 3 / 3 (rb 2), 2 / 2 (rb 1), 2 (rb 0) over the warps: warp w takes row block rb, tiles
+    // ntb .. ntb + nj - 1 (the slowest warp does 3 tiles, not 4). Warps 5-7 also zero Q' above the
+    // diagonal blocks of row blocks 2, 1, 0 (the state kernel multiplies whole tiles).
     {
-      const int ib = warp >> 1, wh = warp & 1;
-      float accA[4][4], accL[4][4];
+      const int rb = static_cast<int>((0x01122333u >> (4 * warp)) & 0xFu);
+      const int ntb = static_cast<int>((0x02030630u >> (4 * warp)) & 0xFu);
+      const int nj = static_cast<int>((0x22233233u >> (4 * warp)) & 0xFu);
+      float accA[3][4], accL[3][4];
 #pragma unroll
-      for (int i = 0; i < 4; ++i)
+      for (int i = 0; i < 3; ++i)
 #pragma unroll
         for (int e = 0; e < 4; ++e) accA[i][e] = accL[i][e] = 0.f;
 #pragma unroll 2
       for (int ks = 0; ks < K / 16; ++ks) {
         uint32_t aq[4], ak[4];
-        ldsm_x4(aq, &s.q[16 * ib + (lane & 15)][ks * 16 + ((lane >> 4) << 3)]);
-        ldsm_x4(ak, &s.k[16 * ib + (lane & 15)][ks * 16 + ((lane >> 4) << 3)]);
+        ldsm_x4(aq, &s.q[16 * rb + (lane & 15)][ks * 16 + ((lane >> 4) << 3)]);
+        ldsm_x4(ak, &s.k[16 * rb + (lane & 15)][ks * 16 + ((lane >> 4) << 3)]);
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          if (i > ib) continue;
+        for (int i = 0; i < 3; ++i) {
+          if (i >= nj) continue;
           uint32_t b[2];
-          ldsm_x2(b, &s.k[(2 * i + wh) * 8 + (lane & 7)][ks * 16 + (((lane >> 3) & 1) << 3)]);
+          ldsm_x2(b, &s.k[(ntb + i) * 8 + (lane & 7)][ks * 16 + (((lane >> 3) & 1) << 3)]);
           mma_bf16_16816(accA[i], aq, b[0], b[1]);
           mma_bf16_16816(accL[i], ak, b[0], b[1]);
         }
@@ -165,24 +160,33 @@ __global__ void __launch_bounds__(kThreads, kThinPrepMinBlocks<K>) gdn_thin_prep
       bf16* const Ag = p.tw.a + ch * 2 * kC * kC;  // hi [C][C], then lo
 #pragma unroll
       for (int hf = 0; hf < 2; ++hf) {
-        const int r = 16 * ib + g + hf * 8;
+        const int r = 16 * rb + g + hf * 8;
         const float br = s.bs[r], fq = p.scale * s.rq[r], fk = s.beta[r] * s.rk[r];
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int jb = i, j = (2 * i + wh) * 8 + 2 * t;
+        for (int i = 0; i < 3; ++i) {
+          if (i >= nj) continue;
+          const int j = (ntb + i) * 8 + 2 * t;
           float av[2], lv[2];
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
             const int jj = j + e;
             const float f = ex2(fminf(br - s.bs[jj], 0.f)) * s.rk[jj];
-            av[e] = (jb <= ib && jj <= r) ? fq * accA[i][hf * 2 + e] * f : 0.f;
-            lv[e] = (jb <= ib && jj < r) ? fk * accL[i][hf * 2 + e] * f : 0.f;
+            av[e] = jj <= r ? fq * accA[i][hf * 2 + e] * f : 0.f;
+            lv[e] = jj < r ? fk * accL[i][hf * 2 + e] * f : 0.f;
           }
           uint32_t hi, lo;
           pack_bf16_split(av[0], av[1], hi, lo);
           st_u32(Ag + swz<kC>(r, j), hi);
           st_u32(Ag + kC * kC + swz<kC>(r, j), lo);
           *reinterpret_cast<float2*>(&s.L[r][j]) = make_float2(lv[0], lv[1]);
+        }
+      }
+      if (warp >= 5) {  // zero pieces of Q' right of row block zr's diagonal block (hi and lo)
+        const int zr = 7 - warp, r = 16 * zr + (lane & 15);
+        for (int pc = 2 * (zr + 1) + (lane >> 4); pc < kC / 8; pc += 2) {
+          uint4* const dst = reinterpret_cast<uint4*>(Ag + swz<kC>(r, 8 * pc));
+          dst[0] = make_uint4(0u, 0u, 0u, 0u);
+          dst[kC * kC / 8] = make_uint4(0u, 0u, 0u, 0u);
         }
       }
     }
