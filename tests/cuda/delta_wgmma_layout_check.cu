@@ -1,5 +1,6 @@
-// Host-only cross-check of the delta forward's wgmma state kernel layouts (delta_state_wg_kernel in
-// ops/delta/cuda/chunk_delta_fwd.cu, helpers in ops/common/cuda/wgmma_sm90.cuh) against CuTe's layout
+// Host-only cross-check of the delta forward's wgmma state kernel layouts (delta_thin_state_kernel in
+// ops/delta/cuda/chunk_delta_thin_fwd.cuh, same conventions as the removed delta_state_wg_kernel;
+// helpers in ops/common/cuda/wgmma_sm90.cuh) against CuTe's layout
 // algebra: the prep's `blocked` tile offsets (wgmma::sw128_blocked) of w / q e^b (B of batch 1, K-major,
 // N = 64 tokens, K = K channels) and k e^(bL-b) (B of the state batch, MN-major, N = KH channels of a
 // warpgroup, K = 64 tokens) for K = 64 / 128 / 256 (K = 128 with one or two warpgroups), the k16 slice starts and the descriptor fields
@@ -119,7 +120,7 @@ void check_frag() {  // accumulator m64nN: value i of thread t -> (row 16 w + g8
 int main() {
   check_k<64, 1>();
   check_k<128, 1>();
-  check_k<128, 2>();  // LINA_DELTA_STATE=wg2
+  check_k<128, 2>();  // K = 128 on two warpgroups (the removed wg2 variant; the K = 256 structure)
   check_k<256, 2>();
   check_mn64();
   check_a<64>();

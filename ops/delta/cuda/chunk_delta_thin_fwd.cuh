@@ -17,10 +17,9 @@
 //    path's 96.5 KB (w, q e^b, k e^(bL-b), Aqk, u in fp32). No q / k rewrite, no w, no u.
 // 2. delta_thin_state_kernel<false, K> (one warpgroup per sequence, value head and 64-column V tile)
 //    loads q, k, v itself (cp.async into SW128 tiles) and runs the products above on wgmma, H^T in
-//    registers as in delta_state_wg_kernel; v_new costs one more product (X T'^T) than the split
-//    path's u - w H.
-// KDA takes the same state kernel (delta_thin_state_kernel<true, K>) after a thin variant of
-// delta_prep_kernel: its per-channel gate has to be applied to q and k in the prep, so the prep still
+//    registers; v_new costs one more product (X T'^T) than the removed split path's u - w H.
+// KDA takes the same state kernel (delta_thin_state_kernel<true, K>) after kda_prep_kernel
+// (chunk_delta_fwd.cu): its per-channel gate has to be applied to q and k in the prep, so the prep still
 // writes q e^b, k e^(bL-b) and Aqk, and k e^b where the split path wrote w = T' k e^b; it writes T'
 // instead of u = T' v (no value tiles, no w / u products in the prep; 80.5 KB per chunk and head).
 // Numerics: v - diag(c1) k H is rounded to bf16 once (a difference of the chunk's values and the
@@ -108,16 +107,7 @@ __global__ void __launch_bounds__(kThreads, kThinPrepMinBlocks<K>) gdn_thin_prep
     // row (rows 0-63 q, 64-127 k), K / 2 elements each as 16-byte loads, one shuffle.
     if (p.l2norm) {
       const int row = tid >> 1, hf = tid & 1;
-      const bf16* const src = (row < kC ? &s.q[row][0] : &s.k[row - kC][0]) + hf * (K / 2);
-      float ss[2] = {0.f, 0.f};
-#pragma unroll
-      for (int c = 0; c < K / 2; c += 8) {
-        const uint4 u = *reinterpret_cast<const uint4*>(src + c);
-        const float2 x0 = unpack_bf16_bits(u.x), x1 = unpack_bf16_bits(u.y), x2 = unpack_bf16_bits(u.z), x3 = unpack_bf16_bits(u.w);
-        ss[0] += x0.x * x0.x + x0.y * x0.y + x1.x * x1.x + x1.y * x1.y;
-        ss[1] += x2.x * x2.x + x2.y * x2.y + x3.x * x3.x + x3.y * x3.y;
-      }
-      float sum = ss[0] + ss[1];
+      float sum = half_row_sumsq<K>((row < kC ? &s.q[row][0] : &s.k[row - kC][0]) + hf * (K / 2));
       sum += __shfl_xor_sync(0xffffffffu, sum, 1);
       if (hf == 0) {
         const int r = row & (kC - 1);
@@ -261,8 +251,8 @@ __global__ void __launch_bounds__(kThreads, kThinPrepMinBlocks<K>) gdn_thin_prep
 }
 
 // ---- the state kernel (both ops): one warpgroup per (sequence, value head, 64-column V tile); H^T
-// [64 V][K] as the fp32 accumulator of an m64nK wgmma (thread layout as delta_state_wg_kernel:
-// ht[4 nt + e] = H^T(v = vrow + 8 (e >= 2), ch = 8 nt + 2 t4 + (e & 1)), vrow = 16 warp + lane / 4).
+// [64 V][K] as the fp32 accumulator of an m64nK wgmma (thread layout: ht[4 nt + e] = H^T(v = vrow +
+// 8 (e >= 2), ch = 8 nt + 2 t4 + (e & 1)), vrow = 16 warp + lane / 4).
 // Per chunk, with GDN's factors (KDA: c1 = c3 = 1, c2 = scale; its per-channel gate is in the tiles):
 //   batch 1: S^T = bf16(H^T) k1^T, P^T = bf16(H^T) q1^T (K / 16 m64n64k16 each)
 //   X^T = v^T - S^T diag(c1) (bf16; v^T by ldmatrix.trans), then v_new^T = X^T T'^T (T' hi and lo)
@@ -271,7 +261,7 @@ __global__ void __launch_bounds__(kThreads, kThinPrepMinBlocks<K>) gdn_thin_prep
 // Operands: GDN q1 = q, k1 = k3 = k (raw, cp.async into SW128 tiles; k double-buffered by chunk
 // parity since batch 3 still reads chunk ci's k when ci + 1's arrives). KDA q1 = q e^b, k1 = k e^b,
 // k3 = k e^(bL-b), written by the thin KDA prep in the blocked SW128 layout (bulk copies).
-// K = 256: two warpgroups split the channels (KH = 128 each) as in delta_state_wg_kernel<256>: batch 1's
+// K = 256: two warpgroups split the channels (KH = 128 each): batch 1's
 // partial sums meet in shared memory (S^T whole in both, P^T for the warpgroup's 32 tokens of o), both
 // compute X and v_new whole, each its 32 o tokens and its channel half of the state update.
 // Loads: q1, k1 and v of chunk ci + 1 once batch 1 of ci is done everywhere (v double-buffered);
@@ -340,7 +330,7 @@ __global__ void __launch_bounds__(K == 256 ? 256 : 128, 1) delta_thin_state_kern
         const long c = chunk_id(ci);
         mbar_arrive_expect_tx(&s.bar[1], 2 * kQkBytes);
         bulk_copy_g2s(s.q, p.ws.qg + c * kC * K, kQkBytes, &s.bar[1]);
-        bulk_copy_g2s(s.k[0], p.ws.w + c * kC * K, kQkBytes, &s.bar[1]);
+        bulk_copy_g2s(s.k[0], p.ws.ke + c * kC * K, kQkBytes, &s.bar[1]);
       }
     } else {
       constexpr int QV = K / 8;
