@@ -213,6 +213,68 @@ __device__ __forceinline__ int tile_off(int r, int c) {
   return wgmma::sw128_blocked<kC>(r, c);
 }
 
+// The inverse of the chunk's unit lower-triangular I + L (fp32 [C][68] tiles) in 16 x 16 blocks, in
+// stages the preps interleave with their own work (both preps run them the same way).
+// Warp w < 4, lanes 0-15: diagonal block w of (I + L)^-1 by forward substitution in fp32 (lane c solves
+// column c), written to D; D may be L itself (every lane reads the block before any writes).
+__device__ __forceinline__ void invert_diagonal_block(const float (*L)[68], float (*D)[68], int warp, int lane) {
+  float xs[16];
+  const int c = lane & 15, o16 = 16 * warp;
+#pragma unroll
+  for (int i = 0; i < 16; ++i) {
+    float acc = (i == c) ? 1.f : 0.f;
+#pragma unroll
+    for (int j = 0; j < i; ++j) acc -= L[o16 + i][o16 + j] * xs[j];
+    xs[i] = acc;
+  }
+  __syncwarp();  // every lane has read the block
+  if (lane < 16) {
+#pragma unroll
+    for (int i = 0; i < 16; ++i) D[o16 + i][o16 + c] = xs[i];
+  }
+}
+// Every thread of the CTA (three CTA barriers inside): X's strictly lower blocks from its inverted
+// diagonal blocks, X_ij = -X_ii sum_{m=j}^{i-1} L_im X_mj (tf32 mma.sync), one block diagonal d per
+// round, on warps d..3; the upper block X_ji is the round's scratch. (Splitting each block's two n8
+// column halves over warps w and w + 4 measured 1-1.5 % slower at the D128 shapes: the rounds are
+// bound by the dependent shared-memory loads, not by the mma count.)
+__device__ __forceinline__ void merge_inverse_blocks(const float (*L)[68], float (*X)[68], int warp, int lane) {
+#pragma unroll 1
+  for (int d = 1; d < 4; ++d) {
+    if (warp >= d && warp < 4) {
+      const int i = warp, jc = warp - d;
+      float acc[2][4] = {};
+      for (int m = jc; m < i; ++m) blk_mma_tf32(acc, &L[16 * i][16 * m], &X[16 * m][16 * jc], lane);
+      blk_store(&X[16 * jc][16 * i], acc, 1.f, lane);  // scratch: an upper block
+      __syncwarp();
+      float acc2[2][4] = {};
+      blk_mma_tf32(acc2, &X[16 * i][16 * i], &X[16 * jc][16 * i], lane);
+      blk_store(&X[16 * i][16 * jc], acc2, -1.f, lane);
+    }
+    __syncthreads();
+  }
+}
+// Every thread of the CTA: T' = X diag(beta) (lower incl., zero above) as bf16 hi + lo into the
+// swizzled [2][C][C] workspace tile Tg. One bf16 rounding of the inverse costs the g = 0 cases more
+// than the tolerance allows.
+__device__ __forceinline__ void store_t_prime(const float (*X)[68], const float* beta, bf16* Tg, int tid) {
+  constexpr int PR = kThreads / (kC / 2);  // rows per pass (8)
+  const unsigned u = static_cast<unsigned>(tid);
+  const int j = static_cast<int>(u % (kC / 2)) * 2, r1 = static_cast<int>(u / (kC / 2));
+  const float bj0 = beta[j], bj1 = beta[j + 1];
+#pragma unroll
+  for (int it = 0; it < kC / PR; ++it) {
+    const int r = r1 + it * PR;
+    float tu[2];
+    tu[0] = (j <= r) ? X[r][j] * bj0 : 0.f;
+    tu[1] = (j + 1 <= r) ? X[r][j + 1] * bj1 : 0.f;
+    uint32_t thi, tlo;
+    pack_bf16_split(tu[0], tu[1], thi, tlo);
+    st_u32(Tg + swz<kC>(r, j), thi);
+    st_u32(Tg + kC * kC + swz<kC>(r, j), tlo);
+  }
+}
+
 // CTAs per SM of the KDA prep: two at K <= 128 (registers: up to 128), one at K = 256.
 template <int K>
 constexpr int kPrepMinBlocks = K > 128 ? 1 : 2;
@@ -527,20 +589,7 @@ __global__ void __launch_bounds__(kThreads, kPrepMinBlocks<K>) kda_prep_kernel(c
     // and holding the blocks in registers across the barrier costs spills); warps 4-7 write q e^b
     // and the decay.
     if (warp < 4) {
-      float xs[16];
-      const int c = lane & 15, o16 = 16 * warp;
-#pragma unroll
-      for (int i = 0; i < 16; ++i) {
-        float acc = (i == c) ? 1.f : 0.f;
-#pragma unroll
-        for (int j = 0; j < i; ++j) acc -= s.L[o16 + i][o16 + j] * xs[j];
-        xs[i] = acc;
-      }
-      __syncwarp();  // every lane has read the block
-      if (lane < 16) {
-#pragma unroll
-        for (int i = 0; i < 16; ++i) s.L[o16 + i][o16 + c] = xs[i];
-      }
+      invert_diagonal_block(s.L, s.L, warp, lane);
     } else {  // q e^b (q's space becomes X after the barrier) and the decay
       bf16* const qg = p.ws.qg + ch * kC * K;
       // element pair c of rows r1, r1 + PR, ...: every address a compile-time offset from the first
@@ -564,41 +613,10 @@ __global__ void __launch_bounds__(kThreads, kPrepMinBlocks<K>) kda_prep_kernel(c
     __syncthreads();
 
     // ---- S3b: block merges (tf32 mma.sync)
-#pragma unroll 1
-    for (int d = 1; d < 4; ++d) {
-      if (warp >= d && warp < 4) {
-        const int i = warp, jc = warp - d;
-        float acc[2][4] = {};
-        for (int m = jc; m < i; ++m) blk_mma_tf32(acc, &s.L[16 * i][16 * m], &s.u0.X[16 * m][16 * jc], lane);
-        blk_store(&s.u0.X[16 * jc][16 * i], acc, 1.f, lane);  // scratch: an upper block
-        __syncwarp();
-        float acc2[2][4] = {};
-        blk_mma_tf32(acc2, &s.u0.X[16 * i][16 * i], &s.u0.X[16 * jc][16 * i], lane);
-        blk_store(&s.u0.X[16 * i][16 * jc], acc2, -1.f, lane);
-      }
-      __syncthreads();
-    }
+    merge_inverse_blocks(s.L, s.u0.X, warp, lane);
 
-    // ---- S4: T' = Tinv diag(beta) as bf16 hi + lo (one bf16 rounding of the inverse costs the g = 0
-    // cases more than the tolerance allows), k e^(bL-b) and k e^b, all to the workspace
-    {
-      constexpr int PR = kThreads / (kC / 2);  // rows per pass (8)
-      const unsigned u = static_cast<unsigned>(tid);
-      const int j = static_cast<int>(u % (kC / 2)) * 2, r1 = static_cast<int>(u / (kC / 2));
-      const float bj0 = s.beta[j], bj1 = s.beta[j + 1];
-#pragma unroll
-      for (int it = 0; it < kC / PR; ++it) {
-        const int r = r1 + it * PR;
-        float tu[2];
-        tu[0] = (j <= r) ? s.u0.X[r][j] * bj0 : 0.f;
-        tu[1] = (j + 1 <= r) ? s.u0.X[r][j + 1] * bj1 : 0.f;
-        uint32_t thi, tlo;
-        pack_bf16_split(tu[0], tu[1], thi, tlo);
-        bf16* const Tg = p.tw.t + ch * 2 * kC * kC;
-        st_u32(Tg + swz<kC>(r, j), thi);
-        st_u32(Tg + kC * kC + swz<kC>(r, j), tlo);
-      }
-    }
+    // ---- S4: T' = Tinv diag(beta) as bf16 hi + lo, k e^(bL-b) and k e^b, all to the workspace
+    store_t_prime(s.u0.X, s.beta, p.tw.t + ch * 2 * kC * kC, tid);
     {
       bf16* const kg = p.ws.kg + ch * kC * K;
       constexpr int PR = kThreads / (K / 2);  // rows per pass (8, 4, 2)

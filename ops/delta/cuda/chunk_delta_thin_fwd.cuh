@@ -63,7 +63,7 @@ __global__ void __launch_bounds__(kThreads, kThinPrepMinBlocks<K>) gdn_thin_prep
   cp_async_commit();
 #pragma unroll 1
   for (int item = blockIdx.x; item < p.nitems; item += gridDim.x) {
-    int tid;  // re-read per item (as delta_prep_kernel: keeps per-thread addresses from being hoisted)
+    int tid;  // re-read per item (as kda_prep_kernel: keeps per-thread addresses from being hoisted)
     asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid));
     const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
     const PrepItem it = prep_item(p, item);
@@ -187,20 +187,7 @@ __global__ void __launch_bounds__(kThreads, kThinPrepMinBlocks<K>) gdn_thin_prep
     // ---- S3a: warps 0-3 (16 lanes each) invert the diagonal 16x16 blocks by forward substitution
     // (fp32) in place; warps 4-5 write the per-token factors.
     if (warp < 4) {
-      float xs[16];
-      const int c = lane & 15, o16 = 16 * warp;
-#pragma unroll
-      for (int i = 0; i < 16; ++i) {
-        float acc = (i == c) ? 1.f : 0.f;
-#pragma unroll
-        for (int j = 0; j < i; ++j) acc -= s.L[o16 + i][o16 + j] * xs[j];
-        xs[i] = acc;
-      }
-      __syncwarp();  // every lane has read the block
-      if (lane < 16) {
-#pragma unroll
-        for (int i = 0; i < 16; ++i) s.X[o16 + i][o16 + c] = xs[i];
-      }
+      invert_diagonal_block(s.L, s.X, warp, lane);
     } else if (tid < 128 + kC) {
       const int r = tid - 128;
       const float br = s.bs[r], bl = s.bs[kC - 1], e = ex2(br);
@@ -212,39 +199,11 @@ __global__ void __launch_bounds__(kThreads, kThinPrepMinBlocks<K>) gdn_thin_prep
     }
     __syncthreads();
 
-    // ---- S3b: block merges (tf32 mma.sync), as delta_prep_kernel
-#pragma unroll 1
-    for (int d = 1; d < 4; ++d) {
-      if (warp >= d && warp < 4) {
-        const int i = warp, jc = warp - d;
-        float acc[2][4] = {};
-        for (int m = jc; m < i; ++m) blk_mma_tf32(acc, &s.L[16 * i][16 * m], &s.X[16 * m][16 * jc], lane);
-        blk_store(&s.X[16 * jc][16 * i], acc, 1.f, lane);  // scratch: an upper block
-        __syncwarp();
-        float acc2[2][4] = {};
-        blk_mma_tf32(acc2, &s.X[16 * i][16 * i], &s.X[16 * jc][16 * i], lane);
-        blk_store(&s.X[16 * i][16 * jc], acc2, -1.f, lane);
-      }
-      __syncthreads();
-    }
+    // ---- S3b: block merges (tf32 mma.sync)
+    merge_inverse_blocks(s.L, s.X, warp, lane);
 
     // ---- S4: T' = (I + A)^-1 diag(beta) as bf16 hi + lo (lower incl.; zeros above)
-    {
-      constexpr int PR = kThreads / (kC / 2);  // rows per pass (8)
-      const int j = (tid % (kC / 2)) * 2, r1 = tid / (kC / 2);
-      const float bj0 = s.beta[j], bj1 = s.beta[j + 1];
-      bf16* const Tg = p.tw.t + ch * 2 * kC * kC;
-#pragma unroll
-      for (int it2 = 0; it2 < kC / PR; ++it2) {
-        const int r = r1 + it2 * PR;
-        const float t0v = (j <= r) ? s.X[r][j] * bj0 : 0.f;
-        const float t1v = (j + 1 <= r) ? s.X[r][j + 1] * bj1 : 0.f;
-        uint32_t thi, tlo;
-        pack_bf16_split(t0v, t1v, thi, tlo);
-        st_u32(Tg + swz<kC>(r, j), thi);
-        st_u32(Tg + kC * kC + swz<kC>(r, j), tlo);
-      }
-    }
+    store_t_prime(s.X, s.beta, p.tw.t + ch * 2 * kC * kC, tid);
     __syncthreads();  // beta, bs, X consumed before the next item's S0
   }
   cp_async_wait_all();
