@@ -1,5 +1,5 @@
-// chunk_gdn / chunk_kda forward: the thin-workspace path (docs/kernels/chunk_delta_fwd.md,
-// "GDN thin workspace"). Included by chunk_delta_fwd.cu inside its anonymous namespace (Params, the
+// chunk_gdn / chunk_kda forward: the thin-workspace path (docs/kernels/chunk_delta_fwd.md, "Thin
+// workspace"). Included by chunk_delta_fwd.cu inside its anonymous namespace (Params, the
 // prep / state helpers).
 //
 // GDN's gate is a scalar per token and the l2 norms are scalars per token, so neither has to be
