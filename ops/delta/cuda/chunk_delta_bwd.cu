@@ -1,10 +1,11 @@
 // chunk_kda / chunk_gdn backward on sm_90a (docs/kernels/chunk_delta_bwd.md).
 //
-// A port of the CPU chunked backward (ops/delta/cpu_kernels.cpp, spec 4.2 / 4.3) to a pipeline of
-// fp32 SIMT kernels with fp32 global scratch between them:
+// The CPU chunked backward (ops/delta/cpu_kernels.cpp, spec 4.2 / 4.3) as a pipeline of kernels with
+// fp32 global scratch between them (tensor cores in A-D2; the SIMT grad_v / grad_k stay as fallbacks):
 //   P  prep_qk      per (token, q/k head): l2norm (fp32) -> qn, kn, rstd
 //   A  chunk_prep   per (chunk, value head): gate activation + chunk cumsum b, beta sigmoid, Aqk, L,
-//                   Tinv = (I+L)^-1, w = Tinv (k e^b beta), u = Tinv (v beta)
+//                   Tinv = (I+L)^-1, w = Tinv (k e^b beta), u = Tinv (v beta); w, kg, qg, Aqk, e^bL as
+//                   the state passes' shared-memory images (ChunkImage)
 //   B  state_fwd    per (sequence, value head, 64-column V tile), chunks in order: H_n, v_new
 //   C  state_bwd    same grid, chunks in reverse: dh[n], dvn = Aqk^T dO + kg dh[n], dh0
 //   D1 grad_v       per (chunk, value head), loops over V tiles: dq_e, dk_e, dw, dAqk, dT's v part,
@@ -91,8 +92,9 @@ struct Params {
   // fp32 scratch
   float *qn, *kn, *rq, *rk;   // [R,H,K], [R,H]
   float *b, *bt;              // chunk-local gate cumsum [R,HV,Kg]; beta after the sigmoid [R,HV]
-  float *Aqk, *Tinv;          // [R,HV,64]
-  float *w, *vn;              // [R,HV,K]; u then v_new [R,HV,V]
+  float* Tinv;                // [R,HV,64]
+  float* vn;                  // u then v_new [R,HV,V]
+  void* img;                  // ChunkImage<K> [chunks,HV]: the state passes' operand tiles
   float *Hs, *dHs;            // [chunks,HV,K,V]
   float* dvn;                 // [R,HV,V]
   float *dqe, *dke, *dw;      // [R,HV,K]; reused by D2 for the per-value-head dq, dk
@@ -119,15 +121,6 @@ __device__ __forceinline__ float sigmoidf_(float x) {
 }
 __device__ __forceinline__ float softplusf_(float x) { return x > 20.f ? x : log1pf(__expf(x)); }
 
-// The activated log gate of one raw element (channel c of value head hv).
-__device__ __forceinline__ float gate_act(const Params& p, float raw, int hv, int c) {
-  if (p.gate_mode == kGateGiven) return raw;
-  const float x = raw + (p.dt_bias ? p.dt_bias[hv * p.Kg + c] : 0.f);
-  const float a = p.has_A_log ? __expf(p.A_log[hv]) : 1.f;
-  if (p.gate_mode == kGateSoftplus) return -a * softplusf_(x);
-  return p.lower_bound * sigmoidf_(a * x);
-}
-
 struct ChunkInfo {
   i64 t0;    // first token row
   int Cn;    // valid rows
@@ -144,19 +137,6 @@ __device__ __forceinline__ ChunkInfo chunk_info(const Params& p, int ci) {
   c.gidx = ci;
   c.seq = cr.seq;
   return c;
-}
-
-// An m16 accumulator tile's rows g (elements 0, 1) times top and g + 8 (elements 2, 3) times bottom:
-// a state tile's decay, row by row.
-template <int N>
-__device__ __forceinline__ void scale_rows(float (&acc)[N][4], float top, float bottom) {
-#pragma unroll
-  for (int nt = 0; nt < N; ++nt) {
-    acc[nt][0] *= top;
-    acc[nt][1] *= top;
-    acc[nt][2] *= bottom;
-    acc[nt][3] *= bottom;
-  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -221,201 +201,6 @@ __device__ __forceinline__ void load_rows(float* dst, int pitch, const float* sr
   });
 }
 
-// The chunk's normalised q and k rows of head h and beta of value head hv (sigmoid applied here when
-// the op asks for it, and written to p.bt), as chunk_prep and grad_k (SIMT and tensor-core) read them.
-template <int K>
-__device__ __forceinline__ void load_chunk_qk_beta(const Params& p, float* q_s, float* k_s, float* beta_s, i64 t0, int Cn, int h,
-                                                   int hv) {
-  constexpr int KP = K + 1;
-  const int tid = threadIdx.x;
-  load_rows<K>(q_s, KP, p.qn, t0, Cn, p.H, h, K, 0);
-  load_rows<K>(k_s, KP, p.kn, t0, Cn, p.H, h, K, 0);
-  if (tid < kC) {
-    float bt = 0.f;
-    if (tid < Cn) {
-      bt = load_as_float(p.beta, p.beta_t, (t0 + tid) * p.HV + hv);
-      if (p.beta_sigmoid) bt = p.beta_mult * sigmoidf_(bt);
-      p.bt[(t0 + tid) * p.HV + hv] = bt;
-    }
-    beta_s[tid] = bt;
-  }
-}
-
-// X = (I + L)^-1 (unit lower triangular). The 16x16 diagonal blocks by forward substitution (64
-// threads: block tid/16, column tid%16, a 136-FMA chain), then the off-diagonal blocks diagonal by
-// diagonal: X_ij = -X_ii sum_{m=j}^{i-1} L_im X_mj (block rows of (I+L) X = I).
-// L_s, X_s: [64][kP64] fp32; Y_s: 16 x 17 floats of scratch. Ends with a barrier.
-__device__ __forceinline__ void invert_unit_lower(const float* L_s, float* X_s, float* Y_s) {
-  const int tid = threadIdx.x;
-  for (int i = tid; i < kC * kC; i += kNT) X_s[(i >> 6) * kP64 + (i & 63)] = 0.f;
-  __syncthreads();
-  if (tid < kC) {
-    const int o = 16 * (tid >> 4), c = tid & 15;
-    float x[16];
-#pragma unroll
-    for (int i = 0; i < 16; ++i) {
-      float acc = (i == c) ? 1.f : 0.f;
-#pragma unroll
-      for (int j = 0; j < i; ++j) acc -= L_s[(o + i) * kP64 + o + j] * x[j];
-      x[i] = acc;
-    }
-#pragma unroll
-    for (int i = 0; i < 16; ++i) X_s[(o + i) * kP64 + o + c] = x[i];
-  }
-  __syncthreads();
-  {
-    const int r = tid >> 4, c = tid & 15;
-    for (int d = 1; d < 4; ++d)
-      for (int bj = 0; bj + d < 4; ++bj) {
-        const int bi = bj + d;
-        float y = 0.f;
-        for (int m = 16 * bj; m < 16 * bi; ++m) y += L_s[(16 * bi + r) * kP64 + m] * X_s[m * kP64 + 16 * bj + c];
-        Y_s[r * 17 + c] = y;
-        __syncthreads();
-        float x = 0.f;
-#pragma unroll
-        for (int m = 0; m < 16; ++m) x -= X_s[(16 * bi + r) * kP64 + 16 * bi + m] * Y_s[m * 17 + c];
-        X_s[(16 * bi + r) * kP64 + 16 * bj + c] = x;
-        __syncthreads();
-      }
-  }
-}
-
-// ---------------------------------------------------------------------------------------------
-// A: per (chunk, value head) forward quantities. smem: q, k, b [64][K+1]; L, X [64][65]; v tile [64][65]
-template <int K>
-__global__ void __launch_bounds__(kNT, 1) chunk_prep_kernel(const Params p) {
-  extern __shared__ float sm[];
-  constexpr int KP = K + 1;
-  float* q_s = sm;
-  float* k_s = q_s + kC * KP;
-  float* b_s = k_s + kC * KP;
-  float* L_s = b_s + kC * KP;
-  float* X_s = L_s + kC * kP64;
-  float* v_s = X_s + kC * kP64;
-  float* beta_s = v_s + kC * kP64;
-  const int hv = blockIdx.y, h = hv / p.G, tid = threadIdx.x;
-  const ChunkInfo ci = chunk_info(p, blockIdx.x);
-  const i64 t0 = ci.t0;
-  const int Cn = ci.Cn;
-
-  load_chunk_qk_beta<K>(p, q_s, k_s, beta_s, t0, Cn, h, hv);
-  // gate activation + chunk-local cumsum (padded rows add 0)
-  if (tid < p.Kg) {
-    const int c = tid;
-    float cum = 0.f;
-    for (int r = 0; r < kC; ++r) {
-      if (r < Cn) {
-        const i64 gi = ((t0 + r) * p.HV + hv) * p.Kg + c;
-        cum += gate_act(p, load_as_float(p.g, p.g_t, gi), hv, c);
-        p.b[gi] = cum;
-      }
-      if (p.kda) b_s[r * KP + c] = cum;
-      else
-        for (int cc = 0; cc < K; ++cc) b_s[r * KP + cc] = cum;
-    }
-  }
-  __syncthreads();
-
-  // Aqk (j <= r, scale included) and L (j < r, times beta_r): thread per (r, j) pair
-#pragma unroll 1
-  for (int pi = tid; pi < kC * kC; pi += kNT) {
-    const int r = pi >> 6, j = pi & 63;
-    float a = 0.f, l = 0.f;
-    if (j <= r && r < Cn) {
-      const float* qr = q_s + r * KP;
-      const float* kr = k_s + r * KP;
-      const float* kj = k_s + j * KP;
-      const float* br = b_s + r * KP;
-      const float* bj = b_s + j * KP;
-      if (p.kda) {
-#pragma unroll 8
-        for (int c = 0; c < K; ++c) {
-          const float e = __expf(br[c] - bj[c]) * kj[c];
-          a += qr[c] * e;
-          l += kr[c] * e;
-        }
-      } else {
-#pragma unroll 8
-        for (int c = 0; c < K; ++c) {
-          a += qr[c] * kj[c];
-          l += kr[c] * kj[c];
-        }
-        const float e = __expf(br[0] - bj[0]);
-        a *= e;
-        l *= e;
-      }
-      a *= p.scale;
-      l = (j < r) ? l * beta_s[r] : 0.f;
-    }
-    L_s[r * kP64 + j] = l;
-    if (r < Cn) p.Aqk[((t0 + r) * p.HV + hv) * kC + j] = a;
-  }
-  __syncthreads();
-
-  invert_unit_lower(L_s, X_s, v_s);  // v_s is free until u
-  for (int i = tid; i < kC * kC; i += kNT) {
-    const int r = i >> 6, j = i & 63;
-    if (r < Cn) p.Tinv[((t0 + r) * p.HV + hv) * kC + j] = X_s[r * kP64 + j];
-  }
-  // kbe = k e^b beta (into q_s, q is dead)
-  for (int i = tid; i < kC * K; i += kNT) {
-    const int r = i / K, c = i % K;
-    q_s[r * KP + c] = k_s[r * KP + c] * __expf(b_s[r * KP + c]) * beta_s[r];
-  }
-  __syncthreads();
-  const int tx = tid & 15, ty = tid >> 4;
-  {  // w = X @ kbe: rows ty + 16i, cols tx + 16j
-    constexpr int TN = K / 16;
-    float acc[4][TN] = {};
-    for (int m = 0; m < kC; ++m) {
-      float a[4], bb[TN];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) a[i] = X_s[(ty + 16 * i) * kP64 + m];
-#pragma unroll
-      for (int j = 0; j < TN; ++j) bb[j] = q_s[m * KP + tx + 16 * j];
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-#pragma unroll
-        for (int j = 0; j < TN; ++j) acc[i][j] += a[i] * bb[j];
-    }
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int r = ty + 16 * i;
-      if (r < Cn)
-#pragma unroll
-        for (int j = 0; j < TN; ++j) p.w[((t0 + r) * p.HV + hv) * K + tx + 16 * j] = acc[i][j];
-    }
-  }
-  // u = X @ (v beta), per 64-column tile
-  for (int vt = 0; vt < p.nvt; ++vt) {
-    __syncthreads();
-    fill_tile<kC, kVT>(v_s, kP64, [&](int r, int c) {
-      return r < Cn ? load_as_float(p.v, p.v_t, ((t0 + r) * p.HV + hv) * p.V + vt * kVT + c) * beta_s[r] : 0.f;
-    });
-    __syncthreads();
-    float acc[4][4] = {};
-    for (int m = 0; m < kC; ++m) {
-      float a[4], bb[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) a[i] = X_s[(ty + 16 * i) * kP64 + m];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) bb[j] = v_s[m * kP64 + tx + 16 * j];
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-#pragma unroll
-        for (int j = 0; j < 4; ++j) acc[i][j] += a[i] * bb[j];
-    }
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int r = ty + 16 * i;
-      if (r < Cn)
-#pragma unroll
-        for (int j = 0; j < 4; ++j) p.vn[((t0 + r) * p.HV + hv) * p.V + vt * kVT + tx + 16 * j] = acc[i][j];
-    }
-  }
-}
-
 // Loads the chunk's gate cumsum into b_s[64][K+1] (GDN broadcast; padded rows = the last valid row)
 // and returns nothing; bL_s[K] gets the last valid row.
 template <int K>
@@ -464,13 +249,6 @@ __device__ __forceinline__ float2 ld2(const float* p) { return *reinterpret_cast
 __device__ __forceinline__ void st2(float* p, float a, float b) { *reinterpret_cast<float2*>(p) = make_float2(a, b); }
 __device__ __forceinline__ void st_u32(bf16* p, std::uint32_t v) { *reinterpret_cast<std::uint32_t*>(p) = v; }
 constexpr float4 kZero4 = {0.f, 0.f, 0.f, 0.f};
-
-// Gate cumsum of token-head row `row` ((t0 + r) * HV + hv), channels c .. c+3 (GDN: broadcast).
-__device__ __forceinline__ float4 gate4(const Params& p, i64 row, int c) {
-  if (p.kda) return ld4(p.b + row * p.Kg + c);
-  const float x = p.b[row];
-  return make_float4(x, x, x, x);
-}
 
 // Dtype-generic row of 4 (dO, v).
 __device__ __forceinline__ float4 load4_as_float(const void* src, int dtype, i64 i) {
@@ -527,20 +305,55 @@ __device__ __forceinline__ void warp_mma_split(float (&acc)[NT][4], const bf16* 
   }
 }
 
-// A on tensor cores: chunk_prep_v2 (LINA_DELTA_BWD_SIMT=1 selects the SIMT chunk_prep_kernel above).
-// Its own file, so that stage A and the state passes change independently.
-#include "ops/delta/cuda/chunk_delta_bwd_prep.cuh"
-
-// Warp tiles of the state passes (8 warps): the state [K][64] as WR x WC warps of 16 rows x NTS n8
-// tiles; the per-chunk [64][64] products (v_new, dvn) as 4 x 2 warps of 16 rows x 4 n8 tiles.
-template <int K>
-struct StateTiles {
-  static constexpr int WR = K / 16, WC = 8 / WR, NTS = 8 / WC;
-  static_assert(WR * WC == 8, "K in {64, 128}");
-  int sm0, sc0, r0, c0;
-  __device__ StateTiles(int warp)
-      : sm0(16 * (warp % WR)), sc0((64 / WC) * (warp / WR)), r0(16 * (warp >> 1)), c0(32 * (warp & 1)) {}
+// A [64][W] wgmma operand (W = K or 64) as bf16 hi + lo SW128 tiles (wgmma_sm90.cuh format,
+// sw128_blocked<64>): W / 64 tiles of [64 rows][64 cols] per plane.
+template <int W>
+struct SplitTile {
+  bf16 hi[kC * W];
+  bf16 lo[kC * W];
 };
+
+// The state passes' operands of one (chunk, value head) as chunk_prep_v2 writes them to HBM: the exact
+// shared-memory images the wgmma state passes read, so that their producers are bulk copies (no fp32
+// loads, gate exps or hi / lo splits in the sequential passes). Every row of every tile is written,
+// padded rows (past the sequence end) as zeros. B copies {w, kg}, C copies {kg, qg, A} and then w: the
+// member order is their shared-memory order.
+template <int K>
+struct ChunkImage {
+  SplitTile<K> w;    // w = Tinv (k e^b beta) [tok][ch]
+  SplitTile<K> kg;   // k e^(bL - b) [tok][ch]
+  SplitTile<K> qg;   // scale q e^b [tok][ch]
+  SplitTile<kC> A;   // Aqk [r][j] (scale applied; zero above the diagonal)
+  float el[K];       // e^bL
+};
+static_assert(sizeof(ChunkImage<64>) % 16 == 0 && sizeof(ChunkImage<128>) % 16 == 0, "bulk copies need 16-byte sizes");
+
+// Four columns c .. c + 3 of a tile (SW128 offset o, c a multiple of 4) as bf16 hi + lo: 8 bytes per plane.
+__device__ __forceinline__ void wg_store_split(bf16* hi, bf16* lo, int o, float4 x) {
+  std::uint32_t h0, l0, h1, l1;
+  cuda_util::pack_bf16_split(x.x, x.y, h0, l0);
+  cuda_util::pack_bf16_split(x.z, x.w, h1, l1);
+  *reinterpret_cast<uint2*>(hi + o) = make_uint2(h0, h1);
+  *reinterpret_cast<uint2*>(lo + o) = make_uint2(l0, l1);
+}
+// Columns c, c + 1 (c even) of row r of a SplitTile as bf16 hi + lo: 4 bytes per plane.
+template <int W>
+__device__ __forceinline__ void tile_store2(SplitTile<W>& t, int r, int c, float x0, float x1) {
+  std::uint32_t hi, lo;
+  cuda_util::pack_bf16_split(x0, x1, hi, lo);
+  const int o = cuda_util::wgmma::sw128_blocked<kC>(r, c);
+  *reinterpret_cast<std::uint32_t*>(t.hi + o) = hi;
+  *reinterpret_cast<std::uint32_t*>(t.lo + o) = lo;
+}
+
+template <int K>
+__device__ __forceinline__ ChunkImage<K>& chunk_image(const Params& p, int gidx, int hv) {
+  return reinterpret_cast<ChunkImage<K>*>(p.img)[static_cast<i64>(gidx) * p.HV + hv];
+}
+
+// A on tensor cores: chunk_prep_v2. Its own file, so that stage A and the state passes change
+// independently.
+#include "ops/delta/cuda/chunk_delta_bwd_prep.cuh"
 
 // The block of a state pass: its 64-column V tile, value head, sequence, and the q/k head of hv.
 struct StateBlock {
@@ -554,219 +367,6 @@ struct StateBlock {
     h = hv / p.G;
   }
 };
-
-// Both state passes, per chunk: the warp's fp32 state tile to HBM (row r at out[r * V]) and as a
-// bf16 hi + lo pair to shared memory for the chunk's products.
-template <int NTS>
-__device__ __forceinline__ void publish_state(float* out, int V, const float (&acc)[NTS][4], bf16* hi, bf16* lo, int sm0, int sc0,
-                                              int lane) {
-  const int g = lane >> 2, t = lane & 3;
-#pragma unroll
-  for (int nt = 0; nt < NTS; ++nt)
-#pragma unroll
-    for (int hf = 0; hf < 2; ++hf) {
-      const int r = sm0 + g + 8 * hf, c = sc0 + nt * 8 + 2 * t;
-      st2(out + static_cast<i64>(r) * V + c, acc[nt][2 * hf], acc[nt][2 * hf + 1]);
-    }
-  store_split<NTS, 72>(hi, lo, acc, sm0, sc0, lane);
-}
-
-// Both state passes: kg = k e^(bL - b) of the chunk's rows t0 .. t0 + Cn (zero past Cn) as hi + lo;
-// bLrow is the chunk's last row (its cumulative gate bL). e^(non-positive) <= 1 by the clamp.
-template <int K>
-__device__ __forceinline__ void fill_kg(bf16* hi, bf16* lo, const Params& p, i64 t0, int Cn, int h, int hv, i64 bLrow) {
-  fill_split<kC, K, K + 8, 4>(hi, lo, [&](int r, int c) {
-    if (r >= Cn) return kZero4;
-    const float4 k = ld4(p.kn + ((t0 + r) * p.H + h) * K + c);
-    const float4 b = gate4(p, (t0 + r) * p.HV + hv, c), bl = gate4(p, bLrow, c);
-    return make_float4(k.x * __expf(fminf(bl.x - b.x, 0.f)), k.y * __expf(fminf(bl.y - b.y, 0.f)),
-                       k.z * __expf(fminf(bl.z - b.z, 0.f)), k.w * __expf(fminf(bl.w - b.w, 0.f)));
-  });
-}
-
-// ---------------------------------------------------------------------------------------------
-// B: forward state pass per (sequence, value head, 64-column V tile). H (fp32) lives in MMA
-// accumulators; per chunk: H_n -> global (fp32) and shared (hi + lo); v_new = u - w H_n;
-// H = diag(e^bL) H + kg^T v_new, kg = k e^(bL-b).
-// ---------------------------------------------------------------------------------------------
-template <int K>
-struct StateFwdSmem {
-  alignas(16) bf16 H[2][K][72];
-  alignas(16) bf16 w[2][kC][K + 8];
-  alignas(16) bf16 kg[2][kC][K + 8];
-  alignas(16) bf16 vn[2][kC][72];
-};
-
-template <int K>
-__global__ void __launch_bounds__(kNT, 1) state_fwd_kernel(const Params p) {
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  auto& s = *reinterpret_cast<StateFwdSmem<K>*>(smem_raw);
-  using TL = StateTiles<K>;
-  constexpr int NTS = TL::NTS;
-  const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, t = lane & 3;
-  const TL tl(tid >> 5);
-  const StateBlock blk(p);
-  const int vt = blk.vt, hv = blk.hv, n = blk.n, h = blk.h;
-  const cuda_util::SeqDesc sd = p.seqs[n];
-  const int V = p.V, vc0 = vt * kVT;
-  float hacc[NTS][4];
-  const i64 sbase = (static_cast<i64>(n) * p.HV + hv) * K * V;
-#pragma unroll
-  for (int nt = 0; nt < NTS; ++nt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int r = tl.sm0 + g + 8 * (e >> 1), c = tl.sc0 + nt * 8 + 2 * t + (e & 1);
-      hacc[nt][e] = p.h0 ? p.h0[sbase + static_cast<i64>(r) * V + vc0 + c] : 0.f;
-    }
-  const int nch = (sd.length + kC - 1) / kC;
-#pragma unroll 1
-  for (int lc = 0; lc < nch; ++lc) {
-    const i64 t0 = sd.row_begin + static_cast<i64>(lc) * kC;
-    const int Cn = min(kC, sd.length - lc * kC);
-    const int gidx = sd.chunk_off + lc;
-    const i64 bLrow = (t0 + Cn - 1) * p.HV + hv;
-    float* Hout = p.Hs + (static_cast<i64>(gidx) * p.HV + hv) * K * V + vc0;
-    __syncthreads();  // previous chunk's readers are done
-    publish_state<NTS>(Hout, V, hacc, &s.H[0][0][0], &s.H[1][0][0], tl.sm0, tl.sc0, lane);
-    fill_split<kC, K, K + 8>(&s.w[0][0][0], &s.w[1][0][0], [&](int r, int c) {
-      return r < Cn ? ld4(p.w + ((t0 + r) * p.HV + hv) * K + c) : kZero4;
-    });
-    fill_kg<K>(&s.kg[0][0][0], &s.kg[1][0][0], p, t0, Cn, h, hv, bLrow);
-    // -u into this warp's v_new accumulators: v_new = -(-u + w H)
-    float acc[4][4];
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-      for (int hf = 0; hf < 2; ++hf) {
-        const int r = tl.r0 + g + 8 * hf, c = vc0 + tl.c0 + nt * 8 + 2 * t;
-        const float2 u = r < Cn ? ld2(p.vn + ((t0 + r) * p.HV + hv) * V + c) : make_float2(0.f, 0.f);
-        acc[nt][2 * hf] = -u.x;
-        acc[nt][2 * hf + 1] = -u.y;
-      }
-    const float d0 = __expf(p.b[bLrow * p.Kg + (p.kda ? tl.sm0 + g : 0)]);
-    const float d1 = __expf(p.b[bLrow * p.Kg + (p.kda ? tl.sm0 + g + 8 : 0)]);
-    __syncthreads();
-    warp_mma_split<4, false>(acc, &s.w[0][0][0], &s.w[1][0][0], K + 8, tl.r0, &s.H[0][0][0], &s.H[1][0][0], 72, tl.c0, 0,
-                             K / 16, lane);
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-      for (int hf = 0; hf < 2; ++hf) {
-        const int r = tl.r0 + g + 8 * hf, c = vc0 + tl.c0 + nt * 8 + 2 * t;
-        const bool ok = r < Cn;
-        acc[nt][2 * hf] = ok ? -acc[nt][2 * hf] : 0.f;
-        acc[nt][2 * hf + 1] = ok ? -acc[nt][2 * hf + 1] : 0.f;
-        if (ok) st2(p.vn + ((t0 + r) * p.HV + hv) * V + c, acc[nt][2 * hf], acc[nt][2 * hf + 1]);
-      }
-    store_split<4, 72>(&s.vn[0][0][0], &s.vn[1][0][0], acc, tl.r0, tl.c0, lane);
-    __syncthreads();
-    scale_rows(hacc, d0, d1);
-    warp_mma_split<NTS, true>(hacc, &s.kg[0][0][0], &s.kg[1][0][0], K + 8, tl.sm0, &s.vn[0][0][0], &s.vn[1][0][0], 72,
-                              tl.sc0, 0, kC / 16, lane);
-  }
-}
-
-// ---------------------------------------------------------------------------------------------
-// C: reverse state pass, same grid and tiles. D (fp32 MMA accumulators) starts at dht. Per chunk,
-// last to first: dh[n] = D; dvn = Aqk^T dO + kg D; D = diag(e^bL) D + (scale q e^b)^T dO - w^T dvn.
-template <int K>
-struct StateBwdSmem {
-  alignas(16) bf16 D[2][K][72];
-  alignas(16) bf16 kg[2][kC][K + 8];
-  alignas(16) bf16 qg[2][kC][K + 8];  // scale q e^b
-  alignas(16) bf16 w[2][kC][K + 8];   // -w
-  alignas(16) bf16 A[2][kC][72];      // Aqk [r][j] (zero for j > r)
-  alignas(16) bf16 dO[2][kC][72];
-  alignas(16) bf16 dvn[2][kC][72];
-};
-
-template <int K>
-__global__ void __launch_bounds__(kNT, 1) state_bwd_kernel(const Params p) {
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  auto& s = *reinterpret_cast<StateBwdSmem<K>*>(smem_raw);
-  using TL = StateTiles<K>;
-  constexpr int NTS = TL::NTS;
-  const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, t = lane & 3;
-  const TL tl(tid >> 5);
-  const StateBlock blk(p);
-  const int vt = blk.vt, hv = blk.hv, n = blk.n, h = blk.h;
-  const cuda_util::SeqDesc sd = p.seqs[n];
-  const int V = p.V, vc0 = vt * kVT;
-  float dacc[NTS][4];
-  const i64 sbase = (static_cast<i64>(n) * p.HV + hv) * K * V + vc0;
-#pragma unroll
-  for (int nt = 0; nt < NTS; ++nt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int r = tl.sm0 + g + 8 * (e >> 1), c = tl.sc0 + nt * 8 + 2 * t + (e & 1);
-      dacc[nt][e] = p.dht ? load_as_float(p.dht, p.dht_t, sbase + static_cast<i64>(r) * V + c) : 0.f;
-    }
-  const int nch = (sd.length + kC - 1) / kC;
-#pragma unroll 1
-  for (int lc = nch - 1; lc >= 0; --lc) {
-    const i64 t0 = sd.row_begin + static_cast<i64>(lc) * kC;
-    const int Cn = min(kC, sd.length - lc * kC);
-    const int gidx = sd.chunk_off + lc;
-    const i64 bLrow = (t0 + Cn - 1) * p.HV + hv;
-    float* Dout = p.dHs + (static_cast<i64>(gidx) * p.HV + hv) * K * V + vc0;
-    __syncthreads();  // previous chunk's readers are done
-    publish_state<NTS>(Dout, V, dacc, &s.D[0][0][0], &s.D[1][0][0], tl.sm0, tl.sc0, lane);
-    fill_split<kC, K, K + 8>(&s.w[0][0][0], &s.w[1][0][0], [&](int r, int c) {
-      if (r >= Cn) return kZero4;
-      const float4 x = ld4(p.w + ((t0 + r) * p.HV + hv) * K + c);
-      return make_float4(-x.x, -x.y, -x.z, -x.w);
-    });
-    fill_kg<K>(&s.kg[0][0][0], &s.kg[1][0][0], p, t0, Cn, h, hv, bLrow);
-    fill_split<kC, K, K + 8, 4>(&s.qg[0][0][0], &s.qg[1][0][0], [&](int r, int c) {
-      if (r >= Cn) return kZero4;
-      const float4 q = ld4(p.qn + ((t0 + r) * p.H + h) * K + c);
-      const float4 b = gate4(p, (t0 + r) * p.HV + hv, c);
-      const float sc = p.scale;
-      return make_float4(sc * q.x * __expf(b.x), sc * q.y * __expf(b.y), sc * q.z * __expf(b.z), sc * q.w * __expf(b.w));
-    });
-    fill_split<kC, kC, 72>(&s.A[0][0][0], &s.A[1][0][0], [&](int r, int c) {
-      return r < Cn ? ld4(p.Aqk + ((t0 + r) * p.HV + hv) * kC + c) : kZero4;
-    });
-    fill_split<kC, kVT, 72>(&s.dO[0][0][0], &s.dO[1][0][0], [&](int r, int c) {
-      return r < Cn ? load4_as_float(p.d_o, p.do_t, ((t0 + r) * p.HV + hv) * V + vc0 + c) : kZero4;
-    });
-    const float d0 = __expf(p.b[bLrow * p.Kg + (p.kda ? tl.sm0 + g : 0)]);
-    const float d1 = __expf(p.b[bLrow * p.Kg + (p.kda ? tl.sm0 + g + 8 : 0)]);
-    __syncthreads();
-    {  // dvn = Aqk^T dO + kg D; Aqk^T's rows j only meet tokens r >= j, so k16 steps below r0 are zero
-      float acc[4][4] = {};
-      warp_mma_split<4, true>(acc, &s.A[0][0][0], &s.A[1][0][0], 72, tl.r0, &s.dO[0][0][0], &s.dO[1][0][0], 72, tl.c0,
-                              tl.r0 >> 4, kC / 16, lane);
-      warp_mma_split<4, false>(acc, &s.kg[0][0][0], &s.kg[1][0][0], K + 8, tl.r0, &s.D[0][0][0], &s.D[1][0][0], 72, tl.c0,
-                               0, K / 16, lane);
-#pragma unroll
-      for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-        for (int hf = 0; hf < 2; ++hf) {
-          const int r = tl.r0 + g + 8 * hf, c = vc0 + tl.c0 + nt * 8 + 2 * t;
-          const bool ok = r < Cn;
-          if (!ok) acc[nt][2 * hf] = acc[nt][2 * hf + 1] = 0.f;
-          if (ok) st2(p.dvn + ((t0 + r) * p.HV + hv) * V + c, acc[nt][2 * hf], acc[nt][2 * hf + 1]);
-        }
-      store_split<4, 72>(&s.dvn[0][0][0], &s.dvn[1][0][0], acc, tl.r0, tl.c0, lane);
-    }
-    __syncthreads();
-    scale_rows(dacc, d0, d1);
-    warp_mma_split<NTS, true>(dacc, &s.qg[0][0][0], &s.qg[1][0][0], K + 8, tl.sm0, &s.dO[0][0][0], &s.dO[1][0][0], 72,
-                              tl.sc0, 0, kC / 16, lane);
-    warp_mma_split<NTS, true>(dacc, &s.w[0][0][0], &s.w[1][0][0], K + 8, tl.sm0, &s.dvn[0][0][0], &s.dvn[1][0][0], 72,
-                              tl.sc0, 0, kC / 16, lane);
-  }
-  if (p.dh0) {
-#pragma unroll
-    for (int nt = 0; nt < NTS; ++nt)
-#pragma unroll
-      for (int hf = 0; hf < 2; ++hf) {
-        const int r = tl.sm0 + g + 8 * hf, c = tl.sc0 + nt * 8 + 2 * t;
-        st2(p.dh0 + sbase + static_cast<i64>(r) * V + c, dacc[nt][2 * hf], dacc[nt][2 * hf + 1]);
-      }
-  }
-}
 
 // ---------------------------------------------------------------------------------------------
 // D1: per (chunk, value head), products over V on tensor cores (operands as bf16 hi + lo, fp32
@@ -1303,7 +903,7 @@ __global__ void param_reduce_kernel(const Params p) {
   }
 }
 
-// B and C on wgmma (the default; LINA_DELTA_BWD_STATE=mma runs state_fwd_kernel / state_bwd_kernel)
+// B and C on wgmma
 #include "ops/delta/cuda/delta_bwd_state_wg.cuh"
 
 // ---------------------------------------------------------------------------------------------
@@ -1312,15 +912,10 @@ __global__ void param_reduce_kernel(const Params p) {
 template <int K>
 struct SmemSize {
   static constexpr int KP = K + 1;
-  static constexpr size_t A = sizeof(float) * (3 * kC * KP + 3 * kC * kP64 + kC);
-  static constexpr size_t B = sizeof(StateFwdSmem<K>);
-  static constexpr size_t C = sizeof(StateBwdSmem<K>);
   static constexpr size_t D1 = sizeof(GradVSmem<K>);
   static constexpr size_t D2 = sizeof(float) * (4 * kC * KP + 4 * kC * kP64 + 2 * kC + 2 * K);
 };
-// a function, not a SmemSize member: K = 64 does not build the tensor-core chunk_prep
 static_assert(SmemSize<128>::D2 <= 227 * 1024, "grad_k_kernel<128> shared memory over the sm_90 limit");
-static_assert(SmemSize<128>::C <= 227 * 1024, "state_bwd_kernel<128> shared memory over the sm_90 limit");
 
 template <class Kern>
 void launch(Kern kern, dim3 grid, int threads, size_t smem, cudaStream_t st, const Params& prm, const char* name) {
@@ -1339,7 +934,7 @@ bool stage_timing() {
   return on;
 }
 
-// LINA_DELTA_BWD_SIMT=1 runs the fp32 SIMT chunk_prep / grad_k kernels instead of the tensor-core ones
+// LINA_DELTA_BWD_SIMT=1 runs the fp32 SIMT grad_v / grad_k kernels instead of the tensor-core ones
 // (the comparison for accuracy and time).
 bool simt_chunk_kernels() {
   static const bool on = [] {
@@ -1347,14 +942,6 @@ bool simt_chunk_kernels() {
     return e && *e && *e != '0';
   }();
   return on;
-}
-
-// LINA_DELTA_BWD_STATE=mma runs the mma.sync state passes (state_fwd_kernel / state_bwd_kernel) instead
-// of the wgmma ones (state_fwd_wg_kernel / state_bwd_wg_kernel): the comparison for accuracy and time.
-// Read once per call in run_pipeline.
-bool mma_state_kernels() {
-  const char* e = std::getenv("LINA_DELTA_BWD_STATE");
-  return e && !std::strcmp(e, "mma");
 }
 
 // Which prep_qk / post_qk (P, E1) run: 0 = prep_qk_v2 / post_qk_v2 (default); 1 = the previous ones:
@@ -1396,26 +983,15 @@ void run_pipeline(const Params& prm, int total_chunks, cudaStream_t st) {
   // chunk_prep_v2 (two CTAs per SM, fragments built in registers, 3xTF32 merges): on the H200 2.74 ms
   // against the first tensor-core chunk_prep's 6.98 ms at KDA B1_T8192_H96_D128 and 0.109 against the
   // SIMT kernel's 0.351 ms at B8_T1024_H8_D64 (docs/kernels/chunk_delta_bwd.md).
-  if (simt) {
-    launch(chunk_prep_kernel<K>, chunk_grid, kNT, S::A, st, prm, "delta_bwd chunk_prep");
-  } else {
-    // two CTAs per SM need the whole carveout as shared memory (a hint; the default may pick less)
-    cuda_util::set_func_attribute(chunk_prep_v2_kernel<K>, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                  cudaSharedmemCarveoutMaxShared, "delta_bwd chunk_prep carveout");
-    launch(chunk_prep_v2_kernel<K>, chunk_grid, kNT, prep_v2_smem<K>(), st, prm, "delta_bwd chunk_prep");
-  }
+  // two CTAs per SM need the whole carveout as shared memory (a hint; the default may pick less)
+  cuda_util::set_func_attribute(chunk_prep_v2_kernel<K>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                cudaSharedmemCarveoutMaxShared, "delta_bwd chunk_prep carveout");
+  launch(chunk_prep_v2_kernel<K>, chunk_grid, kNT, prep_v2_smem<K>(), st, prm, "delta_bwd chunk_prep");
   mark("chunk_prep");
-  if (mma_state_kernels()) {
-    launch(state_fwd_kernel<K>, seq_grid, kNT, S::B, st, prm, "delta_bwd state_fwd");
-    mark("state_fwd");
-    launch(state_bwd_kernel<K>, seq_grid, kNT, S::C, st, prm, "delta_bwd state_bwd");
-    mark("state_bwd");
-  } else {
-    launch(state_fwd_wg_kernel<K>, seq_grid, 256, kStateFwdWgSmem<K>, st, prm, "delta_bwd state_fwd_wg");
-    mark("state_fwd");
-    launch(state_bwd_wg_kernel<K>, seq_grid, 256, kStateBwdWgSmem<K>, st, prm, "delta_bwd state_bwd_wg");
-    mark("state_bwd");
-  }
+  launch(state_fwd_wg_kernel<K>, seq_grid, 256, kStateFwdWgSmem<K>, st, prm, "delta_bwd state_fwd_wg");
+  mark("state_fwd");
+  launch(state_bwd_wg_kernel<K>, seq_grid, 256, kStateBwdWgSmem<K>, st, prm, "delta_bwd state_bwd_wg");
+  mark("state_bwd");
   // grad_v3 (two CTAs per SM, K halves; on the H200 3.57 against grad_v's 4.53 ms at KDA B1_T8192_H96)
   // loads dO / v and stores dv as vectors: grad_v where dO or dv is not 16-byte aligned (v is, above).
   if (simt || !aligned16(prm.d_o) || !aligned16(prm.dv)) {
@@ -1554,16 +1130,17 @@ RunInfo backward(const Problem& p, const DeltaRuleArgs& a, const AttentionGradIn
 
   // fp32 scratch, carved from one allocation
   const i64 R = prm.R, H = p.H, HV = p.HV, K = p.K, V = p.V, Kg = prm.Kg, NT = total_chunks;
+  const i64 img_floats = NT * HV * static_cast<i64>(K == 64 ? sizeof(ChunkImage<64>) : sizeof(ChunkImage<128>)) / 4;
   const i64 sizes[] = {R * H * K, R * H * K, R * H, R * H,       // qn kn rq rk
                        R * HV * Kg, R * HV,                      // b bt
-                       R * HV * kC, R * HV * kC,                 // Aqk Tinv
-                       R * HV * K, R * HV * V,                   // w vn
+                       R * HV * kC, R * HV * V, img_floats,      // Tinv vn img
                        NT * HV * K * V, NT * HV * K * V,         // Hs dHs
                        R * HV * V,                               // dvn
                        R * HV * K, R * HV * K, R * HV * K,       // dqe dke dw
                        R * HV * kC, R * HV * kC,                 // dAqk dTv
                        NT * HV * K, R * HV, R * HV * Kg, R * HV};  // hd dbp dgv dAc
-  float** slots[] = {&prm.qn, &prm.kn, &prm.rq, &prm.rk, &prm.b, &prm.bt, &prm.Aqk, &prm.Tinv, &prm.w, &prm.vn,
+  float* img = nullptr;
+  float** slots[] = {&prm.qn, &prm.kn, &prm.rq, &prm.rk, &prm.b, &prm.bt, &prm.Tinv, &prm.vn, &img,
                      &prm.Hs, &prm.dHs, &prm.dvn, &prm.dqe, &prm.dke, &prm.dw, &prm.dAqk, &prm.dTv, &prm.hd,
                      &prm.dbp, &prm.dgv, &prm.dAc};
   static_assert(sizeof(sizes) / sizeof(sizes[0]) == sizeof(slots) / sizeof(slots[0]));
@@ -1576,6 +1153,7 @@ RunInfo backward(const Problem& p, const DeltaRuleArgs& a, const AttentionGradIn
     *slots[i] = scratch + off;
     off += (sizes[i] + 63) / 64 * 64;
   }
+  prm.img = img;  // 256-byte aligned, as the bulk copies need (16)
   ChunkRef* dtable = nullptr;
   if (total_chunks > 0) {
     dtable = static_cast<ChunkRef*>(cuda_util::upload_table(table.data(), table.size() * sizeof(ChunkRef), st, "delta bwd chunk table"));

@@ -3,8 +3,9 @@
 // anonymous namespace, after the helpers it uses (Params, ChunkInfo, gate helpers,
 // warp_mma_split, ld2 / st2 / st_u32, load4_as_float); not a standalone header.
 //
-// Same outputs as the SIMT chunk_prep_kernel (fp32 b, bt, Aqk, Tinv, w, u = v beta's Tinv product in p.vn).
-// What differs, taken from the forward's delta_prep_kernel (chunk_delta_fwd.cu, S0..S6):
+// Outputs: fp32 b, bt, Tinv and u = Tinv (v beta) (in p.vn) for the later stages, and the state passes'
+// operand images (ChunkImage: w, kg = k e^(bL - b), qg = scale q e^b, Aqk as bf16 hi + lo SW128 tiles,
+// e^bL), every row written, padded rows as zeros. How, taken from the forward's prep:
 //  - two CTAs per SM (107 KB shared memory at K = 128, <= 128 registers): the fp32 q tile's space is
 //    reused for L and X, k's for the k e^b beta planes, b's for the v planes;
 //  - every load of the chunk is in flight at once at the top (q, k by cp.async; raw gate and beta
@@ -126,8 +127,7 @@ __global__ void __launch_bounds__(kNT, 2) chunk_prep_v2_kernel(const Params p) {
   const ChunkInfo ci = chunk_info(p, blockIdx.x);
   const i64 t0 = ci.t0;
   const int Cn = ci.Cn;
-  float* const Aqk = p.Aqk + (t0 * p.HV + hv) * kC;  // row r at Aqk[r * arow]
-  const i64 arow = static_cast<i64>(p.HV) * kC;
+  ChunkImage<K>& img = chunk_image<K>(p, ci.gidx, hv);
 
   // ---- loads: q, k (fp32 scratch rows, cp.async, zero-filled past Cn), beta, raw gate
   {
@@ -211,6 +211,21 @@ __global__ void __launch_bounds__(kNT, 2) chunk_prep_v2_kernel(const Params p) {
   // prep: warp -> row block ib, diagonal?, n8 column tiles ntb .. ntb + nj - 1 (warps 0-7: ib3 off
   // 0-2, ib2 off 0-3, ib1 off 0-1, ib2 diag, ib3 off 3-5, ib0 diag, ib1 diag, ib3 diag).
   const bool kda = p.kda != 0;
+  {  // qg = scale q e^b, state_bwd's operand, as its image (q's space is reused after the Aqk round)
+    constexpr int Q4 = K / 4;
+#pragma unroll 2
+    for (int i = tid; i < kC * Q4; i += kNT) {
+      const int r = i / Q4, c = 4 * (i % Q4);
+      float4 x = kZero4;
+      if (r < Cn) {
+        const float4 q = ld4(&s.r1.q[r][c]);
+        const float4 b = kda ? ld4(&s.r3.b[r][c]) : make_float4(s.bs[r], s.bs[r], s.bs[r], s.bs[r]);
+        x = make_float4(p.scale * q.x * __expf(b.x), p.scale * q.y * __expf(b.y), p.scale * q.z * __expf(b.z),
+                        p.scale * q.w * __expf(b.w));
+      }
+      wg_store_split(img.qg.hi, img.qg.lo, cuda_util::wgmma::sw128_blocked<kC>(r, c), x);
+    }
+  }
   const bool diag_mma = !kda || p.safe;
   const int ib = static_cast<int>((0x31032123u >> (4 * warp)) & 0xFu);
   const bool dia = ((0xE8u >> warp) & 1u) != 0u;
@@ -286,7 +301,7 @@ __global__ void __launch_bounds__(kNT, 2) chunk_prep_v2_kernel(const Params p) {
         a1 = (j + 1 <= r) ? p.scale * a1 : 0.f;
         accL[i][2 * hf] = (j < r) ? beta_r[hf] * l0 : 0.f;
         accL[i][2 * hf + 1] = (j + 1 < r) ? beta_r[hf] * l1 : 0.f;
-        if (r < Cn) st2(Aqk + r * arow + j, a0, a1);
+        tile_store2(img.A, r, j, r < Cn ? a0 : 0.f, r < Cn ? a1 : 0.f);
       }
     }
   }
@@ -312,13 +327,14 @@ __global__ void __launch_bounds__(kNT, 2) chunk_prep_v2_kernel(const Params p) {
         l = (jj < rr) ? l * s.beta[r] : 0.f;
       }
       ldia[bb] = l;
-      if (r < Cn) Aqk[r * arow + j] = a;
+      const float an = __shfl_down_sync(0xffffffffu, a, 1);  // (r, j + 1): the next lane
+      if (!(jj & 1)) tile_store2(img.A, r, j, a, an);
     }
   }
-  // Aqk above the diagonal blocks is zero (later stages read all 64 columns)
+  // Aqk above the diagonal blocks is zero (state_bwd reads all 64 columns)
   for (int i = tid; i < kC * (kC / 4); i += kNT) {
     const int r = i >> 4, c4 = 4 * (i & 15);
-    if (r < Cn && c4 >= 16 * ((r >> 4) + 1)) *reinterpret_cast<float4*>(Aqk + r * arow + c4) = kZero4;
+    if (c4 >= 16 * ((r >> 4) + 1)) wg_store_split(img.A.hi, img.A.lo, cuda_util::wgmma::sw128_blocked<kC>(r, c4), kZero4);
   }
   __syncthreads();  // q is dead: L goes over it
   if (job_mma) {
@@ -405,6 +421,7 @@ __global__ void __launch_bounds__(kNT, 2) chunk_prep_v2_kernel(const Params p) {
     st_u32(&s.r1.xs[0][r][j], hi);
     st_u32(&s.r1.xs[1][r][j], lo);
   }
+  // ... and kg = k e^(bL - b) as its image (e^(non-positive) <= 1 by the clamp), e^bL
   constexpr int PK = kC * K / 2 / kNT;  // k e^b beta pairs per thread
   std::uint32_t kh[PK], kl[PK];
 #pragma unroll
@@ -412,8 +429,12 @@ __global__ void __launch_bounds__(kNT, 2) chunk_prep_v2_kernel(const Params p) {
     const int i = tid + u * kNT, r = i / (K / 2), c = 2 * (i % (K / 2));
     const float2 kv = ld2(&s.r2.k[r][c]);
     const float2 bv = kda ? ld2(&s.r3.b[r][c]) : make_float2(s.bs[r], s.bs[r]);
+    const float2 bl = kda ? ld2(&s.r3.b[Cn - 1][c]) : make_float2(s.bs[Cn - 1], s.bs[Cn - 1]);
     cuda_util::pack_bf16_split(kv.x * __expf(bv.x) * s.beta[r], kv.y * __expf(bv.y) * s.beta[r], kh[u], kl[u]);
+    tile_store2(img.kg, r, c, r < Cn ? kv.x * __expf(fminf(bl.x - bv.x, 0.f)) : 0.f,
+                r < Cn ? kv.y * __expf(fminf(bl.y - bv.y, 0.f)) : 0.f);
   }
+  for (int c = tid; c < K; c += kNT) img.el[c] = __expf(kda ? s.r3.b[Cn - 1][c] : s.bs[Cn - 1]);
   __syncthreads();  // k and b are read: their spaces take k e^b beta and v
 #pragma unroll
   for (int u = 0; u < PK; ++u) {
@@ -437,7 +458,7 @@ __global__ void __launch_bounds__(kNT, 2) chunk_prep_v2_kernel(const Params p) {
 #pragma unroll
       for (int hf = 0; hf < 2; ++hf) {
         const int r = m0 + g + 8 * hf;
-        if (r < Cn) st2(p.w + ((t0 + r) * p.HV + hv) * K + nk0 + 8 * nt + 2 * t, acc[nt][2 * hf], acc[nt][2 * hf + 1]);
+        tile_store2(img.w, r, nk0 + 8 * nt + 2 * t, r < Cn ? acc[nt][2 * hf] : 0.f, r < Cn ? acc[nt][2 * hf + 1] : 0.f);
       }
   }
   // u = X (v beta), per 64-column tile: warp (m0, columns n64 .. n64 + 32)

@@ -1,7 +1,6 @@
 // wgmma forms of the backward's two sequential state passes (stages B and C of chunk_delta_bwd.cu;
 // docs/kernels/chunk_delta_bwd.md, "wgmma state passes"). Included by chunk_delta_bwd.cu inside its
-// anonymous namespace, after Params, StateBlock, gate4 and the other helpers it uses; the mma.sync
-// kernels (state_fwd_kernel / state_bwd_kernel) stay selectable with LINA_DELTA_BWD_STATE=mma.
+// anonymous namespace, after Params, StateBlock, ChunkImage and the other helpers it uses.
 //
 // Structure (both kernels): one CTA of 256 threads per (sequence, value head, 64-column V tile), two
 // warpgroups with different jobs:
@@ -9,12 +8,13 @@
 //     accumulator of an m64nK wgmma (thread (warp w, lane g8 = lane / 4, t4 = lane % 4) holds
 //     st[4 nt + e] = S^T(v = 16 w + g8 + 8 (e >= 2), ch = 8 nt + 2 t4 + (e & 1))), so every product with
 //     the state or a per-chunk [64 V][64 tok] result on the left is RS (A from registers), as in the
-//     forward's delta_state_wg_kernel. It publishes S_n in fp32 (the [K][V] layout grad_v reads), runs
-//     the wgmmas and writes v_new / dvn.
-//   warpgroup 1, the producer: loads the chunk's fp32 scratch rows (w, kn, b, qn, Aqk, dO, u), applies
-//     the gate factors and writes every operand as bf16 hi + lo SW128 tiles (wgmma_sm90.cuh format)
-//     into a buffer the consumer is not reading, one chunk ahead; full / empty mbarriers hand the
-//     buffers over (producer: st.shared, fence.proxy.async, arrive; consumer: wgmma reads, wait, arrive).
+//     forward's state kernel. It publishes S_n in fp32 (the [K][V] layout grad_v reads), runs the
+//     wgmmas and writes v_new / dvn.
+//   warpgroup 1, the producer, one chunk ahead: the chunk's operand tiles (w, kg, qg, Aqk, e^bL) are
+//     ready-made shared-memory images in HBM (ChunkImage, written by chunk_prep_v2), so thread 0 brings
+//     them in by bulk copies (cp.async.bulk, transaction bytes on the full barrier); all 128 threads
+//     load the per-V-tile operand (B: u by cp.async; C: dO, split into bf16 hi + lo SW128 tiles).
+//     Full / empty mbarriers hand the buffers over (consumer: wgmma reads, wait, arrive on empty).
 // Precision: as the mma.sync kernels, every operand is a bf16 hi + lo pair (x = hi + lo, ~16 bits) and
 // each product is hi*hi + lo*hi + hi*lo with fp32 accumulation; only the fp32 summation order differs.
 // Padded rows (past the sequence end) are zero in every tile, so they contribute nothing.
@@ -22,13 +22,6 @@
 namespace wgb = cuda_util::wgmma;
 
 constexpr int kWgPadU = 68;  // fp32 pitch of the u tile: the consumer's accumulator-order reads hit 32 banks
-
-// A [64][W] operand (W = K or 64) as bf16 hi + lo SW128 tiles: W / 64 tiles of [64 rows][64 cols].
-template <int W>
-struct SplitTile {
-  bf16 hi[kC * W];
-  bf16 lo[kC * W];
-};
 
 // Producer thread pt's positions in a [64][K] tile: columns c .. c + 3 (fixed per thread, since K / 4
 // divides 128) of rows r0 + RS u, u = 0 .. PER - 1.
@@ -40,21 +33,6 @@ struct WgRows {
   __device__ int row(int u) const { return r0 + RS * u; }
 };
 
-__device__ __forceinline__ void wg_store_split(bf16* hi, bf16* lo, int o, float4 x) {
-  std::uint32_t h0, l0, h1, l1;
-  cuda_util::pack_bf16_split(x.x, x.y, h0, l0);
-  cuda_util::pack_bf16_split(x.z, x.w, h1, l1);
-  *reinterpret_cast<uint2*>(hi + o) = make_uint2(h0, h1);
-  *reinterpret_cast<uint2*>(lo + o) = make_uint2(l0, l1);
-}
-
-__device__ __forceinline__ float4 wg_exp_mul(float4 x, float4 e) {
-  return make_float4(x.x * __expf(e.x), x.y * __expf(e.y), x.z * __expf(e.z), x.w * __expf(e.w));
-}
-__device__ __forceinline__ float4 wg_decay_to_end(float4 bl, float4 b) {  // min(bL - b, 0): e^() <= 1
-  return make_float4(fminf(bl.x - b.x, 0.f), fminf(bl.y - b.y, 0.f), fminf(bl.z - b.z, 0.f), fminf(bl.w - b.w, 0.f));
-}
-
 // dO (any float dtype; bf16 as one 8-byte load when the base is 8-byte aligned), 4 values at element i
 // (a multiple of 4).
 __device__ __forceinline__ float4 wg_load_do(const Params& p, i64 i) {
@@ -64,12 +42,6 @@ __device__ __forceinline__ float4 wg_load_do(const Params& p, i64 i) {
     return make_float4(a.x, a.y, b.x, b.y);
   }
   return load4_as_float(p.d_o, p.do_t, i);
-}
-
-// Producer: the decay e^bL of the chunk (GDN: the scalar repeated).
-template <int K>
-__device__ __forceinline__ void wg_fill_el(float* el, const Params& p, i64 bLrow, int pt) {
-  for (int c = pt; c < K; c += 128) el[c] = __expf(p.b[bLrow * p.Kg + (p.kda ? c : 0)]);
 }
 
 // Consumer: the state accumulator (m64nK, S^T) to HBM as S [K][V] rows (row ch at out[ch * V]).
@@ -125,62 +97,41 @@ __global__ void __launch_bounds__(256, 1) state_fwd_wg_kernel(const Params p) {
   const int tid = threadIdx.x, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
   const int role = __shfl_sync(0xffffffffu, tid >> 7, 0);  // warp-uniform for ptxas
   const StateBlock blk(p);
-  const int vt = blk.vt, hv = blk.hv, n = blk.n, h = blk.h;
+  const int vt = blk.vt, hv = blk.hv, n = blk.n;
   const cuda_util::SeqDesc sd = p.seqs[n];
   const int V = p.V, vc0 = vt * kVT;
   const int nch = (sd.length + kC - 1) / kC;
   if (tid == 0) {
     for (int b = 0; b < 2; ++b) {
-      cuda_util::mbar_init(&s.full[b], 128);
+      cuda_util::mbar_init(&s.full[b], 129);  // 128 cp.async arrivals + the bulk copies' expect_tx
       cuda_util::mbar_init(&s.empty[b], 128);
     }
+    cuda_util::mbar_init_fence();
   }
   __syncthreads();
 
-  if (role == 1) {  // ---- producer
+  if (role == 1) {  // ---- producer: w, kg, e^bL by bulk copy (thread 0), u by cp.async (all 128)
     const int pt = tid - 128;
 #pragma unroll 1
     for (int lc = 0; lc < nch; ++lc) {
       const int b = lc & 1;
       const i64 t0 = sd.row_begin + static_cast<i64>(lc) * kC;
       const int Cn = min(kC, sd.length - lc * kC);
-      const i64 bLrow = (t0 + Cn - 1) * p.HV + hv;
-      // w and kg = k e^(bL - b) together: all rows of w, k and b in flight (16 rows at K = 128)
-      const WgRows<K> pr(pt);
-      const float4 bl = gate4(p, bLrow, pr.c);
-      constexpr int PER = WgRows<K>::PER;
-      {
-        constexpr int u0 = 0;
-        float4 wv[PER], kv[PER], bv[PER];
-#pragma unroll
-        for (int u = 0; u < PER; ++u) {
-          const int r = pr.row(u0 + u);
-          const bool ok = r < Cn;
-          const i64 row = t0 + (ok ? r : 0);
-          wv[u] = ok ? ld4(p.w + (row * p.HV + hv) * K + pr.c) : kZero4;
-          kv[u] = ok ? ld4(p.kn + (row * p.H + h) * K + pr.c) : kZero4;
-          bv[u] = gate4(p, row * p.HV + hv, pr.c);
-        }
-        if (lc >= 2) wg_wait(&s.empty[b], (lc >> 1) - 1);  // buffer b's readers (chunk lc - 2) are done
-        // u [tok][64 v]: 16 pieces of 16 bytes per row, no registers
-#pragma unroll
-        for (int j = 0; j < kC * 16 / 128; ++j) {
-          const int i = pt + 128 * j, r = i >> 4, c = 4 * (i & 15);
-          const bool ok = r < Cn;
-          cuda_util::cp_async16(&s.u[b][r][c], p.vn + ((t0 + (ok ? r : 0)) * p.HV + hv) * V + vc0 + c, ok);
-        }
-        cuda_util::cp_async_commit();
-#pragma unroll
-        for (int u = 0; u < PER; ++u) {
-          const int o = wgb::sw128_blocked<kC>(pr.row(u0 + u), pr.c);
-          wg_store_split(s.buf[b].w.hi, s.buf[b].w.lo, o, wv[u]);
-          wg_store_split(s.buf[b].kg.hi, s.buf[b].kg.lo, o, wg_exp_mul(kv[u], wg_decay_to_end(bl, bv[u])));
-        }
+      if (lc >= 2) wg_wait(&s.empty[b], (lc >> 1) - 1);  // buffer b's readers (chunk lc - 2) are done
+      if (pt == 0) {
+        const ChunkImage<K>& img = chunk_image<K>(p, sd.chunk_off + lc, hv);
+        cuda_util::mbar_arrive_expect_tx(&s.full[b], sizeof(typename S::Buf) + K * 4);
+        cuda_util::bulk_copy_g2s(&s.buf[b], &img.w, sizeof(typename S::Buf), &s.full[b]);
+        cuda_util::bulk_copy_g2s(s.el[b], img.el, K * 4, &s.full[b]);
       }
-      wg_fill_el<K>(s.el[b], p, bLrow, pt);
-      cuda_util::cp_async_wait_all();
-      wgb::fence_proxy_async_smem();
-      cuda_util::mbar_arrive(&s.full[b]);
+      // u [tok][64 v]: 16 pieces of 16 bytes per row, no registers; the arrival fires when they land
+#pragma unroll
+      for (int j = 0; j < kC * 16 / 128; ++j) {
+        const int i = pt + 128 * j, r = i >> 4, c = 4 * (i & 15);
+        const bool ok = r < Cn;
+        cuda_util::cp_async16(&s.u[b][r][c], p.vn + ((t0 + (ok ? r : 0)) * p.HV + hv) * V + vc0 + c, ok);
+      }
+      cuda_util::mbar_arrive_cp_async(&s.full[b]);
     }
     return;
   }
@@ -299,92 +250,54 @@ __global__ void __launch_bounds__(256, 1) state_bwd_wg_kernel(const Params p) {
   const int tid = threadIdx.x, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
   const int role = __shfl_sync(0xffffffffu, tid >> 7, 0);
   const StateBlock blk(p);
-  const int vt = blk.vt, hv = blk.hv, n = blk.n, h = blk.h;
+  const int vt = blk.vt, hv = blk.hv, n = blk.n;
   const cuda_util::SeqDesc sd = p.seqs[n];
   const int V = p.V, vc0 = vt * kVT;
   const int nch = (sd.length + kC - 1) / kC;
   if (tid == 0) {
     for (int b = 0; b < 2; ++b) {
-      cuda_util::mbar_init(&s.full_x[b], 128);
+      cuda_util::mbar_init(&s.full_x[b], 129);  // 128 dO writers + the bulk copies' expect_tx
       cuda_util::mbar_init(&s.empty_x[b], 128);
     }
-    cuda_util::mbar_init(&s.full_w, 128);
+    cuda_util::mbar_init(&s.full_w, 1);  // the bulk copy's expect_tx
     cuda_util::mbar_init(&s.empty_w, 128);
+    cuda_util::mbar_init_fence();
   }
   __syncthreads();
 
-  if (role == 1) {  // ---- producer; use number i = nch - 1 - lc
-    const int pt = tid - 128;
+  if (role == 1) {  // ---- producer; use number i = nch - 1 - lc. kg, qg, Aqk, e^bL and w by bulk copy
+    const int pt = tid - 128;  // (thread 0), dO as hi + lo by all 128
 #pragma unroll 1
     for (int i = 0; i < nch; ++i) {
       const int lc = nch - 1 - i, b = i & 1;
       const i64 t0 = sd.row_begin + static_cast<i64>(lc) * kC;
       const int Cn = min(kC, sd.length - lc * kC);
-      const i64 bLrow = (t0 + Cn - 1) * p.HV + hv;
+      const ChunkImage<K>& img = chunk_image<K>(p, sd.chunk_off + lc, hv);
       auto& X = s.x[b];
-      const WgRows<K> pr(pt);
-      const float4 bl = gate4(p, bLrow, pr.c);
-      const float sc = p.scale;
-      // Rounds of loads per chunk: Aqk and dO ([64][64]: 8 float4 positions per thread); q, k, b of 8 rows
-      // (two rounds at K = 128); -w, all rows, in flight across the wait for the single W buffer.
-      // (Merging the Aqk / dO round into the first q, k, b round spilled 64 bytes at K = 128.)
-      {
-        const WgRows<kC> pa(pt);
-        float4 av[8], dv[8];
+      const WgRows<kC> pa(pt);
+      float4 dv[8];
 #pragma unroll
-        for (int u = 0; u < 8; ++u) {
-          const int r = pa.row(u);
-          const bool ok = r < Cn;
-          const i64 row = (t0 + (ok ? r : 0)) * p.HV + hv;
-          av[u] = ok ? ld4(p.Aqk + row * kC + pa.c) : kZero4;
-          dv[u] = ok ? wg_load_do(p, row * V + vc0 + pa.c) : kZero4;
-        }
-        if (i >= 2) wg_wait(&s.empty_x[b], (i >> 1) - 1);  // buffer b's readers (use i - 2) are done
-#pragma unroll
-        for (int u = 0; u < 8; ++u) {
-          const int o = wgb::sw128_blocked<kC>(pa.row(u), pa.c);
-          wg_store_split(X.A.hi, X.A.lo, o, av[u]);
-          wg_store_split(X.dO.hi, X.dO.lo, o, dv[u]);
-        }
+      for (int u = 0; u < 8; ++u) {
+        const int r = pa.row(u);
+        const bool ok = r < Cn;
+        dv[u] = ok ? wg_load_do(p, ((t0 + r) * p.HV + hv) * V + vc0 + pa.c) : kZero4;
       }
-#pragma unroll 1
-      for (int u0 = 0; u0 < WgRows<K>::PER; u0 += 8) {
-        float4 qv[8], kv[8], bv[8];
-#pragma unroll
-        for (int u = 0; u < 8; ++u) {
-          const int r = pr.row(u0 + u);
-          const bool ok = r < Cn;
-          const i64 row = t0 + (ok ? r : 0);
-          qv[u] = ok ? ld4(p.qn + (row * p.H + h) * K + pr.c) : kZero4;
-          kv[u] = ok ? ld4(p.kn + (row * p.H + h) * K + pr.c) : kZero4;
-          bv[u] = gate4(p, row * p.HV + hv, pr.c);
-        }
-#pragma unroll
-        for (int u = 0; u < 8; ++u) {
-          const int o = wgb::sw128_blocked<kC>(pr.row(u0 + u), pr.c);
-          wg_store_split(X.kg.hi, X.kg.lo, o, wg_exp_mul(kv[u], wg_decay_to_end(bl, bv[u])));
-          const float4 qs = make_float4(sc * qv[u].x, sc * qv[u].y, sc * qv[u].z, sc * qv[u].w);
-          wg_store_split(X.qg.hi, X.qg.lo, o, wg_exp_mul(qs, bv[u]));
-        }
+      if (i >= 2) wg_wait(&s.empty_x[b], (i >> 1) - 1);  // buffer b's readers (use i - 2) are done
+      if (pt == 0) {
+        constexpr std::uint32_t bytes = 2 * sizeof(SplitTile<K>) + sizeof(SplitTile<kC>);  // kg, qg, A
+        cuda_util::mbar_arrive_expect_tx(&s.full_x[b], bytes + K * 4);
+        cuda_util::bulk_copy_g2s(&X.kg, &img.kg, bytes, &s.full_x[b]);
+        cuda_util::bulk_copy_g2s(s.el[b], img.el, K * 4, &s.full_x[b]);
       }
-      wg_fill_el<K>(s.el[b], p, bLrow, pt);
+#pragma unroll
+      for (int u = 0; u < 8; ++u) wg_store_split(X.dO.hi, X.dO.lo, wgb::sw128_blocked<kC>(pa.row(u), pa.c), dv[u]);
       wgb::fence_proxy_async_smem();
       cuda_util::mbar_arrive(&s.full_x[b]);
-      {
-        float4 wv[WgRows<K>::PER];
-#pragma unroll
-        for (int u = 0; u < WgRows<K>::PER; ++u) {
-          const int r = pr.row(u);
-          wv[u] = r < Cn ? ld4(p.w + ((t0 + r) * p.HV + hv) * K + pr.c) : kZero4;
-        }
+      if (pt == 0) {
         if (i >= 1) wg_wait(&s.empty_w, i - 1);
-#pragma unroll
-        for (int u = 0; u < WgRows<K>::PER; ++u)
-          wg_store_split(s.w.hi, s.w.lo, wgb::sw128_blocked<kC>(pr.row(u), pr.c),
-                         make_float4(-wv[u].x, -wv[u].y, -wv[u].z, -wv[u].w));
+        cuda_util::mbar_arrive_expect_tx(&s.full_w, sizeof(SplitTile<K>));
+        cuda_util::bulk_copy_g2s(&s.w, &img.w, sizeof(SplitTile<K>), &s.full_w);
       }
-      wgb::fence_proxy_async_smem();
-      cuda_util::mbar_arrive(&s.full_w);
     }
     return;
   }
@@ -465,7 +378,7 @@ __global__ void __launch_bounds__(256, 1) state_bwd_wg_kernel(const Params p) {
       else vacc[j] = 0.f;
     }
     std::uint32_t vh[4][4], vl[4][4];
-    wg_split_frags<64>(vacc, 1.f, vh, vl);
+    wg_split_frags<64>(vacc, -1.f, vh, vl);  // -dvn^T: the image holds w, not -w
     wg_wait(&s.full_w, i);
     const std::uint32_t awh = cuda_util::smem_u32(s.w.hi), awl = cuda_util::smem_u32(s.w.lo);
     wgb::fence_regs<K / 2>(dacc);
@@ -473,7 +386,7 @@ __global__ void __launch_bounds__(256, 1) state_bwd_wg_kernel(const Params p) {
     wgb::fence_regs<16>(&vl[0][0]);
     cute::warpgroup_arrive();
 #pragma unroll
-    for (int ks = 0; ks < 4; ++ks) {  // D^T += dvn^T (-w) over tokens 16 ks ..
+    for (int ks = 0; ks < 4; ++ks) {  // D^T += (-dvn^T) w over tokens 16 ks ..
       wgb::mma_rs<wgb::M64_RS<K, Major::MN>, K / 2>(vh[ks], wgb::desc_mn(awh + ks * 2048, 8192), dacc);
       wgb::mma_rs<wgb::M64_RS<K, Major::MN>, K / 2>(vl[ks], wgb::desc_mn(awh + ks * 2048, 8192), dacc);
       wgb::mma_rs<wgb::M64_RS<K, Major::MN>, K / 2>(vh[ks], wgb::desc_mn(awl + ks * 2048, 8192), dacc);
