@@ -92,6 +92,21 @@ constexpr size_t grad_k_v2_smem() {
   return sizeof(GradKV2Smem<K>);
 }
 
+// The sums over a warp's 32 lanes of v[0 .. 15]: the lane pair (2 m, 2 m + 1) returns the sum of v[m],
+// m = lane bits 4, 3, 2, 1 (most significant first); 16 shuffles.
+__device__ __forceinline__ float warp_reduce_scatter16(const float (&v)[16], int lane) {
+  float a[8], b[4], c[2];
+  const bool u4 = lane & 16, u3 = lane & 8, u2 = lane & 4, u1 = lane & 2;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) a[j] = (u4 ? v[j + 8] : v[j]) + __shfl_xor_sync(0xffffffffu, u4 ? v[j] : v[j + 8], 16);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) b[j] = (u3 ? a[j + 4] : a[j]) + __shfl_xor_sync(0xffffffffu, u3 ? a[j] : a[j + 4], 8);
+#pragma unroll
+  for (int j = 0; j < 2; ++j) c[j] = (u2 ? b[j + 2] : b[j]) + __shfl_xor_sync(0xffffffffu, u2 ? b[j] : b[j + 2], 4);
+  float d = (u1 ? c[1] : c[0]) + __shfl_xor_sync(0xffffffffu, u1 ? c[0] : c[1], 2);
+  return d + __shfl_xor_sync(0xffffffffu, d, 1);
+}
+
 // grad_k_intra_tail's intra-chunk terms, bL terms and reverse cumsum (same formulas and order of
 // every sum), reading dA / dAkk rows as float4s. Starts after a barrier that follows the transposes.
 template <int K>
@@ -185,19 +200,26 @@ __device__ __forceinline__ void grad_k_v2_tail(const Params& p, const ChunkInfo&
         dkt[j] += (a * a_row + l * l_row) * e;
       }
     }
+    float bs[16];  // dbeta terms kr k of the 16 rows, summed over the warp's 32 channels below
 #pragma unroll
     for (int i = 0; i < 16; ++i) {
       const int x = x0 + i;
+      bs[i] = 0.f;
       if (x < Cn) {  // warp-uniform
         const i64 gx = ((t0 + x) * p.HV + hv) * K + c;
         const float dkrow = s.beta[x] * kr[i];
         p.dqe[gx] = dq0[i] + dqi[i];
         p.dke[gx] = dk0[i] + dkrow + dkt[i];
         s.r1.db[x][c] += qq[i] * dqi[i] + (dkrow - dkt[i]) * kq[i];
-        const float bsum = warp_sum(kr[i] * kq[i]);
-        if ((tid & 31) == 0) atomicAdd(&s.dbt[x], bsum);
+        bs[i] = kr[i] * kq[i];
       }
     }
+    // reduce-scatter over the lanes (16 shuffles instead of 16 warp sums of 5): each step halves the rows a
+    // lane keeps and adds its partner's share of them; lane pair (2 m, 2 m + 1) ends with row m's sum
+    const int lane = tid & 31;
+    const float s4 = warp_reduce_scatter16(bs, lane);
+    const int m = ((lane >> 4) & 1) * 8 + ((lane >> 3) & 1) * 4 + ((lane >> 2) & 1) * 2 + ((lane >> 1) & 1);
+    if (!(lane & 1) && x0 + m < Cn) atomicAdd(&s.dbt[x0 + m], s4);
   }
   __syncthreads();
   // last row: the terms through bL, e^bL rowsum(H dh) + colsum(k dk_e); reverse cumsum -> dg
@@ -616,6 +638,8 @@ struct GradV3Smem {
   alignas(16) float dvn[kC][kP40];
   alignas(16) float v[kC][kP40];
   alignas(16) bf16 T[2][kC][72];  // Tinv hi / lo (kh = 1)
+  alignas(16) float b[kC][KH + 8];  // KDA: the gate cumsum of the CTA's K half, for the epilogues (pitch: (g, t) float2 reads conflict-free)
+  float bs[kC];                     // GDN: the scalar gate cumsum
   float beta[kC];
   float dbp[kC];
 };
@@ -689,7 +713,16 @@ __global__ void __launch_bounds__(kNT, 2) grad_v3_kernel(const Params p) {
       cuda_util::cp_async16(&dst[r][c4], src + off(min(r, Cn - 1), c0 + c4), r < Cn);
     }
   };
-  const i64 bLrow = ((t0 + Cn - 1) * p.HV + hv) * p.Kg;
+  // the gate cumsum for both epilogues, in flight with pass A's first sub-tile (read after its barrier)
+  if (p.kda) {
+    for (int i = tid; i < kC * (KH / 4); i += kNT) {
+      const int r = i / (KH / 4), c4 = 4 * (i % (KH / 4));
+      cuda_util::cp_async16(&s.b[r][c4], p.b + ((t0 + min(r, Cn - 1)) * p.HV + hv) * K + k0 + c4, r < Cn);
+    }
+  } else if (tid < kC) {
+    s.bs[tid] = tid < Cn ? p.b[(t0 + tid) * p.HV + hv] : 0.f;
+  }
+  const auto gate2 = [&](int r, int c) { return p.kda ? ld2(&s.b[r][c]) : make_float2(s.bs[r], s.bs[r]); };
 
   // ---- pass A over V: dk_e = v_new dh^T and hd = rowsum(H dh) (16 accumulators per thread)
   {
@@ -730,10 +763,10 @@ __global__ void __launch_bounds__(kNT, 2) grad_v3_kernel(const Params p) {
       const i64 row = (t0 + r) * p.HV + hv;
 #pragma unroll
       for (int nt = 0; nt < NTK; ++nt) {
-        const int c = k0 + nk0 + nt * 8 + 2 * t;
-        const float2 br = p.kda ? ld2(p.b + row * p.Kg + c) : make_float2(p.b[row], p.b[row]);
-        const float2 bL = p.kda ? ld2(p.b + bLrow + c) : make_float2(p.b[bLrow], p.b[bLrow]);
-        st2(p.dke + row * K + c, __expf(fminf(bL.x - br.x, 0.f)) * ak[nt][2 * hf], __expf(fminf(bL.y - br.y, 0.f)) * ak[nt][2 * hf + 1]);
+        const int cl = nk0 + nt * 8 + 2 * t;
+        const float2 br = gate2(r, cl), bL = gate2(Cn - 1, cl);
+        st2(p.dke + row * K + k0 + cl, __expf(fminf(bL.x - br.x, 0.f)) * ak[nt][2 * hf],
+            __expf(fminf(bL.y - br.y, 0.f)) * ak[nt][2 * hf + 1]);
       }
     }
   }
@@ -856,8 +889,8 @@ __global__ void __launch_bounds__(kNT, 2) grad_v3_kernel(const Params p) {
     const i64 row = (t0 + r) * p.HV + hv;
 #pragma unroll
     for (int nt = 0; nt < NTK; ++nt) {
-      const int c = k0 + nk0 + nt * 8 + 2 * t;
-      const float2 br = p.kda ? ld2(p.b + row * p.Kg + c) : make_float2(p.b[row], p.b[row]);
+      const int cl = nk0 + nt * 8 + 2 * t, c = k0 + cl;
+      const float2 br = gate2(r, cl);
       st2(p.dqe + row * K + c, p.scale * __expf(br.x) * aq[nt][2 * hf], p.scale * __expf(br.y) * aq[nt][2 * hf + 1]);
       st2(p.dw + row * K + c, -aw[nt][2 * hf], -aw[nt][2 * hf + 1]);
     }

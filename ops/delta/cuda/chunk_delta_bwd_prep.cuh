@@ -172,9 +172,7 @@ __global__ void __launch_bounds__(kNT, 2) chunk_prep_v2_kernel(const Params p) {
     }
 #pragma unroll
     for (int i = 0; i < RR; ++i) {
-      const float v = x[i] + off;
-      s.r3.b[r0 + i][c] = v;
-      if (r0 + i < Cn) p.b[((t0 + r0 + i) * p.HV + hv) * p.Kg + c] = v;
+      s.r3.b[r0 + i][c] = x[i] + off;  // to HBM below, as float4 rows
     }
   } else if (warp == 1) {  // GDN scalar gate: lane owns rows 2 lane, 2 lane + 1; scan over lanes
     float x[2];
@@ -211,20 +209,29 @@ __global__ void __launch_bounds__(kNT, 2) chunk_prep_v2_kernel(const Params p) {
   // prep: warp -> row block ib, diagonal?, n8 column tiles ntb .. ntb + nj - 1 (warps 0-7: ib3 off
   // 0-2, ib2 off 0-3, ib1 off 0-1, ib2 diag, ib3 off 3-5, ib0 diag, ib1 diag, ib3 diag).
   const bool kda = p.kda != 0;
-  {  // qg = scale q e^b, state_bwd's operand, as its image (q's space is reused after the Aqk round)
+  {  // one compact pass over the [64][K] tiles (a small loop body: this kernel's code is already large
+     // enough to miss in the instruction cache): the state passes' images qg = scale q e^b and
+     // kg = k e^(bL - b) (e^(non-positive) <= 1 by the clamp), e^bL, and KDA's b rows to HBM
     constexpr int Q4 = K / 4;
-#pragma unroll 2
+#pragma unroll 1
     for (int i = tid; i < kC * Q4; i += kNT) {
       const int r = i / Q4, c = 4 * (i % Q4);
-      float4 x = kZero4;
+      const float4 b = kda ? ld4(&s.r3.b[r][c]) : make_float4(s.bs[r], s.bs[r], s.bs[r], s.bs[r]);
+      const float4 bl = kda ? ld4(&s.r3.b[Cn - 1][c]) : make_float4(s.bs[Cn - 1], s.bs[Cn - 1], s.bs[Cn - 1], s.bs[Cn - 1]);
+      float4 qg = kZero4, kg = kZero4;
       if (r < Cn) {
-        const float4 q = ld4(&s.r1.q[r][c]);
-        const float4 b = kda ? ld4(&s.r3.b[r][c]) : make_float4(s.bs[r], s.bs[r], s.bs[r], s.bs[r]);
-        x = make_float4(p.scale * q.x * __expf(b.x), p.scale * q.y * __expf(b.y), p.scale * q.z * __expf(b.z),
-                        p.scale * q.w * __expf(b.w));
+        const float4 q = ld4(&s.r1.q[r][c]), k = ld4(&s.r2.k[r][c]);
+        qg = make_float4(p.scale * q.x * __expf(b.x), p.scale * q.y * __expf(b.y), p.scale * q.z * __expf(b.z),
+                         p.scale * q.w * __expf(b.w));
+        kg = make_float4(k.x * __expf(fminf(bl.x - b.x, 0.f)), k.y * __expf(fminf(bl.y - b.y, 0.f)),
+                         k.z * __expf(fminf(bl.z - b.z, 0.f)), k.w * __expf(fminf(bl.w - b.w, 0.f)));
+        if (kda) *reinterpret_cast<float4*>(p.b + ((t0 + r) * p.HV + hv) * K + c) = b;
       }
-      wg_store_split(img.qg.hi, img.qg.lo, cuda_util::wgmma::sw128_blocked<kC>(r, c), x);
+      const int o = cuda_util::wgmma::sw128_blocked<kC>(r, c);
+      wg_store_split(img.qg.hi, img.qg.lo, o, qg);
+      wg_store_split(img.kg.hi, img.kg.lo, o, kg);
     }
+    for (int c = tid; c < K; c += kNT) img.el[c] = __expf(kda ? s.r3.b[Cn - 1][c] : s.bs[Cn - 1]);
   }
   const bool diag_mma = !kda || p.safe;
   const int ib = static_cast<int>((0x31032123u >> (4 * warp)) & 0xFu);
@@ -421,7 +428,6 @@ __global__ void __launch_bounds__(kNT, 2) chunk_prep_v2_kernel(const Params p) {
     st_u32(&s.r1.xs[0][r][j], hi);
     st_u32(&s.r1.xs[1][r][j], lo);
   }
-  // ... and kg = k e^(bL - b) as its image (e^(non-positive) <= 1 by the clamp), e^bL
   constexpr int PK = kC * K / 2 / kNT;  // k e^b beta pairs per thread
   std::uint32_t kh[PK], kl[PK];
 #pragma unroll
@@ -429,12 +435,8 @@ __global__ void __launch_bounds__(kNT, 2) chunk_prep_v2_kernel(const Params p) {
     const int i = tid + u * kNT, r = i / (K / 2), c = 2 * (i % (K / 2));
     const float2 kv = ld2(&s.r2.k[r][c]);
     const float2 bv = kda ? ld2(&s.r3.b[r][c]) : make_float2(s.bs[r], s.bs[r]);
-    const float2 bl = kda ? ld2(&s.r3.b[Cn - 1][c]) : make_float2(s.bs[Cn - 1], s.bs[Cn - 1]);
     cuda_util::pack_bf16_split(kv.x * __expf(bv.x) * s.beta[r], kv.y * __expf(bv.y) * s.beta[r], kh[u], kl[u]);
-    tile_store2(img.kg, r, c, r < Cn ? kv.x * __expf(fminf(bl.x - bv.x, 0.f)) : 0.f,
-                r < Cn ? kv.y * __expf(fminf(bl.y - bv.y, 0.f)) : 0.f);
   }
-  for (int c = tid; c < K; c += kNT) img.el[c] = __expf(kda ? s.r3.b[Cn - 1][c] : s.bs[Cn - 1]);
   __syncthreads();  // k and b are read: their spaces take k e^b beta and v
 #pragma unroll
   for (int u = 0; u < PK; ++u) {

@@ -47,10 +47,21 @@ __device__ __forceinline__ float4 wg_load_do(const Params& p, i64 i) {
 // Consumer: the state accumulator (m64nK, S^T) to HBM as S [K][V] rows (row ch at out[ch * V]).
 template <int K>
 __device__ __forceinline__ void wg_publish(float* out, int V, const float (&st)[K / 2], int vrow, int t4) {
+  float* pt = out + static_cast<i64>(2 * t4) * V + vrow;  // + compile-time multiples of V below
 #pragma unroll
-  for (int i = 0; i < K / 2; ++i) {
-    const int ch = 8 * (i >> 2) + 2 * t4 + (i & 1), v = vrow + ((i & 2) << 2);
-    out[static_cast<i64>(ch) * V + v] = st[i];
+  for (int i = 0; i < K / 2; ++i) pt[static_cast<i64>(8 * (i >> 2) + (i & 1)) * V + ((i & 2) << 2)] = st[i];
+}
+
+// Consumer: a per-chunk [64 V][64 tok] accumulator (v_new^T, dvn^T) to HBM rows t0 + r (r < Cn) of the
+// [R][HV][V] scratch at column vc0 + v; padded rows are zeroed in x (the next product reads it). One
+// base pointer per thread: the 32 stores differ by compile-time multiples of the row stride.
+__device__ __forceinline__ void wg_store_tok(float* base, i64 rs, int Cn, float (&x)[32], int vrow, int t4) {
+  float* pt = base + 2 * t4 * rs + vrow;
+#pragma unroll
+  for (int i = 0; i < 32; ++i) {
+    const int r = 8 * (i >> 2) + 2 * t4 + (i & 1);
+    if (r < Cn) pt[(8 * (i >> 2) + (i & 1)) * rs + ((i & 2) << 2)] = x[i];
+    else x[i] = 0.f;
   }
 }
 
@@ -178,12 +189,7 @@ __global__ void __launch_bounds__(256, 1) state_fwd_wg_kernel(const Params p) {
     wgb::fence_regs<K / 4>(&ah[0][0]);
     wgb::fence_regs<K / 4>(&al[0][0]);
     // v_new -> HBM (rows < Cn); padded rows (zero already: w and u are) set to zero as in state_fwd_kernel
-#pragma unroll
-    for (int i = 0; i < 32; ++i) {
-      const int r = 8 * (i >> 2) + 2 * t4 + (i & 1), v = vrow + ((i & 2) << 2);
-      if (r < Cn) p.vn[((t0 + r) * p.HV + hv) * V + vc0 + v] = vacc[i];
-      else vacc[i] = 0.f;
-    }
+    wg_store_tok(p.vn + (t0 * p.HV + hv) * V + vc0, static_cast<i64>(p.HV) * V, Cn, vacc, vrow, t4);
     std::uint32_t vh[4][4], vl[4][4];
     wg_split_frags<64>(vacc, 1.f, vh, vl);
 #pragma unroll
@@ -333,6 +339,7 @@ __global__ void __launch_bounds__(256, 1) state_bwd_wg_kernel(const Params p) {
 #pragma unroll
     for (int j = 0; j < 32; ++j) vacc[j] = 0.f;
     const std::uint32_t aoh = cuda_util::smem_u32(X.dO.hi), aol = cuda_util::smem_u32(X.dO.lo);
+    const bool do_lo = p.do_t != 2;  // bf16 dO is exact in its hi plane: its lo products are zero
     const std::uint32_t aah = cuda_util::smem_u32(X.A.hi), aal = cuda_util::smem_u32(X.A.lo);
     const std::uint32_t akh = cuda_util::smem_u32(X.kg.hi), akl = cuda_util::smem_u32(X.kg.lo);
     const std::uint32_t aqh = cuda_util::smem_u32(X.qg.hi), aql = cuda_util::smem_u32(X.qg.lo);
@@ -345,7 +352,7 @@ __global__ void __launch_bounds__(256, 1) state_bwd_wg_kernel(const Params p) {
     for (int ks = 0; ks < 4; ++ks) {  // dvn^T += dO^T Aqk over tokens r = 16 ks .. (16 rows = 2048 bytes)
       const std::uint32_t o = ks * 2048;
       wgb::mma_ss<wgb::M64N64_SS<Major::MN, Major::MN>, 32>(wgb::desc_mn(aoh + o, 8192), wgb::desc_mn(aah + o, 8192), vacc);
-      wgb::mma_ss<wgb::M64N64_SS<Major::MN, Major::MN>, 32>(wgb::desc_mn(aol + o, 8192), wgb::desc_mn(aah + o, 8192), vacc);
+      if (do_lo) wgb::mma_ss<wgb::M64N64_SS<Major::MN, Major::MN>, 32>(wgb::desc_mn(aol + o, 8192), wgb::desc_mn(aah + o, 8192), vacc);
       wgb::mma_ss<wgb::M64N64_SS<Major::MN, Major::MN>, 32>(wgb::desc_mn(aoh + o, 8192), wgb::desc_mn(aal + o, 8192), vacc);
     }
 #pragma unroll
@@ -359,7 +366,7 @@ __global__ void __launch_bounds__(256, 1) state_bwd_wg_kernel(const Params p) {
     for (int ks = 0; ks < 4; ++ks) {  // D^T += dO^T qg over tokens 16 ks ..
       const std::uint32_t o = ks * 2048;
       wgb::mma_ss<wgb::M64_SS<K, Major::MN, Major::MN>, K / 2>(wgb::desc_mn(aoh + o, 8192), wgb::desc_mn(aqh + o, 8192), dacc);
-      wgb::mma_ss<wgb::M64_SS<K, Major::MN, Major::MN>, K / 2>(wgb::desc_mn(aol + o, 8192), wgb::desc_mn(aqh + o, 8192), dacc);
+      if (do_lo) wgb::mma_ss<wgb::M64_SS<K, Major::MN, Major::MN>, K / 2>(wgb::desc_mn(aol + o, 8192), wgb::desc_mn(aqh + o, 8192), dacc);
       wgb::mma_ss<wgb::M64_SS<K, Major::MN, Major::MN>, K / 2>(wgb::desc_mn(aoh + o, 8192), wgb::desc_mn(aql + o, 8192), dacc);
     }
     cute::warpgroup_commit_batch();
@@ -371,12 +378,7 @@ __global__ void __launch_bounds__(256, 1) state_bwd_wg_kernel(const Params p) {
     cuda_util::mbar_arrive(&s.empty_x[b]);
     // dvn -> HBM (rows < Cn); padded rows zeroed for batch 2, as in state_bwd_kernel (they would be zero
     // only if Aqk were zero above the diagonal of its valid rows; -w's padded rows are zero anyway)
-#pragma unroll
-    for (int j = 0; j < 32; ++j) {
-      const int r = 8 * (j >> 2) + 2 * t4 + (j & 1), v = vrow + ((j & 2) << 2);
-      if (r < Cn) p.dvn[((t0 + r) * p.HV + hv) * V + vc0 + v] = vacc[j];
-      else vacc[j] = 0.f;
-    }
+    wg_store_tok(p.dvn + (t0 * p.HV + hv) * V + vc0, static_cast<i64>(p.HV) * V, Cn, vacc, vrow, t4);
     std::uint32_t vh[4][4], vl[4][4];
     wg_split_frags<64>(vacc, -1.f, vh, vl);  // -dvn^T: the image holds w, not -w
     wg_wait(&s.full_w, i);
