@@ -256,6 +256,39 @@ __device__ __forceinline__ float4 load4_as_float(const void* src, int dtype, i64
                      load_as_float(src, dtype, i + 3));
 }
 
+// N float4s of a float tensor of any dtype: element indices idx(u) (multiples of 4; a negative index
+// gives zeros). The dtype switch is taken once, so all N loads are in flight before the first
+// conversion (a switch per load had each bf16 load wait for the one before: the state_bwd producer spent
+// most of its time there). bf16 as one 8-byte load each where src is 8-byte aligned.
+template <int N, class Idx>
+__device__ __forceinline__ void load4_batch(float4 (&x)[N], const void* src, int dtype, Idx idx) {
+  if (dtype == 2 && (reinterpret_cast<std::uintptr_t>(src) & 7) == 0) {
+    uint2 raw[N];
+#pragma unroll
+    for (int u = 0; u < N; ++u) {
+      const i64 i = idx(u);
+      raw[u] = i >= 0 ? *reinterpret_cast<const uint2*>(static_cast<const bf16*>(src) + i) : make_uint2(0u, 0u);
+    }
+#pragma unroll
+    for (int u = 0; u < N; ++u) {
+      const float2 a = cuda_util::unpack_bf16(raw[u].x), b = cuda_util::unpack_bf16(raw[u].y);
+      x[u] = make_float4(a.x, a.y, b.x, b.y);
+    }
+  } else if (dtype == 1) {
+#pragma unroll
+    for (int u = 0; u < N; ++u) {
+      const i64 i = idx(u);
+      x[u] = i >= 0 ? ld4(static_cast<const float*>(src) + i) : kZero4;
+    }
+  } else {
+#pragma unroll
+    for (int u = 0; u < N; ++u) {
+      const i64 i = idx(u);
+      x[u] = i >= 0 ? load4_as_float(src, dtype, i) : kZero4;
+    }
+  }
+}
+
 // Writes a 16-row fp32 warp tile (NT n8 fragments at rows m0.., columns n0..) as hi + lo planes.
 template <int NT, int P>
 __device__ __forceinline__ void store_split(bf16* hi, bf16* lo, const float (&acc)[NT][4], int m0, int n0, int lane) {

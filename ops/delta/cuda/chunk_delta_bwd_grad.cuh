@@ -15,18 +15,6 @@
 //  - grad_v3: two CTAs per SM (below). An intermediate grad_v2 (one CTA per SM, the six per-tile fills
 //    as one load group) measured between grad_v and grad_v3 and was removed.
 
-// Dtype-generic float4 of four consecutive elements (index i a multiple of 4): one vector load for
-// f32 / bf16 (dO, v).
-__device__ __forceinline__ float4 load4_dt(const void* src, int dtype, i64 i) {
-  if (dtype == 2) {
-    const uint2 u = *reinterpret_cast<const uint2*>(static_cast<const bf16*>(src) + i);
-    const float2 a = cuda_util::unpack_bf16(u.x), b = cuda_util::unpack_bf16(u.y);
-    return make_float4(a.x, a.y, b.x, b.y);
-  }
-  if (dtype == 1) return ld4(static_cast<const float*>(src) + i);
-  return load4_as_float(src, dtype, i);
-}
-
 // Two consecutive outputs (element index i even) in the output dtype: one 4- or 8-byte store for
 // bf16 / f32.
 __device__ __forceinline__ void store2_as(void* dst, int dtype, i64 i, float a, float b) {
@@ -804,13 +792,14 @@ __global__ void __launch_bounds__(kNT, 2) grad_v3_kernel(const Params p) {
     const bool rv = kh == 1 && p.v_t != 1;  // v of other dtypes through registers (dO likewise)
     if (p.do_t != 1 || rv) {
       float4 xo[PU], xv[PU];
-#pragma unroll
-      for (int u = 0; u < PU; ++u) {
-        const int i = tid + u * kNT, r = i >> 3, c4 = 4 * (i & 7);
-        const i64 o = off(r, c0 + c4);
-        xo[u] = (p.do_t != 1 && r < Cn) ? load4_dt(p.d_o, p.do_t, o) : kZero4;
-        xv[u] = (rv && r < Cn) ? load4_dt(p.v, p.v_t, o) : kZero4;
-      }
+      const auto at = [&](bool on) {
+        return [&, on](int u) {
+          const int i = tid + u * kNT, r = i >> 3, c4 = 4 * (i & 7);
+          return on && r < Cn ? off(r, c0 + c4) : i64{-1};
+        };
+      };
+      load4_batch<PU>(xo, p.d_o, p.do_t, at(p.do_t != 1));
+      load4_batch<PU>(xv, p.v, p.v_t, at(rv));
 #pragma unroll
       for (int u = 0; u < PU; ++u) {
         const int i = tid + u * kNT, r = i >> 3, c4 = 4 * (i & 7);

@@ -107,17 +107,6 @@ __device__ __forceinline__ void load_strided(float (&x)[N], const void* src, int
   }
 }
 
-// Four consecutive values of a v row (element index i, a multiple of 4) as floats.
-__device__ __forceinline__ float4 load_v4(const Params& p, i64 i) {
-  if (p.v_t == 2) {
-    const uint2 u = *reinterpret_cast<const uint2*>(static_cast<const bf16*>(p.v) + i);
-    const float2 a = cuda_util::unpack_bf16(u.x), b = cuda_util::unpack_bf16(u.y);
-    return make_float4(a.x, a.y, b.x, b.y);
-  }
-  if (p.v_t == 1) return ld4(static_cast<const float*>(p.v) + i);
-  return load4_as_float(p.v, p.v_t, i);
-}
-
 template <int K>
 __global__ void __launch_bounds__(kNT, 2) chunk_prep_v2_kernel(const Params p) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -365,11 +354,10 @@ __global__ void __launch_bounds__(kNT, 2) chunk_prep_v2_kernel(const Params p) {
   constexpr int VR = kC * kVT / 4 / kNT;  // float4 of a v tile per thread
   float4 vr[VR];
   auto load_vt = [&](int vt) {
-#pragma unroll
-    for (int u = 0; u < VR; ++u) {
+    load4_batch<VR>(vr, p.v, p.v_t, [&](int u) {
       const int i = tid + u * kNT, r = i / (kVT / 4), c = 4 * (i % (kVT / 4));
-      vr[u] = r < Cn ? load_v4(p, ((t0 + r) * p.HV + hv) * p.V + vt * kVT + c) : kZero4;
-    }
+      return r < Cn ? ((t0 + r) * p.HV + hv) * p.V + vt * kVT + c : i64{-1};
+    });
   };
   auto store_vt = [&]() {  // v beta as hi + lo planes into b's space
 #pragma unroll

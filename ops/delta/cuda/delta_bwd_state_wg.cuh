@@ -33,17 +33,6 @@ struct WgRows {
   __device__ int row(int u) const { return r0 + RS * u; }
 };
 
-// dO (any float dtype; bf16 as one 8-byte load when the base is 8-byte aligned), 4 values at element i
-// (a multiple of 4).
-__device__ __forceinline__ float4 wg_load_do(const Params& p, i64 i) {
-  if (p.do_t == 2 && (reinterpret_cast<std::uintptr_t>(p.d_o) & 7) == 0) {
-    const uint2 u = *reinterpret_cast<const uint2*>(static_cast<const bf16*>(p.d_o) + i);
-    const float2 a = cuda_util::unpack_bf16(u.x), b = cuda_util::unpack_bf16(u.y);
-    return make_float4(a.x, a.y, b.x, b.y);
-  }
-  return load4_as_float(p.d_o, p.do_t, i);
-}
-
 // Consumer: the state accumulator (m64nK, S^T) to HBM as S [K][V] rows (row ch at out[ch * V]).
 template <int K>
 __device__ __forceinline__ void wg_publish(float* out, int V, const float (&st)[K / 2], int vrow, int t4) {
@@ -282,12 +271,10 @@ __global__ void __launch_bounds__(256, 1) state_bwd_wg_kernel(const Params p) {
       auto& X = s.x[b];
       const WgRows<kC> pa(pt);
       float4 dv[8];
-#pragma unroll
-      for (int u = 0; u < 8; ++u) {
+      load4_batch<8>(dv, p.d_o, p.do_t, [&](int u) {
         const int r = pa.row(u);
-        const bool ok = r < Cn;
-        dv[u] = ok ? wg_load_do(p, ((t0 + r) * p.HV + hv) * V + vc0 + pa.c) : kZero4;
-      }
+        return r < Cn ? ((t0 + r) * p.HV + hv) * V + vc0 + pa.c : i64{-1};
+      });
       if (i >= 2) wg_wait(&s.empty_x[b], (i >> 1) - 1);  // buffer b's readers (use i - 2) are done
       if (pt == 0) {
         constexpr std::uint32_t bytes = 2 * sizeof(SplitTile<K>) + sizeof(SplitTile<kC>);  // kg, qg, A
