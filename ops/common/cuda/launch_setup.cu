@@ -37,6 +37,36 @@ void set_func_attribute(const void* kernel, cudaFuncAttribute attr, int value, c
   done.insert(key);
 }
 
+namespace {
+// An event recorded on `from` that `to` waits for (destroyed at once: the wait keeps what it needs).
+void stream_wait(cudaStream_t to, cudaStream_t from) {
+  cudaEvent_t e = nullptr;
+  check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate(fork / join)");
+  const cudaError_t rec = cudaEventRecord(e, from);
+  const cudaError_t wait = rec == cudaSuccess ? cudaStreamWaitEvent(to, e, 0) : rec;
+  cudaEventDestroy(e);
+  check(wait, "cudaEventRecord / cudaStreamWaitEvent (fork / join)");
+}
+}  // namespace
+
+cudaStream_t fork_side_stream(cudaStream_t main) {
+  static std::mutex mu;
+  static std::vector<cudaStream_t> sides;  // by device
+  const int d = current_device();
+  cudaStream_t side = nullptr;
+  {
+    const std::lock_guard<std::mutex> lock(mu);
+    if (static_cast<int>(sides.size()) <= d) sides.resize(static_cast<std::size_t>(d) + 1, nullptr);
+    cudaStream_t& s = sides[static_cast<std::size_t>(d)];
+    if (!s) check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate(side stream)");
+    side = s;
+  }
+  stream_wait(side, main);
+  return side;
+}
+
+void join_side_stream(cudaStream_t main, cudaStream_t side) { stream_wait(main, side); }
+
 int max_active_blocks(const void* kernel, int threads, std::size_t smem_bytes, const char* what) {
   static std::mutex mu;
   static std::map<std::tuple<int, const void*, int, std::size_t>, int> known;

@@ -1021,10 +1021,20 @@ void run_pipeline(const Params& prm, int total_chunks, cudaStream_t st) {
                                 cudaSharedmemCarveoutMaxShared, "delta_bwd chunk_prep carveout");
   launch(chunk_prep_v2_kernel<K>, chunk_grid, kNT, prep_v2_smem<K>(), st, prm, "delta_bwd chunk_prep");
   mark("chunk_prep");
-  launch(state_fwd_wg_kernel<K>, seq_grid, 256, kStateFwdWgSmem<K>, st, prm, "delta_bwd state_fwd_wg");
-  mark("state_fwd");
-  launch(state_bwd_wg_kernel<K>, seq_grid, 256, kStateBwdWgSmem<K>, st, prm, "delta_bwd state_bwd_wg");
-  mark("state_bwd");
+  // The two state passes are independent (C reads chunk_prep's images and dO, not B's H_n or v_new):
+  // C on a side stream next to B, so that their CTAs (one per SM, 192 each at B1_T8192_H96_D128: two
+  // waves apiece) fill the SMs together. C first: its CTAs run longer.
+  const cudaStream_t side = cuda_util::fork_side_stream(st);
+  try {
+    launch(state_bwd_wg_kernel<K>, seq_grid, 256, kStateBwdWgSmem<K>, side, prm, "delta_bwd state_bwd_wg");
+    launch(state_fwd_wg_kernel<K>, seq_grid, 256, kStateFwdWgSmem<K>, st, prm, "delta_bwd state_fwd_wg");
+  } catch (...) {
+    cuda_util::join_side_stream(st, side);  // the scratch is freed on st: nothing may still use it on side
+    throw;
+  }
+  mark("state_fwd");  // with C beside it
+  cuda_util::join_side_stream(st, side);
+  mark("state_bwd");  // what is left of C
   // grad_v3 (two CTAs per SM, K halves; on the H200 3.57 against grad_v's 4.53 ms at KDA B1_T8192_H96)
   // loads dO / v and stores dv as vectors: grad_v where dO or dv is not 16-byte aligned (v is, above).
   if (simt || !aligned16(prm.d_o) || !aligned16(prm.dv)) {
