@@ -36,7 +36,8 @@ export PYTHONPATH=/tmp/site TRITON_CACHE_DIR=/tmp/triton-cache LINA_LIB=$BIN/lib
 S="python3 bench/fla_side_by_side.py --append --budget-s 0.3 --out $OUT/side_delta_bwd_h200"
 timeout 60 $S --ops chunk_kda --modes fwdbwd --shapes B1_T8192_H96_D128 --varlen-tokens 0 > $OUT/side.log 2>&1; echo "kda fwdbwd B1 rc=$?"
 timeout 40 $S --ops chunk_gdn --modes fwdbwd --shapes B1_T8192_H96_D128 --varlen-tokens 0 >> $OUT/side.log 2>&1; echo "gdn fwdbwd B1 rc=$?"
-left=$((560 - SECONDS)); [ $left -gt 30 ] && { timeout $((left - 20)) $S --ops chunk_kda --modes fwdbwd --shapes B4_T2048_H16_D128,B2_T16384_H16_D128 --varlen-tokens 0 >> $OUT/side.log 2>&1; echo "kda fwdbwd B4/B2 rc=$?"; }
+timeout 120 $S --ops chunk_kda --modes fwdbwd --shapes B4_T2048_H16_D128,B2_T16384_H16_D128 --varlen-tokens 0 >> $OUT/side.log 2>&1; echo "kda fwdbwd B4/B2 rc=$?"
+left=$((400 - SECONDS)); [ $left -gt 60 ] && { timeout $((left - 20)) $S --ops chunk_kda --modes fwdbwd --shapes B4_T4096_H64_D128 --varlen-tokens 0 >> $OUT/side.log 2>&1; echo "kda fwdbwd B4_T4096 rc=$?"; }
 tar -czf $OUT/fla-autotune.tgz -C /tmp triton-cache
 grep -E '^\||eomean' $OUT/side_delta_bwd_h200.md | cut -c1-220
 echo "total ${SECONDS}s"
