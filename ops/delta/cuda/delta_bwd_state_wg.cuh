@@ -15,7 +15,7 @@
 //     them in by bulk copies (cp.async.bulk, transaction bytes on the full barrier); all 128 threads
 //     load the per-V-tile operand (B: u by cp.async; C: dO, split into bf16 hi + lo SW128 tiles).
 //     Full / empty mbarriers hand the buffers over (consumer: wgmma reads, wait, arrive on empty).
-// Precision: as the mma.sync kernels, every operand is a bf16 hi + lo pair (x = hi + lo, ~16 bits) and
+// Precision: as the backward's mma.sync stages, every operand is a bf16 hi + lo pair (x = hi + lo, ~16 bits) and
 // each product is hi*hi + lo*hi + hi*lo with fp32 accumulation; only the fp32 summation order differs.
 // Padded rows (past the sequence end) are zero in every tile, so they contribute nothing.
 
@@ -90,6 +90,10 @@ template <int K>
 __global__ void __launch_bounds__(256, 1) state_fwd_wg_kernel(const Params p) {
   using wgb::Major;
   using S = StateFwdWgSmem<K>;
+  using Img = ChunkImage<K>;  // one bulk copy fills {w, kg}: same order and spacing as the image
+  static_assert(offsetof(typename S::Buf, kg) - offsetof(typename S::Buf, w) == offsetof(Img, kg) - offsetof(Img, w) &&
+                    sizeof(typename S::Buf) == offsetof(Img, qg) - offsetof(Img, w),
+                "StateFwdWgSmem::Buf must mirror ChunkImage's {w, kg}");
   static_assert(sizeof(typename S::Buf) % 1024 == 0 && sizeof(SplitTile<K>) % 1024 == 0 && offsetof(S, u) % 16 == 0,
                 "SW128 tiles 1 KB aligned; cp.async rows 16-byte aligned");
   extern __shared__ __align__(16) unsigned char bwd_wg_smem_raw[];
@@ -214,8 +218,8 @@ __global__ void __launch_bounds__(256, 1) state_fwd_wg_kernel(const Params p) {
 //   batch 1: dvn^T = dO^T Aqk + D^T kg^T  (SS: A = dO [tok][v] MN-major, B = Aqk [r][j] MN-major;
 //            RS: A = D^T hi / lo, B = kg [tok][ch] K-major) and D^T = D^T diag(e^bL) + dO^T qg (SS, B = qg
 //            [tok][ch] MN-major), qg = scale q e^b;
-//   dvn -> HBM; batch 2: D^T += dvn^T (-w) (RS, B = -w [tok][ch] MN-major).
-// Buffers: group X (kg, qg, Aqk, dO, e^bL; read by batch 1) double-buffered, group W (-w; batch 2)
+//   dvn -> HBM; batch 2: D^T += (-dvn^T) w (RS, B = w [tok][ch] MN-major).
+// Buffers: group X (kg, qg, Aqk, dO, e^bL; read by batch 1) double-buffered, group W (w; batch 2)
 // single (two of everything would not fit in 227 KB at K = 128); each group has its full / empty pair.
 template <int K>
 struct StateBwdWgSmem {
@@ -226,7 +230,7 @@ struct StateBwdWgSmem {
     SplitTile<kC> dO;
   };
   BufX x[2];
-  SplitTile<K> w;  // -w
+  SplitTile<K> w;
   float el[2][K];
   std::uint64_t full_x[2], empty_x[2], full_w, empty_w;
 };
@@ -238,6 +242,11 @@ template <int K>
 __global__ void __launch_bounds__(256, 1) state_bwd_wg_kernel(const Params p) {
   using wgb::Major;
   using S = StateBwdWgSmem<K>;
+  using Img = ChunkImage<K>;  // one bulk copy fills {kg, qg, A}: same order and spacing as the image
+  static_assert(offsetof(typename S::BufX, qg) - offsetof(typename S::BufX, kg) == offsetof(Img, qg) - offsetof(Img, kg) &&
+                    offsetof(typename S::BufX, A) - offsetof(typename S::BufX, kg) == offsetof(Img, A) - offsetof(Img, kg) &&
+                    offsetof(typename S::BufX, dO) - offsetof(typename S::BufX, kg) == offsetof(Img, el) - offsetof(Img, kg),
+                "StateBwdWgSmem::BufX must mirror ChunkImage's {kg, qg, A}");
   static_assert(sizeof(typename S::BufX) % 1024 == 0 && sizeof(SplitTile<K>) % 1024 == 0 && sizeof(SplitTile<kC>) % 1024 == 0,
                 "SW128 tiles 1 KB aligned");
   extern __shared__ __align__(16) unsigned char bwd_wg_smem_raw[];
@@ -364,7 +373,7 @@ __global__ void __launch_bounds__(256, 1) state_bwd_wg_kernel(const Params p) {
     wgb::fence_regs<K / 4>(&al[0][0]);
     cuda_util::mbar_arrive(&s.empty_x[b]);
     // dvn -> HBM (rows < Cn); padded rows zeroed for batch 2, as in state_bwd_kernel (they would be zero
-    // only if Aqk were zero above the diagonal of its valid rows; -w's padded rows are zero anyway)
+    // only if Aqk were zero above the diagonal of its valid rows; w's padded rows are zero anyway)
     wg_store_tok(p.dvn + (t0 * p.HV + hv) * V + vc0, static_cast<i64>(p.HV) * V, Cn, vacc, vrow, t4);
     std::uint32_t vh[4][4], vl[4][4];
     wg_split_frags<64>(vacc, -1.f, vh, vl);  // -dvn^T: the image holds w, not -w
