@@ -40,7 +40,7 @@ int max_active_blocks(Kernel* kernel, int threads, std::size_t smem_bytes, const
 // Fork / join of independent kernels inside one call. fork_side_stream(main) returns a lina-owned
 // non-blocking stream of the current device (created once per device) that waits for main's work so
 // far; join_side_stream(main, side) makes main wait for what was enqueued on side since. Both are
-// event waits, so the call stays ordered on `main` as a whole and can be captured into a CUDA graph.
+// event waits (record / wait, which stream capture accepts), so the call stays ordered on `main` as a whole.
 // One call at a time per side stream: calls on different host threads take the mutex of fork / join
 // only, so two concurrent calls may share the side stream (correct, only serialised there).
 cudaStream_t fork_side_stream(cudaStream_t main);
