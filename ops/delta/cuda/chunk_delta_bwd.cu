@@ -248,6 +248,15 @@ __device__ __forceinline__ float4 ld4(const float* p) { return *reinterpret_cast
 __device__ __forceinline__ float2 ld2(const float* p) { return *reinterpret_cast<const float2*>(p); }
 __device__ __forceinline__ void st2(float* p, float a, float b) { *reinterpret_cast<float2*>(p) = make_float2(a, b); }
 __device__ __forceinline__ void st_u32(bf16* p, std::uint32_t v) { *reinterpret_cast<std::uint32_t*>(p) = v; }
+// x as bf16 hi + lo at element offset o of the two planes (4 consecutive elements, o a multiple of 4;
+// also a SW128 tile offset, whose 8-element groups stay contiguous): 8 bytes per plane.
+__device__ __forceinline__ void st_split4(bf16* hi, bf16* lo, int o, float4 x) {
+  std::uint32_t h0, l0, h1, l1;
+  cuda_util::pack_bf16_split(x.x, x.y, h0, l0);
+  cuda_util::pack_bf16_split(x.z, x.w, h1, l1);
+  *reinterpret_cast<uint2*>(hi + o) = make_uint2(h0, h1);
+  *reinterpret_cast<uint2*>(lo + o) = make_uint2(l0, l1);
+}
 constexpr float4 kZero4 = {0.f, 0.f, 0.f, 0.f};
 
 // Dtype-generic row of 4 (dO, v).
@@ -361,14 +370,6 @@ struct ChunkImage {
 };
 static_assert(sizeof(ChunkImage<64>) % 16 == 0 && sizeof(ChunkImage<128>) % 16 == 0, "bulk copies need 16-byte sizes");
 
-// Four columns c .. c + 3 of a tile (SW128 offset o, c a multiple of 4) as bf16 hi + lo: 8 bytes per plane.
-__device__ __forceinline__ void wg_store_split(bf16* hi, bf16* lo, int o, float4 x) {
-  std::uint32_t h0, l0, h1, l1;
-  cuda_util::pack_bf16_split(x.x, x.y, h0, l0);
-  cuda_util::pack_bf16_split(x.z, x.w, h1, l1);
-  *reinterpret_cast<uint2*>(hi + o) = make_uint2(h0, h1);
-  *reinterpret_cast<uint2*>(lo + o) = make_uint2(l0, l1);
-}
 // Columns c, c + 1 (c even) of row r of a SplitTile as bf16 hi + lo: 4 bytes per plane.
 template <int W>
 __device__ __forceinline__ void tile_store2(SplitTile<W>& t, int r, int c, float x0, float x1) {

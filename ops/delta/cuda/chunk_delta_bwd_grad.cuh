@@ -28,14 +28,6 @@ __device__ __forceinline__ void store2_as(void* dst, int dtype, i64 i, float a, 
   }
 }
 
-// x as hi + lo bf16 planes at element offset o (4 consecutive elements, o a multiple of 4).
-__device__ __forceinline__ void st_split4(bf16* hi, bf16* lo, int o, float4 x) {
-  std::uint32_t h0, l0, h1, l1;
-  cuda_util::pack_bf16_split(x.x, x.y, h0, l0);
-  cuda_util::pack_bf16_split(x.z, x.w, h1, l1);
-  *reinterpret_cast<uint2*>(hi + o) = make_uint2(h0, h1);
-  *reinterpret_cast<uint2*>(lo + o) = make_uint2(l0, l1);
-}
 
 // ---------------------------------------------------------------------------------------------
 // D2, grad_k_v2: the four C x C x K / C x C x C products of the WY backward on mma.sync with hi + lo

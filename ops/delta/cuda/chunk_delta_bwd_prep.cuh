@@ -217,8 +217,8 @@ __global__ void __launch_bounds__(kNT, 2) chunk_prep_v2_kernel(const Params p) {
         if (kda) *reinterpret_cast<float4*>(p.b + ((t0 + r) * p.HV + hv) * K + c) = b;
       }
       const int o = cuda_util::wgmma::sw128_blocked<kC>(r, c);
-      wg_store_split(img.qg.hi, img.qg.lo, o, qg);
-      wg_store_split(img.kg.hi, img.kg.lo, o, kg);
+      st_split4(img.qg.hi, img.qg.lo, o, qg);
+      st_split4(img.kg.hi, img.kg.lo, o, kg);
     }
     for (int c = tid; c < K; c += kNT) img.el[c] = __expf(kda ? s.r3.b[Cn - 1][c] : s.bs[Cn - 1]);
   }
@@ -330,7 +330,7 @@ __global__ void __launch_bounds__(kNT, 2) chunk_prep_v2_kernel(const Params p) {
   // Aqk above the diagonal blocks is zero (state_bwd reads all 64 columns)
   for (int i = tid; i < kC * (kC / 4); i += kNT) {
     const int r = i >> 4, c4 = 4 * (i & 15);
-    if (c4 >= 16 * ((r >> 4) + 1)) wg_store_split(img.A.hi, img.A.lo, cuda_util::wgmma::sw128_blocked<kC>(r, c4), kZero4);
+    if (c4 >= 16 * ((r >> 4) + 1)) st_split4(img.A.hi, img.A.lo, cuda_util::wgmma::sw128_blocked<kC>(r, c4), kZero4);
   }
   __syncthreads();  // q is dead: L goes over it
   if (job_mma) {

@@ -292,7 +292,7 @@ __global__ void __launch_bounds__(256, 1) state_bwd_wg_kernel(const Params p) {
         cuda_util::bulk_copy_g2s(s.el[b], img.el, K * 4, &s.full_x[b]);
       }
 #pragma unroll
-      for (int u = 0; u < 8; ++u) wg_store_split(X.dO.hi, X.dO.lo, wgb::sw128_blocked<kC>(pa.row(u), pa.c), dv[u]);
+      for (int u = 0; u < 8; ++u) st_split4(X.dO.hi, X.dO.lo, wgb::sw128_blocked<kC>(pa.row(u), pa.c), dv[u]);
       wgb::fence_proxy_async_smem();
       cuda_util::mbar_arrive(&s.full_x[b]);
       if (pt == 0) {
