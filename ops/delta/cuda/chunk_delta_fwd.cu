@@ -138,6 +138,15 @@ __device__ __forceinline__ PrepItem prep_item(const Params& p, int item) {
                   static_cast<int>(p.fd_g.div(static_cast<std::uint32_t>(hv))), hv};
 }
 
+// A persistent prep's thread index, read through volatile asm once per item: with a plain threadIdx.x
+// the compiler hoists every per-thread shared-memory address of the stages out of the item loop and
+// spills them (ptxas still sees a %tid.x read it can rematerialize).
+__device__ __forceinline__ int item_tid() {
+  int t;
+  asm volatile("mov.u32 %0, %%tid.x;" : "=r"(t));
+  return t;
+}
+
 // Bytes of one (chunk, head) workspace tile = its shared-memory tile (bulk copy sizes: multiples of 16).
 template <int K>
 constexpr std::uint32_t kTileBytes = kC * K * sizeof(bf16);
@@ -322,11 +331,7 @@ __global__ void __launch_bounds__(kThreads, kPrepMinBlocks<K>) kda_prep_kernel(c
   }
 #pragma unroll 1
   for (int item = blockIdx.x; item < p.nitems; item += gridDim.x) {
-    // The thread index is re-read per item through volatile asm: otherwise the compiler hoists every
-    // per-thread shared-memory address of the stages out of the loop and spills them (ptxas still
-    // sees a plain %tid.x read it can rematerialize).
-    int tid;
-    asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid));
+    const int tid = item_tid();
     const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
     const PrepItem it = prep_item(p, item);
     const long t0 = it.t0;

@@ -63,8 +63,7 @@ __global__ void __launch_bounds__(kThreads, kThinPrepMinBlocks<K>) gdn_thin_prep
   cp_async_commit();
 #pragma unroll 1
   for (int item = blockIdx.x; item < p.nitems; item += gridDim.x) {
-    int tid;  // re-read per item (as kda_prep_kernel: keeps per-thread addresses from being hoisted)
-    asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid));
+    const int tid = item_tid();
     const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
     const PrepItem it = prep_item(p, item);
     const long t0 = it.t0;
