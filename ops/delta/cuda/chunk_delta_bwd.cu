@@ -389,16 +389,15 @@ __device__ __forceinline__ ChunkImage<K>& chunk_image(const Params& p, int gidx,
 // independently.
 #include "ops/delta/cuda/chunk_delta_bwd_prep.cuh"
 
-// The block of a state pass: its 64-column V tile, value head, sequence, and the q/k head of hv.
+// The block of a state pass: its 64-column V tile, value head and sequence.
 struct StateBlock {
-  int vt, hv, n, h;
+  int vt, hv, n;
   __device__ explicit StateBlock(const Params& p) {
     int bid = blockIdx.x;
     vt = bid % p.nvt;
     bid /= p.nvt;
     hv = bid % p.HV;
     n = bid / p.HV;
-    h = hv / p.G;
   }
 };
 
