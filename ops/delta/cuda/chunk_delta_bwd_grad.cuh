@@ -2,7 +2,8 @@
 // grad_k_v2_kernel<K>, plus the vectorised P / E1 kernels prep_qk_v2 / post_qk_v2
 // (docs/kernels/chunk_delta_bwd.md, "grad_v2 / grad_k_v2 and prep_qk_v2 / post_qk_v2"). Included by
 // chunk_delta_bwd.cu inside its anonymous namespace, after the helpers it uses (Params, ChunkInfo,
-// GradVSmem, warp_mma_split, store_split, ld2 / ld4 / st2 / st_u32); not a standalone header.
+// GradVSmem, warp_mma_split, store_split, st_split4, load4_batch, ld2 / ld4 / st2 / st_u32); not a
+// standalone header.
 //
 // Same math, operands and outputs as the kernels they replaced (mma.sync with every operand as a bf16
 // hi + lo pair, fp32 accumulators, fp32 scratch). What differs is latency: the replaced kernels ran
