@@ -52,10 +52,6 @@ constexpr int kP64 = 65;   // fp32 pitch of 64-wide tiles (odd: transposed reads
 
 enum GateMode : int { kGateGiven = 0, kGateSoftplus = 1, kGateLowerBound = 2 };
 
-struct ChunkRef {
-  int seq;    // sequence index
-  int local;  // chunk index inside the sequence
-};
 
 struct Params {
   // inputs
@@ -81,8 +77,7 @@ struct Params {
   float* ddt;     // may be null
   int dq_t, dv_t, dg_t, dbeta_t;
   // problem
-  const cuda_util::SeqDesc* seqs;
-  const ChunkRef* chunks;
+  cuda_util::SeqTable seqs;  // dense: derived from T (nothing uploaded); varlen: the device table
   int N, H, HV, G, K, V, Kg, nvt;
   i64 R;  // total token rows
   float scale;
@@ -129,13 +124,13 @@ struct ChunkInfo {
 };
 
 __device__ __forceinline__ ChunkInfo chunk_info(const Params& p, int ci) {
-  const ChunkRef cr = p.chunks[ci];
-  const cuda_util::SeqDesc sd = p.seqs[cr.seq];
+  const int2 cr = p.seqs.chunk(ci, p.N);  // (sequence, chunk within it)
+  const cuda_util::SeqDesc sd = p.seqs.at(cr.x);
   ChunkInfo c;
-  c.t0 = sd.row_begin + static_cast<i64>(cr.local) * kC;
-  c.Cn = min(kC, sd.length - cr.local * kC);
+  c.t0 = sd.row_begin + static_cast<i64>(cr.y) * kC;
+  c.Cn = min(kC, sd.length - cr.y * kC);
   c.gidx = ci;
-  c.seq = cr.seq;
+  c.seq = cr.x;
   return c;
 }
 
@@ -1161,15 +1156,10 @@ RunInfo backward(const Problem& p, const DeltaRuleArgs& a, const AttentionGradIn
   prm.l2norm = a.use_qk_l2norm_in_kernel;
   prm.safe = kda && safe;
 
-  // sequences and the chunk table
-  const cuda_util::DeviceSeqs seqs = cuda_util::upload_sequences(p, st, /*always_table=*/true);
-  std::vector<ChunkRef> table;
-  table.reserve(static_cast<size_t>(seqs.total_chunks));
-  for (i64 n = 0; n < p.N; ++n) {
-    const i64 len = p.sequences[static_cast<size_t>(n)].length;
-    for (i64 c = 0; c * kC < len; ++c) table.push_back({static_cast<int>(n), static_cast<int>(c)});
-  }
-  const int total_chunks = static_cast<int>(table.size());
+  // sequences: dense inputs upload nothing (the kernels derive each sequence from T, as the forward's);
+  // varlen inputs upload their descriptors, and the kernels find a chunk's sequence by binary search
+  const cuda_util::DeviceSeqs seqs = cuda_util::upload_sequences(p, st);
+  const int total_chunks = seqs.total_chunks;
 
   // fp32 scratch, carved from one allocation
   const i64 R = prm.R, H = p.H, HV = p.HV, K = p.K, V = p.V, Kg = prm.Kg, NT = total_chunks;
@@ -1197,23 +1187,16 @@ RunInfo backward(const Problem& p, const DeltaRuleArgs& a, const AttentionGradIn
     off += (sizes[i] + 63) / 64 * 64;
   }
   prm.img = img;  // 256-byte aligned, as the bulk copies need (16)
-  ChunkRef* dtable = nullptr;
-  if (total_chunks > 0) {
-    dtable = static_cast<ChunkRef*>(cuda_util::upload_table(table.data(), table.size() * sizeof(ChunkRef), st, "delta bwd chunk table"));
-  }
-  prm.seqs = seqs.ptr;
-  prm.chunks = dtable;
+  prm.seqs = seqs.view;
   try {
     if (p.K == 64) run_pipeline<64>(prm, total_chunks, st);
     else run_pipeline<128>(prm, total_chunks, st);
   } catch (...) {
     if (scratch) cudaFreeAsync(scratch, st);
-    if (dtable) cudaFreeAsync(dtable, st);
-    if (seqs.ptr) cudaFreeAsync(seqs.ptr, st);
+    if (seqs.ptr) cudaFreeAsync(seqs.ptr, st);  // best effort on the error path
     throw;
   }
   cuda_util::workspace_free(scratch, st, "delta bwd scratch");
-  if (dtable) cuda_util::check(cudaFreeAsync(dtable, st), "cudaFreeAsync(chunk table)");
   if (seqs.ptr) cuda_util::check(cudaFreeAsync(seqs.ptr, st), "cudaFreeAsync(seqs)");
   const std::string ks = std::to_string(p.K);
   return RunInfo{"cuda",

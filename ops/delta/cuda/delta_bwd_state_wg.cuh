@@ -102,7 +102,7 @@ __global__ void __launch_bounds__(256, 1) state_fwd_wg_kernel(const Params p) {
   const int role = __shfl_sync(0xffffffffu, tid >> 7, 0);  // warp-uniform for ptxas
   const StateBlock blk(p);
   const int vt = blk.vt, hv = blk.hv, n = blk.n;
-  const cuda_util::SeqDesc sd = p.seqs[n];
+  const cuda_util::SeqDesc sd = p.seqs.at(n);
   const int V = p.V, vc0 = vt * kVT;
   const int nch = (sd.length + kC - 1) / kC;
   if (tid == 0) {
@@ -255,7 +255,7 @@ __global__ void __launch_bounds__(256, 1) state_bwd_wg_kernel(const Params p) {
   const int role = __shfl_sync(0xffffffffu, tid >> 7, 0);
   const StateBlock blk(p);
   const int vt = blk.vt, hv = blk.hv, n = blk.n;
-  const cuda_util::SeqDesc sd = p.seqs[n];
+  const cuda_util::SeqDesc sd = p.seqs.at(n);
   const int V = p.V, vc0 = vt * kVT;
   const int nch = (sd.length + kC - 1) / kC;
   if (tid == 0) {
