@@ -46,6 +46,8 @@ struct PrepV2Smem {
 };
 static_assert(sizeof(PrepV2Smem<128>) <= 113 * 1024, "chunk_prep_v2<128>: two CTAs per SM");
 static_assert(sizeof(PrepV2Smem<64>) <= 113 * 1024, "chunk_prep_v2<64>: two CTAs per SM");
+static_assert(sizeof(PrepV2Smem<64>::R3) >= kC * 64 * 4 && sizeof(PrepV2Smem<128>::R3) >= kC * 128 * 4,
+              "chunk_prep_v2: b's space holds a raw f32 gate tile");
 
 template <int K>
 constexpr size_t prep_v2_smem() {
@@ -128,8 +130,21 @@ __global__ void __launch_bounds__(kNT, 2) chunk_prep_v2_kernel(const Params p) {
       cuda_util::cp_async16(&s.r1.q[r][c4], p.qn + src, r < Cn);
       cuda_util::cp_async16(&s.r2.k[r][c4], p.kn + src, r < Cn);
     }
-    cuda_util::cp_async_commit();
   }
+  // KDA's raw gate rows (f32 / bf16 / f16: K * 2 or 4 bytes each, 16-byte aligned by the front door)
+  // staged into b's space by cp.async with q and k, not loaded by 32 strided scalar loads per thread
+  const bool g_staged = p.kda && p.g_t != 0;
+  char* const g_raw = reinterpret_cast<char*>(&s.r3.b[0][0]);
+  if (g_staged) {
+    const int rb = K * (p.g_t == 1 ? 4 : 2), pieces = rb / 16;
+#pragma unroll 1
+    for (int i = tid; i < kC * pieces; i += kNT) {
+      const int r = i / pieces, o = 16 * (i % pieces);
+      const char* src = static_cast<const char*>(p.g) + ((t0 + min(r, Cn - 1)) * p.HV + hv) * rb + o;
+      cuda_util::cp_async16(g_raw + r * rb + o, src, r < Cn);
+    }
+  }
+  cuda_util::cp_async_commit();
   float bt = 0.f;
   if (tid < kC && tid < Cn) bt = load_as_float(p.beta, p.beta_t, (t0 + tid) * p.HV + hv);
   const float decay_a = (p.gate_mode != kGateGiven && p.has_A_log) ? __expf(p.A_log[hv]) : 1.f;
@@ -139,7 +154,14 @@ __global__ void __launch_bounds__(kNT, 2) chunk_prep_v2_kernel(const Params p) {
     static_assert(NS * K == kNT && (NS & (NS - 1)) == 0, "cumsum thread mapping");
     const int c = tid / NS, seg = tid % NS, r0 = seg * RR;
     float x[RR];
-    load_strided<RR>(x, p.g, p.g_t, ((t0 + r0) * p.HV + hv) * p.Kg + c, static_cast<i64>(p.HV) * p.Kg, Cn - r0);
+    if (g_staged) {  // from shared memory (generic loads, the one call site of the global path)
+      cuda_util::cp_async_wait_all();
+      __syncthreads();
+      load_strided<RR>(x, g_raw, p.g_t, static_cast<i64>(r0) * K + c, K, Cn - r0);
+      __syncthreads();  // every raw row is read before b overwrites them
+    } else {
+      load_strided<RR>(x, p.g, p.g_t, ((t0 + r0) * p.HV + hv) * p.Kg + c, static_cast<i64>(p.HV) * p.Kg, Cn - r0);
+    }
     const float bias = (p.gate_mode != kGateGiven && p.dt_bias) ? p.dt_bias[hv * p.Kg + c] : 0.f;
     float cum = 0.f;
 #pragma unroll
