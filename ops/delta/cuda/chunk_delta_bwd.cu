@@ -83,6 +83,7 @@ struct Params {
   float scale;
   int kda, gate_mode, has_A_log, beta_sigmoid, l2norm;
   float lower_bound, beta_mult;
+  int fuse_qk;  // G == 1: grad_k_v2 applies post_qk (the l2norm backward) itself; post_qk does not run
   int safe;  // KDA safe_gate with lower_bound >= -5: chunk_prep_v2's diagonal blocks through their middle row
   // fp32 scratch
   float *qn, *kn, *rq, *rk;   // [R,H,K], [R,H]
@@ -1046,7 +1047,9 @@ void run_pipeline(const Params& prm, int total_chunks, cudaStream_t st) {
   else
     launch(grad_k_v2_kernel<K>, chunk_grid, kNT, grad_k_v2_smem<K>(), st, prm, "delta_bwd grad_k");
   mark("grad_k");
-  if (qk_v2)
+  if (prm.fuse_qk)
+    ;  // done by grad_k_v2
+  else if (qk_v2)
     launch(post_qk_v2_kernel<K>, warps(prm.R * prm.H), 256, 0, st, prm, "delta_bwd post_qk");
   else
     launch(post_qk_kernel, warps(prm.R * prm.H), 256, 0, st, prm, "delta_bwd post_qk");
@@ -1155,6 +1158,9 @@ RunInfo backward(const Problem& p, const DeltaRuleArgs& a, const AttentionGradIn
   prm.beta_mult = a.allow_neg_eigval ? 2.f : 1.f;
   prm.l2norm = a.use_qk_l2norm_in_kernel;
   prm.safe = kda && safe;
+  // post_qk's work moves into grad_k_v2's tail where one value head owns each q/k head (no GVA sum) and
+  // post_qk_v2 would run (16-byte aligned dq, dk); not with the SIMT chunk kernels
+  prm.fuse_qk = prm.G == 1 && qk_variant() == 0 && !simt_chunk_kernels() && aligned16(prm.dq) && aligned16(prm.dk);
 
   // sequences: dense inputs upload nothing (the kernels derive each sequence from T, as the forward's);
   // varlen inputs upload their descriptors, and the kernels find a chunk's sequence by binary search

@@ -29,6 +29,28 @@ __device__ __forceinline__ void store2_as(void* dst, int dtype, i64 i, float a, 
   }
 }
 
+// A lane's CPL consecutive values: fp32 to fp32 (st_lane), to the output dtype (store_lane; grad_k's
+// fused post_qk and post_qk_v2).
+template <int CPL>
+__device__ __forceinline__ void st_lane(float* d, const float (&x)[CPL]) {
+  if constexpr (CPL == 4) *reinterpret_cast<float4*>(d) = make_float4(x[0], x[1], x[2], x[3]);
+  else st2(d, x[0], x[1]);
+}
+
+template <int CPL>
+__device__ __forceinline__ void store_lane(void* dst, int dtype, i64 i, const float (&x)[CPL]) {
+  if (dtype == 2) {
+    bf16* d = static_cast<bf16*>(dst) + i;
+    if constexpr (CPL == 4) *reinterpret_cast<uint2*>(d) = make_uint2(cuda_util::pack_bf16(x[0], x[1]), cuda_util::pack_bf16(x[2], x[3]));
+    else *reinterpret_cast<std::uint32_t*>(d) = cuda_util::pack_bf16(x[0], x[1]);
+  } else if (dtype == 1) {
+    st_lane<CPL>(static_cast<float*>(dst) + i, x);
+  } else {
+#pragma unroll
+    for (int e = 0; e < CPL; ++e) store_as(dst, dtype, i + e, x[e]);
+  }
+}
+
 
 // ---------------------------------------------------------------------------------------------
 // D2, grad_k_v2: the four C x C x K / C x C x C products of the WY backward on mma.sync with hi + lo
@@ -64,6 +86,7 @@ struct GradKV2Smem {
   alignas(16) float dA[kC][AP];
   alignas(16) float dAkk[kC][AP];  // dTv first, then dAkk
   float beta[kC], dbt[kC], red[kC];
+  float oq[kC], ok[kC];  // fused post_qk: the l2norm backward's row dots dq . q_n, dk . k_n
   float bL[K], cs[K];
 };
 static_assert(sizeof(GradKV2Smem<128>) <= 227 * 1024, "grad_k_v2_kernel<128> shared memory over the sm_90 limit");
@@ -189,10 +212,15 @@ __device__ __forceinline__ void grad_k_v2_tail(const Params& p, const ChunkInfo&
       if (x < Cn) {  // warp-uniform
         const i64 gx = ((t0 + x) * p.HV + hv) * K + c;
         const float dkrow = s.beta[x] * kr[i];
-        p.dqe[gx] = dq0[i] + dqi[i];
-        p.dke[gx] = dk0[i] + dkrow + dkt[i];
+        const float dqf = dq0[i] + dqi[i], dkf = dk0[i] + dkrow + dkt[i];
+        p.dqe[gx] = dqf;
+        p.dke[gx] = dkf;
         s.r1.db[x][c] += qq[i] * dqi[i] + (dkrow - dkt[i]) * kq[i];
         bs[i] = kr[i] * kq[i];
+        dq0[i] = dqf * qq[i];  // the fused l2norm backward's row-dot terms (summed below)
+        dk0[i] = dkf * kq[i];
+      } else {
+        dq0[i] = dk0[i] = 0.f;
       }
     }
     // reduce-scatter over the lanes (16 shuffles instead of 16 warp sums of 5): each step halves the rows a
@@ -201,6 +229,13 @@ __device__ __forceinline__ void grad_k_v2_tail(const Params& p, const ChunkInfo&
     const float s4 = warp_reduce_scatter16(bs, lane);
     const int m = ((lane >> 4) & 1) * 8 + ((lane >> 3) & 1) * 4 + ((lane >> 2) & 1) * 2 + ((lane >> 1) & 1);
     if (!(lane & 1) && x0 + m < Cn) atomicAdd(&s.dbt[x0 + m], s4);
+    if (p.fuse_qk && p.l2norm) {  // the same reduce-scatter for dq . q_n and dk . k_n
+      const float q4 = warp_reduce_scatter16(dq0, lane), k4 = warp_reduce_scatter16(dk0, lane);
+      if (!(lane & 1) && x0 + m < Cn) {
+        atomicAdd(&s.oq[x0 + m], q4);
+        atomicAdd(&s.ok[x0 + m], k4);
+      }
+    }
   }
   __syncthreads();
   // last row: the terms through bL, e^bL rowsum(H dh) + colsum(k dk_e); reverse cumsum -> dg
@@ -236,6 +271,45 @@ __device__ __forceinline__ void grad_k_v2_tail(const Params& p, const ChunkInfo&
     }
   }
   if (tid < Cn) p.dbp[(t0 + tid) * p.HV + hv] = s.dbt[tid];
+  // post_qk fused (one value head per q/k head): dq = r_q (dq - (dq . q_n) q_n), same for dk, from the rows
+  // this CTA wrote above (L2) and its q_n / k_n tiles, in the output dtype. Last, with no barrier before
+  // it: the warps the serial cumsum above leaves idle start their loads while it runs (this kernel has
+  // one CTA per SM); loads in batches of four pieces.
+  if (p.fuse_qk) {
+    constexpr int Q4 = K / 4, EU = 4, NB = kC * Q4 / kNT / EU;  // float4 pieces per thread: NB batches of EU
+#pragma unroll 1
+    for (int nb = 0; nb < NB; ++nb) {
+      float4 a[EU], b[EU];
+      float2 rn[EU];  // r_q, r_k of the piece's row
+#pragma unroll
+      for (int u = 0; u < EU; ++u) {
+        const int i = tid + (nb * EU + u) * kNT, r = i / Q4, c = 4 * (i % Q4);
+        const i64 rh = (t0 + r) * p.HV + hv;  // H == HV: the q/k row is the value head's
+        a[u] = r < Cn ? ld4(p.dqe + rh * K + c) : kZero4;
+        b[u] = r < Cn ? ld4(p.dke + rh * K + c) : kZero4;
+        rn[u] = r < Cn && p.l2norm ? make_float2(p.rq[rh], p.rk[rh]) : make_float2(1.f, 1.f);
+      }
+#pragma unroll
+      for (int u = 0; u < EU; ++u) {
+        const int i = tid + (nb * EU + u) * kNT, r = i / Q4, c = 4 * (i % Q4);
+        if (r >= Cn) continue;
+        const i64 gx = ((t0 + r) * p.HV + hv) * K + c;
+        float xq[4] = {a[u].x, a[u].y, a[u].z, a[u].w}, xk[4] = {b[u].x, b[u].y, b[u].z, b[u].w};
+        if (p.l2norm) {
+          const float oq = s.oq[r], ok = s.ok[r];
+          const float4 yq = ld4(&s.q[r][c]), yk = ld4(&s.k[r][c]);
+          const float q4[4] = {yq.x, yq.y, yq.z, yq.w}, k4[4] = {yk.x, yk.y, yk.z, yk.w};
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            xq[e] = rn[u].x * (xq[e] - oq * q4[e]);
+            xk[e] = rn[u].y * (xk[e] - ok * k4[e]);
+          }
+        }
+        store_lane<4>(p.dq, p.dq_t, gx, xq);
+        store_lane<4>(p.dk, p.dq_t, gx, xk);
+      }
+    }
+  }
 }
 
 template <int K>
@@ -316,6 +390,7 @@ __global__ void __launch_bounds__(kNT, 1) grad_k_v2_kernel(const Params p) {
     if (tid < kC) {
       s.beta[tid] = bt;
       s.dbt[tid] = dbt;
+      s.oq[tid] = s.ok[tid] = 0.f;
     }
     if (tid < K) s.cs[tid] = 0.f;
     if (!kda) {
@@ -489,26 +564,6 @@ __device__ __forceinline__ void ld_lane(float (&x)[CPL], const float* s) {
   } else {
     const float2 a = ld2(s);
     x[0] = a.x, x[1] = a.y;
-  }
-}
-
-template <int CPL>
-__device__ __forceinline__ void st_lane(float* d, const float (&x)[CPL]) {
-  if constexpr (CPL == 4) *reinterpret_cast<float4*>(d) = make_float4(x[0], x[1], x[2], x[3]);
-  else st2(d, x[0], x[1]);
-}
-
-template <int CPL>
-__device__ __forceinline__ void store_lane(void* dst, int dtype, i64 i, const float (&x)[CPL]) {
-  if (dtype == 2) {
-    bf16* d = static_cast<bf16*>(dst) + i;
-    if constexpr (CPL == 4) *reinterpret_cast<uint2*>(d) = make_uint2(cuda_util::pack_bf16(x[0], x[1]), cuda_util::pack_bf16(x[2], x[3]));
-    else *reinterpret_cast<std::uint32_t*>(d) = cuda_util::pack_bf16(x[0], x[1]);
-  } else if (dtype == 1) {
-    st_lane<CPL>(static_cast<float*>(dst) + i, x);
-  } else {
-#pragma unroll
-    for (int e = 0; e < CPL; ++e) store_as(dst, dtype, i + e, x[e]);
   }
 }
 
