@@ -687,7 +687,7 @@ constexpr size_t grad_v3_smem() {
 }
 
 // hi + lo fragments from fp32 shared tiles (pitch P). A: rows m0 + g (+8), columns k0 + 2t (+8) of a
-// row-major [m][k] tile. B (nk): the n8 tile n0 of a row-major [n][k] tile. B (kn): of a [k][n] tile.
+// row-major [m][k] tile. B (kn): the n8 tile n0 of a row-major [k][n] tile.
 template <int P>
 __device__ __forceinline__ void frag_a_f32(std::uint32_t (&ah)[4], std::uint32_t (&al)[4], const float* A, int m0, int k0, int lane) {
   const int g = lane >> 2, t = lane & 3;
@@ -699,14 +699,6 @@ __device__ __forceinline__ void frag_a_f32(std::uint32_t (&ah)[4], std::uint32_t
   cuda_util::pack_bf16_split(x3.x, x3.y, ah[3], al[3]);
 }
 template <int P>
-__device__ __forceinline__ void frag_b_nk_f32(std::uint32_t (&b)[4], const float* B, int n0, int k0, int lane) {
-  const int g = lane >> 2, t = lane & 3;
-  const float* x = B + (n0 + g) * P + k0 + 2 * t;
-  const float2 x0 = ld2(x), x1 = ld2(x + 8);
-  cuda_util::pack_bf16_split(x0.x, x0.y, b[0], b[2]);  // b[0], b[1]: hi of k 2t.., 2t+8..; b[2], b[3]: lo
-  cuda_util::pack_bf16_split(x1.x, x1.y, b[1], b[3]);
-}
-template <int P>
 __device__ __forceinline__ void frag_b_kn_f32(std::uint32_t (&b)[4], const float* B, int k0, int n0, int lane) {
   const int g = lane >> 2, t = lane & 3;
   const float* x = B + (k0 + 2 * t) * P + n0 + g;
@@ -716,6 +708,17 @@ __device__ __forceinline__ void frag_b_kn_f32(std::uint32_t (&b)[4], const float
 __device__ __forceinline__ void mma_split_b4(float (&d)[4], const std::uint32_t (&ah)[4], const std::uint32_t (&al)[4],
                                              const std::uint32_t (&b)[4]) {
   cuda_util::mma_bf16_16816_split(d, ah, al, b[0], b[1], b[2], b[3]);
+}
+
+// Rows [0, R) x 32 columns of an fp32 sub-tile (pitch kP40) as bf16 hi + lo planes of the same pitch.
+template <int R>
+__device__ __forceinline__ void split_tile40(bf16* hi, bf16* lo, const float (*src)[kP40], int tid) {
+  static_assert(R * 8 % kNT == 0, "whole float4 pieces per thread");
+#pragma unroll
+  for (int u = 0; u < R * 8 / kNT; ++u) {
+    const int i = tid + u * kNT, r = i >> 3, c4 = 4 * (i & 7);
+    st_split4(hi, lo, r * kP40 + c4, ld4(&src[r][c4]));
+  }
 }
 
 template <int K>
@@ -759,6 +762,19 @@ __global__ void __launch_bounds__(kNT, 2) grad_v3_kernel(const Params p) {
     s.bs[tid] = tid < Cn ? p.b[(t0 + tid) * p.HV + hv] : 0.f;
   }
   const auto gate2 = [&](int r, int c) { return p.kda ? ld2(&s.b[r][c]) : make_float2(s.bs[r], s.bs[r]); };
+  // The B operands read by four warps each (dh in pass A; H, and v_new (kh 0) or v (kh 1) in pass B) are
+  // split once per sub-tile into hi + lo planes (split_tile40) in token tiles' spaces the pass leaves
+  // free, and read by ldmatrix; they were built from fp32 by every warp (8 conversions of each H element
+  // per sub-tile).
+  static_assert(sizeof(S::dvn) >= 2 * KH * kP40 * sizeof(bf16) && sizeof(S::D) >= 2 * KH * kP40 * sizeof(bf16) &&
+                    sizeof(S::v) >= 2 * kC * kP40 * sizeof(bf16) && sizeof(S::vn) >= 2 * kC * kP40 * sizeof(bf16),
+                "grad_v3: a tile's space holds another tile's hi + lo planes");
+  bf16* const Ph = reinterpret_cast<bf16*>(&s.dvn[0][0]);  // pass A: dh's planes
+  bf16* const Pl = Ph + KH * kP40;
+  bf16* const Qh = reinterpret_cast<bf16*>(&s.D[0][0]);  // pass B: H's planes
+  bf16* const Ql = Qh + KH * kP40;
+  bf16* const Xh = reinterpret_cast<bf16*>(kh == 0 ? &s.v[0][0] : &s.vn[0][0]);  // pass B: v_new's (kh 0) or v's planes
+  bf16* const Xl = Xh + kC * kP40;
 
   // ---- pass A over V: dk_e = v_new dh^T and hd = rowsum(H dh) (16 accumulators per thread)
   {
@@ -780,14 +796,19 @@ __global__ void __launch_bounds__(kNT, 2) grad_v3_kernel(const Params p) {
           hdsum += a.x * d.x + a.y * d.y + a.z * d.z + a.w * d.w;
         }
       }
+      split_tile40<KH>(Ph, Pl, s.D, tid);  // dh as hi + lo planes in dvn's space (pass A does not use dvn)
+      __syncthreads();
 #pragma unroll
       for (int ks = 0; ks < kVS / 16; ++ks) {
-        std::uint32_t ah[4], al[4], b[4];
+        std::uint32_t ah[4], al[4];
         frag_a_f32<kP40>(ah, al, &s.vn[0][0], m0, 16 * ks, lane);
 #pragma unroll
-        for (int nt = 0; nt < NTK; ++nt) {
-          frag_b_nk_f32<kP40>(b, &s.D[0][0], nk0 + 8 * nt, 16 * ks, lane);
-          mma_split_b4(ak[nt], ah, al, b);
+        for (int np = 0; np < NTK / 2; ++np) {
+          std::uint32_t bh[4], bl[4];
+          cuda_util::ldsm_frag_b_nk(bh, Ph, kP40, nk0 + 16 * np, 16 * ks, lane);
+          cuda_util::ldsm_frag_b_nk(bl, Pl, kP40, nk0 + 16 * np, 16 * ks, lane);
+          cuda_util::mma_bf16_16816_split(ak[2 * np], ah, al, bh[0], bh[1], bl[0], bl[1]);
+          cuda_util::mma_bf16_16816_split(ak[2 * np + 1], ah, al, bh[2], bh[3], bl[2], bl[3]);
         }
       }
     }
@@ -857,35 +878,38 @@ __global__ void __launch_bounds__(kNT, 2) grad_v3_kernel(const Params p) {
     }
     cuda_util::cp_async_wait_all();
     __syncthreads();
+    split_tile40<KH>(Qh, Ql, s.H, tid);  // H as hi + lo planes in dh's space (pass B does not use dh)
+    split_tile40<kC>(Xh, Xl, kh == 0 ? s.vn : s.v, tid);  // v_new (kh 0) in v's space, v (kh 1) in v_new's
+    __syncthreads();
 #pragma unroll
     for (int ks = 0; ks < kVS / 16; ++ks) {
-      std::uint32_t ah[4], al[4], b[4];
+      std::uint32_t ah[4], al[4];
+      const auto times_h = [&](float (&acc)[NTK][4]) {  // acc += (ah, al) H^T from H's planes
+#pragma unroll
+        for (int np = 0; np < NTK / 2; ++np) {
+          std::uint32_t bh[4], bl[4];
+          cuda_util::ldsm_frag_b_nk(bh, Qh, kP40, nk0 + 16 * np, 16 * ks, lane);
+          cuda_util::ldsm_frag_b_nk(bl, Ql, kP40, nk0 + 16 * np, 16 * ks, lane);
+          cuda_util::mma_bf16_16816_split(acc[2 * np], ah, al, bh[0], bh[1], bl[0], bl[1]);
+          cuda_util::mma_bf16_16816_split(acc[2 * np + 1], ah, al, bh[2], bh[3], bl[2], bl[3]);
+        }
+      };
       frag_a_f32<kP40>(ah, al, &s.dO[0][0], m0, 16 * ks, lane);
+      times_h(aq);
+      const auto times_x = [&]() {  // aX += (ah, al) X^T, X = v_new (kh 0) or v (kh 1), from its planes
 #pragma unroll
-      for (int nt = 0; nt < NTK; ++nt) {
-        frag_b_nk_f32<kP40>(b, &s.H[0][0], nk0 + 8 * nt, 16 * ks, lane);
-        mma_split_b4(aq[nt], ah, al, b);
-      }
-      if (kh == 0) {
-#pragma unroll
-        for (int nt = 0; nt < 4; ++nt) {
-          frag_b_nk_f32<kP40>(b, &s.vn[0][0], n64 + 8 * nt, 16 * ks, lane);
-          mma_split_b4(aX[nt], ah, al, b);
+        for (int np = 0; np < 2; ++np) {
+          std::uint32_t bh[4], bl[4];
+          cuda_util::ldsm_frag_b_nk(bh, Xh, kP40, n64 + 16 * np, 16 * ks, lane);
+          cuda_util::ldsm_frag_b_nk(bl, Xl, kP40, n64 + 16 * np, 16 * ks, lane);
+          cuda_util::mma_bf16_16816_split(aX[2 * np], ah, al, bh[0], bh[1], bl[0], bl[1]);
+          cuda_util::mma_bf16_16816_split(aX[2 * np + 1], ah, al, bh[2], bh[3], bl[2], bl[3]);
         }
-      }
+      };
+      if (kh == 0) times_x();  // dAqk += dO v_new^T
       frag_a_f32<kP40>(ah, al, &s.dvn[0][0], m0, 16 * ks, lane);
-#pragma unroll
-      for (int nt = 0; nt < NTK; ++nt) {
-        frag_b_nk_f32<kP40>(b, &s.H[0][0], nk0 + 8 * nt, 16 * ks, lane);
-        mma_split_b4(aw[nt], ah, al, b);
-      }
-      if (kh == 1) {
-#pragma unroll
-        for (int nt = 0; nt < 4; ++nt) {
-          frag_b_nk_f32<kP40>(b, &s.v[0][0], n64 + 8 * nt, 16 * ks, lane);
-          mma_split_b4(aX[nt], ah, al, b);
-        }
-      }
+      times_h(aw);
+      if (kh == 1) times_x();  // dTv += dvn v^T
     }
     if (kh == 1) {  // dvb = Tinv^T dvn (rows r only meet m >= r); dv = dvb beta; dbeta += rowsum(dvb v)
       float acc[2][4] = {};
