@@ -710,6 +710,22 @@ __device__ __forceinline__ void mma_split_b4(float (&d)[4], const std::uint32_t 
   cuda_util::mma_bf16_16816_split(d, ah, al, b[0], b[1], b[2], b[3]);
 }
 
+// acc (NT n8 tiles) += A B^T for one k16 step: A as hi + lo fragments, B's n8 tiles n0 .. n0 + 8 NT from the
+// hi + lo planes (pitch kP40) of a row-major [n][k] tile, columns k0 .. k0 + 15; lo x lo dropped.
+template <int NT>
+__device__ __forceinline__ void mma_b_planes_nk(float (&acc)[NT][4], const std::uint32_t (&ah)[4], const std::uint32_t (&al)[4],
+                                                const bf16* bhi, const bf16* blo, int n0, int k0, int lane) {
+  static_assert(NT % 2 == 0, "n8 tiles come in pairs");
+#pragma unroll
+  for (int np = 0; np < NT / 2; ++np) {
+    std::uint32_t bh[4], bl[4];
+    cuda_util::ldsm_frag_b_nk(bh, bhi, kP40, n0 + 16 * np, k0, lane);
+    cuda_util::ldsm_frag_b_nk(bl, blo, kP40, n0 + 16 * np, k0, lane);
+    cuda_util::mma_bf16_16816_split(acc[2 * np], ah, al, bh[0], bh[1], bl[0], bl[1]);
+    cuda_util::mma_bf16_16816_split(acc[2 * np + 1], ah, al, bh[2], bh[3], bl[2], bl[3]);
+  }
+}
+
 // Rows [0, R) x 32 columns of an fp32 sub-tile (pitch kP40) as bf16 hi + lo planes of the same pitch.
 template <int R>
 __device__ __forceinline__ void split_tile40(bf16* hi, bf16* lo, const float (*src)[kP40], int tid) {
@@ -803,13 +819,7 @@ __global__ void __launch_bounds__(kNT, 2) grad_v3_kernel(const Params p) {
         std::uint32_t ah[4], al[4];
         frag_a_f32<kP40>(ah, al, &s.vn[0][0], m0, 16 * ks, lane);
 #pragma unroll
-        for (int np = 0; np < NTK / 2; ++np) {
-          std::uint32_t bh[4], bl[4];
-          cuda_util::ldsm_frag_b_nk(bh, Ph, kP40, nk0 + 16 * np, 16 * ks, lane);
-          cuda_util::ldsm_frag_b_nk(bl, Pl, kP40, nk0 + 16 * np, 16 * ks, lane);
-          cuda_util::mma_bf16_16816_split(ak[2 * np], ah, al, bh[0], bh[1], bl[0], bl[1]);
-          cuda_util::mma_bf16_16816_split(ak[2 * np + 1], ah, al, bh[2], bh[3], bl[2], bl[3]);
-        }
+        mma_b_planes_nk<NTK>(ak, ah, al, Ph, Pl, nk0, 16 * ks, lane);
       }
     }
     if (tid < KH) p.hd[(static_cast<i64>(ci.gidx) * p.HV + hv) * K + k0 + tid] = hdsum;
@@ -884,32 +894,12 @@ __global__ void __launch_bounds__(kNT, 2) grad_v3_kernel(const Params p) {
 #pragma unroll
     for (int ks = 0; ks < kVS / 16; ++ks) {
       std::uint32_t ah[4], al[4];
-      const auto times_h = [&](float (&acc)[NTK][4]) {  // acc += (ah, al) H^T from H's planes
-#pragma unroll
-        for (int np = 0; np < NTK / 2; ++np) {
-          std::uint32_t bh[4], bl[4];
-          cuda_util::ldsm_frag_b_nk(bh, Qh, kP40, nk0 + 16 * np, 16 * ks, lane);
-          cuda_util::ldsm_frag_b_nk(bl, Ql, kP40, nk0 + 16 * np, 16 * ks, lane);
-          cuda_util::mma_bf16_16816_split(acc[2 * np], ah, al, bh[0], bh[1], bl[0], bl[1]);
-          cuda_util::mma_bf16_16816_split(acc[2 * np + 1], ah, al, bh[2], bh[3], bl[2], bl[3]);
-        }
-      };
       frag_a_f32<kP40>(ah, al, &s.dO[0][0], m0, 16 * ks, lane);
-      times_h(aq);
-      const auto times_x = [&]() {  // aX += (ah, al) X^T, X = v_new (kh 0) or v (kh 1), from its planes
-#pragma unroll
-        for (int np = 0; np < 2; ++np) {
-          std::uint32_t bh[4], bl[4];
-          cuda_util::ldsm_frag_b_nk(bh, Xh, kP40, n64 + 16 * np, 16 * ks, lane);
-          cuda_util::ldsm_frag_b_nk(bl, Xl, kP40, n64 + 16 * np, 16 * ks, lane);
-          cuda_util::mma_bf16_16816_split(aX[2 * np], ah, al, bh[0], bh[1], bl[0], bl[1]);
-          cuda_util::mma_bf16_16816_split(aX[2 * np + 1], ah, al, bh[2], bh[3], bl[2], bl[3]);
-        }
-      };
-      if (kh == 0) times_x();  // dAqk += dO v_new^T
+      mma_b_planes_nk<NTK>(aq, ah, al, Qh, Ql, nk0, 16 * ks, lane);  // dq_e += dO H^T
+      if (kh == 0) mma_b_planes_nk<4>(aX, ah, al, Xh, Xl, n64, 16 * ks, lane);  // dAqk += dO v_new^T
       frag_a_f32<kP40>(ah, al, &s.dvn[0][0], m0, 16 * ks, lane);
-      times_h(aw);
-      if (kh == 1) times_x();  // dTv += dvn v^T
+      mma_b_planes_nk<NTK>(aw, ah, al, Qh, Ql, nk0, 16 * ks, lane);  // dw += dvn H^T
+      if (kh == 1) mma_b_planes_nk<4>(aX, ah, al, Xh, Xl, n64, 16 * ks, lane);  // dTv += dvn v^T
     }
     if (kh == 1) {  // dvb = Tinv^T dvn (rows r only meet m >= r); dv = dvb beta; dbeta += rowsum(dvb v)
       float acc[2][4] = {};
