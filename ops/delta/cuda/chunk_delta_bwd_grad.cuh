@@ -818,7 +818,6 @@ __global__ void __launch_bounds__(kNT, 2) grad_v3_kernel(const Params p) {
       for (int ks = 0; ks < kVS / 16; ++ks) {
         std::uint32_t ah[4], al[4];
         frag_a_f32<kP40>(ah, al, &s.vn[0][0], m0, 16 * ks, lane);
-#pragma unroll
         mma_b_planes_nk<NTK>(ak, ah, al, Ph, Pl, nk0, 16 * ks, lane);
       }
     }
