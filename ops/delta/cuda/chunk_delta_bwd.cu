@@ -983,7 +983,7 @@ int qk_variant() {
 bool aligned16(const void* ptr) { return (reinterpret_cast<std::uintptr_t>(ptr) & 15u) == 0; }
 
 template <int K>
-void run_pipeline(const Params& prm, int total_chunks, cudaStream_t st) {
+void run_pipeline(Params prm, int total_chunks, cudaStream_t st) {
   using S = SmemSize<K>;
   const dim3 chunk_grid(static_cast<unsigned>(total_chunks), static_cast<unsigned>(prm.HV));
   const dim3 seq_grid(static_cast<unsigned>(static_cast<i64>(prm.N) * prm.HV * prm.nvt));
@@ -1003,12 +1003,15 @@ void run_pipeline(const Params& prm, int total_chunks, cudaStream_t st) {
   // the v2 element-wise kernels use vector loads / stores of q, k, dq, dk (K / 32 elements per lane); q, k
   // (and v, g) are 16-byte aligned by the front door's require_aligned16, the outputs may not be
   const bool qk_v2 = qk_variant() == 0 && aligned16(prm.dq) && aligned16(prm.dk);
+  const bool simt = simt_chunk_kernels();
+  // post_qk's work moves into grad_k_v2's tail where one value head owns each q/k head (no GVA sum) and
+  // post_qk_v2 would run; not with the SIMT chunk kernels
+  prm.fuse_qk = prm.G == 1 && qk_v2 && !simt;
   if (qk_v2)
     launch(prep_qk_v2_kernel<K>, warps(prm.R * prm.H), 256, 0, st, prm, "delta_bwd prep_qk");
   else
     launch(prep_qk_kernel, warps(prm.R * prm.H), 256, 0, st, prm, "delta_bwd prep_qk");
   mark("prep_qk");
-  const bool simt = simt_chunk_kernels();
   // chunk_prep_v2 (two CTAs per SM, fragments built in registers, 3xTF32 merges): on the H200 2.74 ms
   // against the first tensor-core chunk_prep's 6.98 ms at KDA B1_T8192_H96_D128 and 0.109 against the
   // SIMT kernel's 0.351 ms at B8_T1024_H8_D64 (docs/kernels/chunk_delta_bwd.md).
@@ -1158,9 +1161,6 @@ RunInfo backward(const Problem& p, const DeltaRuleArgs& a, const AttentionGradIn
   prm.beta_mult = a.allow_neg_eigval ? 2.f : 1.f;
   prm.l2norm = a.use_qk_l2norm_in_kernel;
   prm.safe = kda && safe;
-  // post_qk's work moves into grad_k_v2's tail where one value head owns each q/k head (no GVA sum) and
-  // post_qk_v2 would run (16-byte aligned dq, dk); not with the SIMT chunk kernels
-  prm.fuse_qk = prm.G == 1 && qk_variant() == 0 && !simt_chunk_kernels() && aligned16(prm.dq) && aligned16(prm.dk);
 
   // sequences: dense inputs upload nothing (the kernels derive each sequence from T, as the forward's);
   // varlen inputs upload their descriptors, and the kernels find a chunk's sequence by binary search
