@@ -121,7 +121,6 @@ struct ChunkInfo {
   i64 t0;    // first token row
   int Cn;    // valid rows
   int gidx;  // global chunk index
-  int seq;
 };
 
 __device__ __forceinline__ ChunkInfo chunk_info(const Params& p, int ci) {
@@ -131,7 +130,6 @@ __device__ __forceinline__ ChunkInfo chunk_info(const Params& p, int ci) {
   c.t0 = sd.row_begin + static_cast<i64>(cr.y) * kC;
   c.Cn = min(kC, sd.length - cr.y * kC);
   c.gidx = ci;
-  c.seq = cr.x;
   return c;
 }
 
