@@ -308,13 +308,34 @@ __device__ __forceinline__ void store_split(bf16* hi, bf16* lo, const float (&ac
     }
 }
 
+// acc (NT n8 tiles at n0) += A Y for one k16 step (columns k0 ..): A as hi + lo fragments; Y from the hi + lo
+// planes (pitch ldb) of a row-major [k][n] tile, or (TB) Y^T from those of a row-major [n][k] tile; the lo x lo
+// term is dropped.
+template <int NT, bool TB>
+__device__ __forceinline__ void mma_b_planes(float (&acc)[NT][4], const std::uint32_t (&ah)[4], const std::uint32_t (&al)[4],
+                                             const bf16* yh, const bf16* yl, int ldb, int n0, int k0, int lane) {
+  static_assert(NT % 2 == 0, "n8 tiles come in pairs");
+#pragma unroll
+  for (int np = 0; np < NT / 2; ++np) {
+    std::uint32_t bh[4], bl[4];
+    if constexpr (TB) {
+      cuda_util::ldsm_frag_b_nk(bh, yh, ldb, n0 + 16 * np, k0, lane);
+      cuda_util::ldsm_frag_b_nk(bl, yl, ldb, n0 + 16 * np, k0, lane);
+    } else {
+      cuda_util::ldsm_frag_b_kn(bh, yh, ldb, k0, n0 + 16 * np, lane);
+      cuda_util::ldsm_frag_b_kn(bl, yl, ldb, k0, n0 + 16 * np, lane);
+    }
+    cuda_util::mma_bf16_16816_split(acc[2 * np], ah, al, bh[0], bh[1], bl[0], bl[1]);
+    cuda_util::mma_bf16_16816_split(acc[2 * np + 1], ah, al, bh[2], bh[3], bl[2], bl[3]);
+  }
+}
+
 // acc (16 rows at m0, NT n8 tiles at n0) += X Y over the k16 steps [ks0, ks1); X from a row-major
 // [m][k] tile, or (TA) X^T from a row-major [k][m] tile; Y from a row-major [k][n] tile, or (TB) Y^T
 // from a row-major [n][k] tile; both as hi + lo planes (pitches lda, ldb); the lo x lo term is dropped.
 template <int NT, bool TA, bool TB = false>
 __device__ __forceinline__ void warp_mma_split(float (&acc)[NT][4], const bf16* xh, const bf16* xl, int lda, int m0,
                                                const bf16* yh, const bf16* yl, int ldb, int n0, int ks0, int ks1, int lane) {
-  static_assert(NT % 2 == 0, "n8 tiles come in pairs");
 #pragma unroll 1
   for (int ks = ks0; ks < ks1; ++ks) {
     std::uint32_t ah[4], al[4];
@@ -325,19 +346,7 @@ __device__ __forceinline__ void warp_mma_split(float (&acc)[NT][4], const bf16* 
       cuda_util::ldsm_frag_a(ah, xh, lda, m0, ks * 16, lane);
       cuda_util::ldsm_frag_a(al, xl, lda, m0, ks * 16, lane);
     }
-#pragma unroll
-    for (int np = 0; np < NT / 2; ++np) {
-      std::uint32_t bh[4], bl[4];
-      if constexpr (TB) {
-        cuda_util::ldsm_frag_b_nk(bh, yh, ldb, n0 + 16 * np, ks * 16, lane);
-        cuda_util::ldsm_frag_b_nk(bl, yl, ldb, n0 + 16 * np, ks * 16, lane);
-      } else {
-        cuda_util::ldsm_frag_b_kn(bh, yh, ldb, ks * 16, n0 + 16 * np, lane);
-        cuda_util::ldsm_frag_b_kn(bl, yl, ldb, ks * 16, n0 + 16 * np, lane);
-      }
-      cuda_util::mma_bf16_16816_split(acc[2 * np], ah, al, bh[0], bh[1], bl[0], bl[1]);
-      cuda_util::mma_bf16_16816_split(acc[2 * np + 1], ah, al, bh[2], bh[3], bl[2], bl[3]);
-    }
+    mma_b_planes<NT, TB>(acc, ah, al, yh, yl, ldb, n0, ks * 16, lane);
   }
 }
 

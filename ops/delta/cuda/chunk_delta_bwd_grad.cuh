@@ -2,7 +2,7 @@
 // grad_k_v2_kernel<K>, plus the vectorised P / E1 kernels prep_qk_v2 / post_qk_v2
 // (docs/kernels/chunk_delta_bwd.md, "grad_v2 / grad_k_v2 and prep_qk_v2 / post_qk_v2"). Included by
 // chunk_delta_bwd.cu inside its anonymous namespace, after the helpers it uses (Params, ChunkInfo,
-// GradVSmem, warp_mma_split, store_split, st_split4, load4_batch, ld2 / ld4 / st2 / st_u32); not a
+// GradVSmem, warp_mma_split, mma_b_planes, store_split, st_split4, load4_batch, ld2 / ld4 / st2 / st_u32); not a
 // standalone header.
 //
 // Same math, operands and outputs as the kernels they replaced (mma.sync with every operand as a bf16
@@ -710,22 +710,6 @@ __device__ __forceinline__ void mma_split_b4(float (&d)[4], const std::uint32_t 
   cuda_util::mma_bf16_16816_split(d, ah, al, b[0], b[1], b[2], b[3]);
 }
 
-// acc (NT n8 tiles) += A B^T for one k16 step: A as hi + lo fragments, B's n8 tiles n0 .. n0 + 8 NT from the
-// hi + lo planes (pitch kP40) of a row-major [n][k] tile, columns k0 .. k0 + 15; lo x lo dropped.
-template <int NT>
-__device__ __forceinline__ void mma_b_planes_nk(float (&acc)[NT][4], const std::uint32_t (&ah)[4], const std::uint32_t (&al)[4],
-                                                const bf16* bhi, const bf16* blo, int n0, int k0, int lane) {
-  static_assert(NT % 2 == 0, "n8 tiles come in pairs");
-#pragma unroll
-  for (int np = 0; np < NT / 2; ++np) {
-    std::uint32_t bh[4], bl[4];
-    cuda_util::ldsm_frag_b_nk(bh, bhi, kP40, n0 + 16 * np, k0, lane);
-    cuda_util::ldsm_frag_b_nk(bl, blo, kP40, n0 + 16 * np, k0, lane);
-    cuda_util::mma_bf16_16816_split(acc[2 * np], ah, al, bh[0], bh[1], bl[0], bl[1]);
-    cuda_util::mma_bf16_16816_split(acc[2 * np + 1], ah, al, bh[2], bh[3], bl[2], bl[3]);
-  }
-}
-
 // Rows [0, R) x 32 columns of an fp32 sub-tile (pitch kP40) as bf16 hi + lo planes of the same pitch.
 template <int R>
 __device__ __forceinline__ void split_tile40(bf16* hi, bf16* lo, const float (*src)[kP40], int tid) {
@@ -818,7 +802,7 @@ __global__ void __launch_bounds__(kNT, 2) grad_v3_kernel(const Params p) {
       for (int ks = 0; ks < kVS / 16; ++ks) {
         std::uint32_t ah[4], al[4];
         frag_a_f32<kP40>(ah, al, &s.vn[0][0], m0, 16 * ks, lane);
-        mma_b_planes_nk<NTK>(ak, ah, al, Ph, Pl, nk0, 16 * ks, lane);
+        mma_b_planes<NTK, true>(ak, ah, al, Ph, Pl, kP40, nk0, 16 * ks, lane);
       }
     }
     if (tid < KH) p.hd[(static_cast<i64>(ci.gidx) * p.HV + hv) * K + k0 + tid] = hdsum;
@@ -894,11 +878,11 @@ __global__ void __launch_bounds__(kNT, 2) grad_v3_kernel(const Params p) {
     for (int ks = 0; ks < kVS / 16; ++ks) {
       std::uint32_t ah[4], al[4];
       frag_a_f32<kP40>(ah, al, &s.dO[0][0], m0, 16 * ks, lane);
-      mma_b_planes_nk<NTK>(aq, ah, al, Qh, Ql, nk0, 16 * ks, lane);  // dq_e += dO H^T
-      if (kh == 0) mma_b_planes_nk<4>(aX, ah, al, Xh, Xl, n64, 16 * ks, lane);  // dAqk += dO v_new^T
+      mma_b_planes<NTK, true>(aq, ah, al, Qh, Ql, kP40, nk0, 16 * ks, lane);  // dq_e += dO H^T
+      if (kh == 0) mma_b_planes<4, true>(aX, ah, al, Xh, Xl, kP40, n64, 16 * ks, lane);  // dAqk += dO v_new^T
       frag_a_f32<kP40>(ah, al, &s.dvn[0][0], m0, 16 * ks, lane);
-      mma_b_planes_nk<NTK>(aw, ah, al, Qh, Ql, nk0, 16 * ks, lane);  // dw += dvn H^T
-      if (kh == 1) mma_b_planes_nk<4>(aX, ah, al, Xh, Xl, n64, 16 * ks, lane);  // dTv += dvn v^T
+      mma_b_planes<NTK, true>(aw, ah, al, Qh, Ql, kP40, nk0, 16 * ks, lane);  // dw += dvn H^T
+      if (kh == 1) mma_b_planes<4, true>(aX, ah, al, Xh, Xl, kP40, n64, 16 * ks, lane);  // dTv += dvn v^T
     }
     if (kh == 1) {  // dvb = Tinv^T dvn (rows r only meet m >= r); dv = dvb beta; dbeta += rowsum(dvb v)
       float acc[2][4] = {};
