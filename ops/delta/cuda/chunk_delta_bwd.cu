@@ -357,6 +357,13 @@ struct SplitTile {
   bf16 hi[kC * W];
   bf16 lo[kC * W];
 };
+// The same tile as one bf16 plane (operands whose lo term the gradients do not need: docs/kernels/
+// chunk_delta_bwd.md, "Eleventh session", precision budget).
+template <int W>
+struct PlainTile {
+  bf16 x[kC * W];
+};
+static_assert(sizeof(PlainTile<64>) % 1024 == 0 && sizeof(PlainTile<128>) % 1024 == 0, "SW128 tiles 1 KB aligned");
 
 // The state passes' operands of one (chunk, value head) as chunk_prep_v2 writes them to HBM: the exact
 // shared-memory images the wgmma state passes read, so that their producers are bulk copies (no fp32
@@ -365,9 +372,9 @@ struct SplitTile {
 // member order is their shared-memory order.
 template <int K>
 struct ChunkImage {
-  SplitTile<K> w;    // w = Tinv (k e^b beta) [tok][ch]
+  PlainTile<K> w;    // w = Tinv (k e^b beta) [tok][ch], one bf16 plane
   SplitTile<K> kg;   // k e^(bL - b) [tok][ch]
-  SplitTile<K> qg;   // scale q e^b [tok][ch]
+  PlainTile<K> qg;   // scale q e^b [tok][ch], one bf16 plane
   SplitTile<kC> A;   // Aqk [r][j] (scale applied; zero above the diagonal)
   float el[K];       // e^bL
 };
@@ -381,6 +388,19 @@ __device__ __forceinline__ void tile_store2(SplitTile<W>& t, int r, int c, float
   const int o = cuda_util::wgmma::sw128_blocked<kC>(r, c);
   *reinterpret_cast<std::uint32_t*>(t.hi + o) = hi;
   *reinterpret_cast<std::uint32_t*>(t.lo + o) = lo;
+}
+template <int W>
+__device__ __forceinline__ void tile_store2(PlainTile<W>& t, int r, int c, float x0, float x1) {
+  *reinterpret_cast<std::uint32_t*>(t.x + cuda_util::wgmma::sw128_blocked<kC>(r, c)) = cuda_util::pack_bf16(x0, x1);
+}
+// Four consecutive columns at SW128 element offset o.
+template <int W>
+__device__ __forceinline__ void tile_store4(SplitTile<W>& t, int o, float4 v) {
+  st_split4(t.hi, t.lo, o, v);
+}
+template <int W>
+__device__ __forceinline__ void tile_store4(PlainTile<W>& t, int o, float4 v) {
+  *reinterpret_cast<uint2*>(t.x + o) = make_uint2(cuda_util::pack_bf16(v.x, v.y), cuda_util::pack_bf16(v.z, v.w));
 }
 
 template <int K>

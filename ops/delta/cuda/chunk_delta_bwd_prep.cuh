@@ -239,8 +239,8 @@ __global__ void __launch_bounds__(kNT, 2) chunk_prep_v2_kernel(const Params p) {
         if (kda) *reinterpret_cast<float4*>(p.b + ((t0 + r) * p.HV + hv) * K + c) = b;
       }
       const int o = cuda_util::wgmma::sw128_blocked<kC>(r, c);
-      st_split4(img.qg.hi, img.qg.lo, o, qg);
-      st_split4(img.kg.hi, img.kg.lo, o, kg);
+      tile_store4(img.qg, o, qg);
+      tile_store4(img.kg, o, kg);
     }
     for (int c = tid; c < K; c += kNT) img.el[c] = __expf(kda ? s.r3.b[Cn - 1][c] : s.bs[Cn - 1]);
   }

@@ -16,7 +16,9 @@
 //     load the per-V-tile operand (B: u by cp.async; C: dO, split into bf16 hi + lo SW128 tiles).
 //     Full / empty mbarriers hand the buffers over (consumer: wgmma reads, wait, arrive on empty).
 // Precision: as the backward's mma.sync stages, every operand is a bf16 hi + lo pair (x = hi + lo, ~16 bits) and
-// each product is hi*hi + lo*hi + hi*lo with fp32 accumulation; only the fp32 summation order differs.
+// each product is hi*hi + lo*hi + hi*lo with fp32 accumulation, except the w and qg images: one bf16 plane each
+// (products ah*w + al*w), the only image planes whose lo term the gradients do not need (CPU emulation over
+// eight seeds, docs/kernels/chunk_delta_bwd.md "Eleventh session").
 // Padded rows (past the sequence end) are zero in every tile, so they contribute nothing.
 
 namespace wgb = cuda_util::wgmma;
@@ -70,12 +72,12 @@ __device__ __forceinline__ void wg_wait(std::uint64_t* bar, int use) { cuda_util
 
 // ---------------------------------------------------------------------------------------------
 // B: forward state pass. Per chunk n, consumer: H_n -> HBM; v_new^T = u^T + (-H^T) w^T (A = -H^T hi / lo
-// from the accumulator, B = w [tok][ch] K-major), v_new -> HBM; H^T = H^T diag(e^bL) + v_new^T kg
-// (A = v_new^T hi / lo, B = kg [tok][ch] MN-major). Producer: w, kg hi + lo, e^bL, u (fp32, cp.async).
+// from the accumulator, B = w [tok][ch] K-major, one plane), v_new -> HBM; H^T = H^T diag(e^bL) + v_new^T kg
+// (A = v_new^T hi / lo, B = kg [tok][ch] MN-major, hi + lo). Producer: w, kg, e^bL, u (fp32, cp.async).
 template <int K>
 struct StateFwdWgSmem {
   struct Buf {
-    SplitTile<K> w;
+    PlainTile<K> w;
     SplitTile<K> kg;
   };
   Buf buf[2];                 // SW128 tiles, 1024-byte aligned (the struct sits at a 1 KB boundary)
@@ -164,7 +166,7 @@ __global__ void __launch_bounds__(256, 1) state_fwd_wg_kernel(const Params p) {
     float vacc[32];
 #pragma unroll
     for (int i = 0; i < 32; ++i) vacc[i] = s.u[b][8 * (i >> 2) + 2 * t4 + (i & 1)][vrow + ((i & 2) << 2)];
-    const std::uint32_t aw = cuda_util::smem_u32(s.buf[b].w.hi), awl = cuda_util::smem_u32(s.buf[b].w.lo);
+    const std::uint32_t aw = cuda_util::smem_u32(s.buf[b].w.x);
     wgb::fence_regs<32>(vacc);
     wgb::fence_regs<K / 4>(&ah[0][0]);
     wgb::fence_regs<K / 4>(&al[0][0]);
@@ -173,8 +175,7 @@ __global__ void __launch_bounds__(256, 1) state_fwd_wg_kernel(const Params p) {
     for (int ks = 0; ks < K / 16; ++ks) {  // channels 16 ks ..: tile ks / 4, 32 bytes per k-step inside it
       const std::uint32_t o = (ks >> 2) * 8192 + (ks & 3) * 32;
       wgb::mma_rs<wgb::M64N64_RS<Major::K>, 32>(ah[ks], wgb::desc_k(aw + o), vacc);
-      wgb::mma_rs<wgb::M64N64_RS<Major::K>, 32>(al[ks], wgb::desc_k(aw + o), vacc);
-      wgb::mma_rs<wgb::M64N64_RS<Major::K>, 32>(ah[ks], wgb::desc_k(awl + o), vacc);
+      wgb::mma_rs<wgb::M64N64_RS<Major::K>, 32>(al[ks], wgb::desc_k(aw + o), vacc);  // w is one plane
     }
     cute::warpgroup_commit_batch();
     cute::warpgroup_wait<0>();
@@ -225,12 +226,12 @@ template <int K>
 struct StateBwdWgSmem {
   struct BufX {
     SplitTile<K> kg;
-    SplitTile<K> qg;
+    PlainTile<K> qg;
     SplitTile<kC> A;
     SplitTile<kC> dO;
   };
   BufX x[2];
-  SplitTile<K> w;
+  PlainTile<K> w;
   float el[2][K];
   std::uint64_t full_x[2], empty_x[2], full_w, empty_w;
 };
@@ -247,7 +248,8 @@ __global__ void __launch_bounds__(256, 1) state_bwd_wg_kernel(const Params p) {
                     offsetof(typename S::BufX, A) - offsetof(typename S::BufX, kg) == offsetof(Img, A) - offsetof(Img, kg) &&
                     offsetof(typename S::BufX, dO) - offsetof(typename S::BufX, kg) == offsetof(Img, el) - offsetof(Img, kg),
                 "StateBwdWgSmem::BufX must mirror ChunkImage's {kg, qg, A}");
-  static_assert(sizeof(typename S::BufX) % 1024 == 0 && sizeof(SplitTile<K>) % 1024 == 0 && sizeof(SplitTile<kC>) % 1024 == 0,
+  static_assert(sizeof(typename S::BufX) % 1024 == 0 && sizeof(SplitTile<K>) % 1024 == 0 && sizeof(SplitTile<kC>) % 1024 == 0 &&
+                    offsetof(S, w) % 1024 == 0,
                 "SW128 tiles 1 KB aligned");
   extern __shared__ __align__(16) unsigned char bwd_wg_smem_raw[];
   S& s = *reinterpret_cast<S*>(bwd_wg_smem_raw + ((1024u - (cuda_util::smem_u32(bwd_wg_smem_raw) & 1023u)) & 1023u));
@@ -286,7 +288,7 @@ __global__ void __launch_bounds__(256, 1) state_bwd_wg_kernel(const Params p) {
       });
       if (i >= 2) wg_wait(&s.empty_x[b], (i >> 1) - 1);  // buffer b's readers (use i - 2) are done
       if (pt == 0) {
-        constexpr std::uint32_t bytes = 2 * sizeof(SplitTile<K>) + sizeof(SplitTile<kC>);  // kg, qg, A
+        constexpr std::uint32_t bytes = sizeof(SplitTile<K>) + sizeof(PlainTile<K>) + sizeof(SplitTile<kC>);  // kg, qg, A
         cuda_util::mbar_arrive_expect_tx(&s.full_x[b], bytes + K * 4);
         cuda_util::bulk_copy_g2s(&X.kg, &img.kg, bytes, &s.full_x[b]);
         cuda_util::bulk_copy_g2s(s.el[b], img.el, K * 4, &s.full_x[b]);
@@ -297,8 +299,8 @@ __global__ void __launch_bounds__(256, 1) state_bwd_wg_kernel(const Params p) {
       cuda_util::mbar_arrive(&s.full_x[b]);
       if (pt == 0) {
         if (i >= 1) wg_wait(&s.empty_w, i - 1);
-        cuda_util::mbar_arrive_expect_tx(&s.full_w, sizeof(SplitTile<K>));
-        cuda_util::bulk_copy_g2s(&s.w, &img.w, sizeof(SplitTile<K>), &s.full_w);
+        cuda_util::mbar_arrive_expect_tx(&s.full_w, sizeof(PlainTile<K>));
+        cuda_util::bulk_copy_g2s(&s.w, &img.w, sizeof(PlainTile<K>), &s.full_w);
       }
     }
     return;
@@ -338,7 +340,7 @@ __global__ void __launch_bounds__(256, 1) state_bwd_wg_kernel(const Params p) {
     const bool do_lo = p.do_t != 2;  // bf16 dO is exact in its hi plane: its lo products are zero
     const std::uint32_t aah = cuda_util::smem_u32(X.A.hi), aal = cuda_util::smem_u32(X.A.lo);
     const std::uint32_t akh = cuda_util::smem_u32(X.kg.hi), akl = cuda_util::smem_u32(X.kg.lo);
-    const std::uint32_t aqh = cuda_util::smem_u32(X.qg.hi), aql = cuda_util::smem_u32(X.qg.lo);
+    const std::uint32_t aq = cuda_util::smem_u32(X.qg.x);  // one plane
     wgb::fence_regs<32>(vacc);
     wgb::fence_regs<K / 2>(dacc);
     wgb::fence_regs<K / 4>(&ah[0][0]);
@@ -361,9 +363,8 @@ __global__ void __launch_bounds__(256, 1) state_bwd_wg_kernel(const Params p) {
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) {  // D^T += dO^T qg over tokens 16 ks ..
       const std::uint32_t o = ks * 2048;
-      wgb::mma_ss<wgb::M64_SS<K, Major::MN, Major::MN>, K / 2>(wgb::desc_mn(aoh + o, 8192), wgb::desc_mn(aqh + o, 8192), dacc);
-      if (do_lo) wgb::mma_ss<wgb::M64_SS<K, Major::MN, Major::MN>, K / 2>(wgb::desc_mn(aol + o, 8192), wgb::desc_mn(aqh + o, 8192), dacc);
-      wgb::mma_ss<wgb::M64_SS<K, Major::MN, Major::MN>, K / 2>(wgb::desc_mn(aoh + o, 8192), wgb::desc_mn(aql + o, 8192), dacc);
+      wgb::mma_ss<wgb::M64_SS<K, Major::MN, Major::MN>, K / 2>(wgb::desc_mn(aoh + o, 8192), wgb::desc_mn(aq + o, 8192), dacc);
+      if (do_lo) wgb::mma_ss<wgb::M64_SS<K, Major::MN, Major::MN>, K / 2>(wgb::desc_mn(aol + o, 8192), wgb::desc_mn(aq + o, 8192), dacc);
     }
     cute::warpgroup_commit_batch();
     cute::warpgroup_wait<0>();
@@ -378,16 +379,15 @@ __global__ void __launch_bounds__(256, 1) state_bwd_wg_kernel(const Params p) {
     std::uint32_t vh[4][4], vl[4][4];
     wg_split_frags<64>(vacc, -1.f, vh, vl);  // -dvn^T: the image holds w, not -w
     wg_wait(&s.full_w, i);
-    const std::uint32_t awh = cuda_util::smem_u32(s.w.hi), awl = cuda_util::smem_u32(s.w.lo);
+    const std::uint32_t aw = cuda_util::smem_u32(s.w.x);  // one plane
     wgb::fence_regs<K / 2>(dacc);
     wgb::fence_regs<16>(&vh[0][0]);
     wgb::fence_regs<16>(&vl[0][0]);
     cute::warpgroup_arrive();
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) {  // D^T += (-dvn^T) w over tokens 16 ks ..
-      wgb::mma_rs<wgb::M64_RS<K, Major::MN>, K / 2>(vh[ks], wgb::desc_mn(awh + ks * 2048, 8192), dacc);
-      wgb::mma_rs<wgb::M64_RS<K, Major::MN>, K / 2>(vl[ks], wgb::desc_mn(awh + ks * 2048, 8192), dacc);
-      wgb::mma_rs<wgb::M64_RS<K, Major::MN>, K / 2>(vh[ks], wgb::desc_mn(awl + ks * 2048, 8192), dacc);
+      wgb::mma_rs<wgb::M64_RS<K, Major::MN>, K / 2>(vh[ks], wgb::desc_mn(aw + ks * 2048, 8192), dacc);
+      wgb::mma_rs<wgb::M64_RS<K, Major::MN>, K / 2>(vl[ks], wgb::desc_mn(aw + ks * 2048, 8192), dacc);
     }
     cute::warpgroup_commit_batch();
     cute::warpgroup_wait<0>();
