@@ -83,6 +83,7 @@ struct Params {
   float scale;
   int kda, gate_mode, has_A_log, beta_sigmoid, l2norm;
   float lower_bound, beta_mult;
+  int fuse_gate;  // the given gate (no in-kernel activation): grad_k_v2 writes dg and dbeta; post_gate does not run
   int fuse_qk;  // G == 1: grad_k_v2 applies post_qk (the l2norm backward) itself; post_qk does not run
   int safe;  // KDA safe_gate with lower_bound >= -5: chunk_prep_v2's diagonal blocks through their middle row
   // fp32 scratch
@@ -1034,6 +1035,10 @@ void run_pipeline(Params prm, int total_chunks, cudaStream_t st) {
   // post_qk's work moves into grad_k_v2's tail where one value head owns each q/k head (no GVA sum) and
   // post_qk_v2 would run; not with the SIMT chunk kernels
   prm.fuse_qk = prm.G == 1 && qk_v2 && !simt;
+  // post_gate's work moves there too when the gate is given (dg is the reverse cumsum itself; dbeta's
+  // sigmoid backward from beta after the sigmoid) and no dA_log / ddt_bias partials are wanted
+  prm.fuse_gate = prm.gate_mode == kGateGiven && !prm.dA_log && !prm.ddt && !simt &&
+                  (!prm.kda || prm.dg_t == 1 || prm.dg_t == 2);
   if (qk_v2)
     launch(prep_qk_v2_kernel<K>, warps(prm.R * prm.H), 256, 0, st, prm, "delta_bwd prep_qk");
   else
@@ -1084,7 +1089,7 @@ void run_pipeline(Params prm, int total_chunks, cudaStream_t st) {
   else
     launch(post_qk_kernel, warps(prm.R * prm.H), 256, 0, st, prm, "delta_bwd post_qk");
   mark("post_qk");
-  launch(post_gate_kernel, warps(prm.R * prm.HV), 256, 0, st, prm, "delta_bwd post_gate");
+  if (!prm.fuse_gate) launch(post_gate_kernel, warps(prm.R * prm.HV), 256, 0, st, prm, "delta_bwd post_gate");
   mark("post_gate");
   if (prm.dA_log || prm.ddt) launch(param_reduce_kernel, dim3(static_cast<unsigned>(prm.HV)), 256, 0, st, prm, "delta_bwd param_reduce");
   mark("param_reduce");

@@ -244,17 +244,25 @@ __device__ __forceinline__ void grad_k_v2_tail(const Params& p, const ChunkInfo&
     s.r1.db[Cn - 1][c] += __expf(s.bL[c]) * p.hd[(static_cast<i64>(ci.gidx) * p.HV + hv) * K + c] + s.cs[c];
   }
   __syncthreads();
+  // the reverse cumsum -> dg: KDA a thread per column, serially over the rows; GDN warp 0 scans the 64 row
+  // sums. Where the gate is given, dg is written in the output dtype (post_gate's work, which then does
+  // not run; KDA: f32 or bf16 dg), else as the fp32 dgv that post_gate reads. One loop body with a uniform
+  // branch (three specialised loops cost grad_k 0.5 ms at B1_T8192_H96: its code is near the i-cache's size).
   if (p.kda) {
     if (tid < K) {
       const int c = tid;
+      void* dst = p.fuse_gate ? p.dg : p.dgv;
+      const bool to_bf16 = p.fuse_gate && p.dg_t == 2;
       float acc = 0.f;
       for (int r = Cn - 1; r >= 0; --r) {
         acc += s.r1.db[r][c];
-        p.dgv[((t0 + r) * p.HV + hv) * K + c] = acc;
+        const i64 gi = ((t0 + r) * p.HV + hv) * K + c;
+        if (to_bf16) static_cast<bf16*>(dst)[gi] = __float2bfloat16(acc);
+        else static_cast<float*>(dst)[gi] = acc;
       }
     }
   } else {
-    // GDN: row sums, then the reverse cumsum
+    // GDN: row sums, then the reverse cumsum over the 64 rows by warp 0 (lane: rows 2 lane, 2 lane + 1)
     for (int r = threadIdx.x >> 5; r < Cn; r += kNT / 32) {
       float rs = 0.f;
       for (int c = threadIdx.x & 31; c < K; c += 32) rs += s.r1.db[r][c];
@@ -262,18 +270,38 @@ __device__ __forceinline__ void grad_k_v2_tail(const Params& p, const ChunkInfo&
       if ((threadIdx.x & 31) == 0) s.red[r] = rs;
     }
     __syncthreads();
-    if (tid == 0) {
-      float acc = 0.f;
-      for (int r = Cn - 1; r >= 0; --r) {
-        acc += s.red[r];
-        p.dgv[(t0 + r) * p.HV + hv] = acc;
+    if (tid < 32) {
+      const auto put_dg = [&](i64 gi, float x) {
+        if (!p.fuse_gate) p.dgv[gi] = x;
+        else store_as(p.dg, p.dg_t, gi, x);
+      };
+      const int r = 2 * tid;
+      const float v0 = r < Cn ? s.red[r] : 0.f, v1 = r + 1 < Cn ? s.red[r + 1] : 0.f;
+      float suf = v0 + v1;  // inclusive suffix sum over lanes tid .. 31
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) {
+        const float y = __shfl_down_sync(0xffffffffu, suf, o);
+        if (tid + o < 32) suf += y;
       }
+      if (r < Cn) put_dg((t0 + r) * p.HV + hv, suf);
+      if (r + 1 < Cn) put_dg((t0 + r + 1) * p.HV + hv, suf - v0);
     }
   }
-  if (tid < Cn) p.dbp[(t0 + tid) * p.HV + hv] = s.dbt[tid];
+  if (tid < Cn) {
+    float db = s.dbt[tid];
+    if (!p.fuse_gate) {
+      p.dbp[(t0 + tid) * p.HV + hv] = db;
+    } else {  // post_gate's dbeta: s = beta / beta_mult is the sigmoid post_gate recomputes (beta_mult 1 or 2: exact)
+      if (p.beta_sigmoid) {
+        const float sg = s.beta[tid] / p.beta_mult;
+        db *= p.beta_mult * sg * (1.f - sg);
+      }
+      store_as(p.dbeta, p.dbeta_t, (t0 + tid) * p.HV + hv, db);
+    }
+  }
   // post_qk fused (one value head per q/k head): dq = r_q (dq - (dq . q_n) q_n), same for dk, from the rows
   // this CTA wrote above (L2) and its q_n / k_n tiles, in the output dtype. Last, with no barrier before
-  // it: the warps the serial cumsum above leaves idle start their loads while it runs (this kernel has
+  // it: the warps the serial KDA cumsum above leaves idle start their loads while it runs (this kernel has
   // one CTA per SM); loads in batches of four pieces.
   if (p.fuse_qk) {
     constexpr int Q4 = K / 4, EU = 4, NB = kC * Q4 / kNT / EU;  // float4 pieces per thread: NB batches of EU
