@@ -25,6 +25,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "lina/chunk_delta.h"
@@ -1079,8 +1080,10 @@ void run_pipeline(Params prm, int total_chunks, cudaStream_t st) {
   mark("grad_v");
   if (simt)
     launch(grad_k_kernel<K>, chunk_grid, kNT, S::D2, st, prm, "delta_bwd grad_k");
+  else if (prm.safe)
+    launch(grad_k_v2_kernel<K, DiagThroughMiddleRow>, chunk_grid, kNT, grad_k_v2_smem<K>(), st, prm, "delta_bwd grad_k");
   else
-    launch(grad_k_v2_kernel<K>, chunk_grid, kNT, grad_k_v2_smem<K>(), st, prm, "delta_bwd grad_k");
+    launch(grad_k_v2_kernel<K, DiagExact>, chunk_grid, kNT, grad_k_v2_smem<K>(), st, prm, "delta_bwd grad_k");
   mark("grad_k");
   if (prm.fuse_qk)
     ;  // done by grad_k_v2
