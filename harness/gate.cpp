@@ -166,6 +166,7 @@ GateResult parse_gtest_json(const std::string& json_text) {
     r.problem = "the gate's JSON report has no 'testsuites' array";
     return r;
   }
+  if (j.contains("lina_git_sha") && j["lina_git_sha"].is_string()) r.build_sha = j["lina_git_sha"].get<std::string>();
   for (const auto& suite : j["testsuites"]) {
     const std::string sname = suite.value("name", "");
     if (!suite.contains("testsuite")) continue;

@@ -46,6 +46,9 @@ struct GateResult {
   int exit_code = 0;            // the gate process's exit status
   std::string output_tail;      // last part of the gate's stdout+stderr
   std::string log_path;         // full gate output (when a log directory was given)
+  // The lina build the suite reports (top-level "lina_git_sha" of its report; absent: a suite built
+  // before the suites recorded it, or not a lina suite)
+  std::optional<std::string> build_sha;
 };
 
 // Parses `--gtest_list_tests` output into full names ("Suite.Test"), comments dropped.

@@ -6,6 +6,8 @@
 #include <sstream>
 
 #include "harness/gate.h"
+#include "harness/subprocess.h"
+#include "lina/build_info.h"
 #include "lina/error.h"
 
 namespace lina::harness {
@@ -27,6 +29,26 @@ TEST(GateRunner, FullGateAllPassingIsGreen) {
   EXPECT_EQ(r.failed, 0);
   EXPECT_EQ(r.skipped, 0);
   EXPECT_EQ(r.exit_code, 0);
+}
+
+TEST(GateRunner, ReadsTheBuildTheSuiteReports) {
+  EXPECT_EQ(run_gate(fake("", {{"FAKE_GATE_SHA", "0123abcd"}})).build_sha, std::optional<std::string>("0123abcd"));
+  EXPECT_FALSE(run_gate(fake()).build_sha.has_value());
+}
+
+// The real suites report the build they were linked with: this test binary's own (same build tree).
+TEST(GateRunner, RealSuitesReportTheirLinaBuild) {
+  GateRunOptions o;
+  o.executable = std::filesystem::path(LINA_TEST_GATE_DIR) / "lina_chunk_gla_gate";
+  ProcessResult list = spawn_process({o.executable.string(), "--gtest_list_tests"});
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  const auto names = parse_gtest_list(list.out);
+  ASSERT_FALSE(names.empty());
+  o.k_expr = names.front();  // one CPU-sized case is enough: the property is the suite's, not the test's
+  const GateResult r = run_gate(o);
+  ASSERT_EQ(r.selected, 1) << r.problem << r.output_tail;
+  ASSERT_TRUE(r.build_sha.has_value()) << r.output_tail;
+  EXPECT_EQ(*r.build_sha, LINA_BUILD_GIT_SHA);
 }
 
 TEST(GateRunner, FailureIsRedWithNameAndMessage) {

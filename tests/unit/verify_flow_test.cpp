@@ -75,6 +75,7 @@ VerifyOptions base_opts(const fs::path& dir) {
   o.rounds = 3;
   o.repo = dir / "repo";
   o.gate_exe = fs::path(LINA_TEST_FAKE_GATE);
+  o.gate_env = {{"FAKE_GATE_SHA", "cccc"}};  // the build the fake candidates below report
   o.backend = "cpu";
   return o;
 }
@@ -214,7 +215,7 @@ TEST(VerifyFlow, SlowerCellsAreARegressionAndCanFailTheRun) {
 TEST(VerifyFlow, RedGateStopsBeforeAnyTiming) {
   TempDir d("verify");
   VerifyOptions o = base_opts(d.path());
-  o.gate_env = {{"FAKE_GATE_FAIL", "varlen"}};
+  o.gate_env["FAKE_GATE_FAIL"] = "varlen";
   o.candidate_exe = fake_lina(d.path(), "cand", run_doc("cccc", 1.0));
   std::ostringstream out;
   const auto r = verify(o, out);
@@ -224,10 +225,53 @@ TEST(VerifyFlow, RedGateStopsBeforeAnyTiming) {
   EXPECT_NE(out.str().find("Fake/Fwd.B1_T2048_H4_D128_varlen"), std::string::npos) << out.str();
 }
 
+// A gate judges the kernels it was linked with: a suite of another build, or one that does not say which
+// build it is, is refused once the candidate's first results prove the candidate's build.
+TEST(VerifyFlow, GateOfAnotherBuildIsRefused) {
+  TempDir d("verify");
+  VerifyOptions o = base_opts(d.path());
+  o.gate_env["FAKE_GATE_SHA"] = "dddd";
+  o.candidate_exe = fake_lina(d.path(), "cand", run_doc("cccc", 1.0));
+  std::ostringstream out;
+  const auto r = verify(o, out);
+  EXPECT_EQ(r.exit_code, kVerifyGateFailed) << out.str();
+  EXPECT_NE(out.str().find("gate refused: lina_fake_gate was built from lina dddd, but the candidate's results report cccc"),
+            std::string::npos)
+      << out.str();
+  EXPECT_EQ(r.json["gate"]["build_sha"], "dddd");
+  EXPECT_EQ(r.json["verdict"]["label"], "gate not of the candidate's build");
+  EXPECT_TRUE(r.json["results"].empty());
+  EXPECT_EQ(read(d.path() / "calls.log"), "cand: run --op chunk_gla --backend cpu --seed 42\n") << "one run proves the build, then stop";
+}
+
+TEST(VerifyFlow, GateThatReportsNoBuildIsRefused) {
+  TempDir d("verify");
+  VerifyOptions o = base_opts(d.path());
+  o.gate_env.erase("FAKE_GATE_SHA");
+  o.candidate_exe = fake_lina(d.path(), "cand", run_doc("cccc", 1.0));
+  std::ostringstream out;
+  const auto r = verify(o, out);
+  EXPECT_EQ(r.exit_code, kVerifyGateFailed) << out.str();
+  EXPECT_NE(out.str().find("lina_fake_gate does not report which lina build it was made from"), std::string::npos) << out.str();
+  EXPECT_TRUE(r.json["gate"]["build_sha"].is_null());
+}
+
+TEST(VerifyFlow, GateWithTheCandidatesBuildIsAccepted) {
+  TempDir d("verify");
+  VerifyOptions o = base_opts(d.path());
+  o.rounds = 1;
+  o.candidate_exe = fake_lina(d.path(), "cand", run_doc("cccc", 1.0));
+  std::ostringstream out;
+  const auto r = verify(o, out);
+  EXPECT_EQ(r.exit_code, kVerifyOk) << out.str();
+  EXPECT_EQ(r.json["gate"]["build_sha"], "cccc");
+  EXPECT_EQ(out.str().find("gate refused"), std::string::npos) << out.str();
+}
+
 TEST(VerifyFlow, PlantedFaultIsCaughtByTheGate) {
   TempDir d("verify");
   VerifyOptions o = base_opts(d.path());
-  o.gate_env = {{"LINA_FAULT_INJECT", "perturb:0.01"}};
+  o.gate_env["LINA_FAULT_INJECT"] = "perturb:0.01";
   o.candidate_exe = fake_lina(d.path(), "cand", run_doc("cccc", 1.0));
   std::ostringstream out;
   EXPECT_EQ(verify(o, out).exit_code, kVerifyGateFailed) << out.str();

@@ -4,6 +4,8 @@
 //   FAKE_GATE_SKIP=<s>  ... are skipped
 //   FAKE_GATE_CRASH=<s> ... abort the process (no JSON report is written)
 // LINA_FAULT_INJECT set (any value): every Fwd test fails, like a perturbed kernel would.
+// FAKE_GATE_SHA=<sha>: the lina build the suite reports (the real suites report their own build,
+// tests/gate/common/gate_build.cpp); unset: it reports none, like a suite built before they did.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -32,6 +34,13 @@ class FakeCase : public ::testing::Test {
   std::string name_;
 };
 
+class ReportBuild : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    if (const char* sha = std::getenv("FAKE_GATE_SHA")) ::testing::Test::RecordProperty("lina_git_sha", sha);
+  }
+};
+
 void add(const char* suite, const char* test) {
   const std::string full = std::string(suite) + "." + test;
   ::testing::RegisterTest(suite, test, nullptr, nullptr, __FILE__, __LINE__, [full]() -> ::testing::Test* { return new FakeCase(full); });
@@ -46,5 +55,6 @@ int main(int argc, char** argv) {
   add("Fake/Bwd", "B2_T256_H2_HV4_D64_gva");
   add("FakeCuda/Fwd", "B2_T1024_H4_D128");
   ::testing::InitGoogleTest(&argc, argv);
+  ::testing::AddGlobalTestEnvironment(new ReportBuild);
   return RUN_ALL_TESTS();
 }
