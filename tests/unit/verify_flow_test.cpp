@@ -227,45 +227,25 @@ TEST(VerifyFlow, RedGateStopsBeforeAnyTiming) {
 
 // A gate judges the kernels it was linked with: a suite of another build, or one that does not say which
 // build it is, is refused once the candidate's first results prove the candidate's build.
-TEST(VerifyFlow, GateOfAnotherBuildIsRefused) {
-  TempDir d("verify");
-  VerifyOptions o = base_opts(d.path());
-  o.gate_env["FAKE_GATE_SHA"] = "dddd";
-  o.candidate_exe = fake_lina(d.path(), "cand", run_doc("cccc", 1.0));
-  std::ostringstream out;
-  const auto r = verify(o, out);
-  EXPECT_EQ(r.exit_code, kVerifyGateFailed) << out.str();
-  EXPECT_NE(out.str().find("gate refused: lina_fake_gate was built from lina dddd, but the candidate's results report cccc"),
-            std::string::npos)
-      << out.str();
-  EXPECT_EQ(r.json["gate"]["build_sha"], "dddd");
-  EXPECT_EQ(r.json["verdict"]["label"], "gate not of the candidate's build");
-  EXPECT_TRUE(r.json["results"].empty());
-  EXPECT_EQ(read(d.path() / "calls.log"), "cand: run --op chunk_gla --backend cpu --seed 42\n") << "one run proves the build, then stop";
-}
-
-TEST(VerifyFlow, GateThatReportsNoBuildIsRefused) {
-  TempDir d("verify");
-  VerifyOptions o = base_opts(d.path());
-  o.gate_env.erase("FAKE_GATE_SHA");
-  o.candidate_exe = fake_lina(d.path(), "cand", run_doc("cccc", 1.0));
-  std::ostringstream out;
-  const auto r = verify(o, out);
-  EXPECT_EQ(r.exit_code, kVerifyGateFailed) << out.str();
-  EXPECT_NE(out.str().find("lina_fake_gate does not report which lina build it was made from"), std::string::npos) << out.str();
-  EXPECT_TRUE(r.json["gate"]["build_sha"].is_null());
-}
-
-TEST(VerifyFlow, GateWithTheCandidatesBuildIsAccepted) {
-  TempDir d("verify");
-  VerifyOptions o = base_opts(d.path());
-  o.rounds = 1;
-  o.candidate_exe = fake_lina(d.path(), "cand", run_doc("cccc", 1.0));
-  std::ostringstream out;
-  const auto r = verify(o, out);
-  EXPECT_EQ(r.exit_code, kVerifyOk) << out.str();
-  EXPECT_EQ(r.json["gate"]["build_sha"], "cccc");
-  EXPECT_EQ(out.str().find("gate refused"), std::string::npos) << out.str();
+TEST(VerifyFlow, GateNotOfTheCandidatesBuildIsRefused) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"dddd", "gate refused: lina_fake_gate was built from lina dddd, but the candidate's results report cccc"},
+      {nullptr, "gate refused: lina_fake_gate does not report which lina build it was made from"}};
+  for (const auto& [sha, message] : cases) {
+    TempDir d("verify");
+    VerifyOptions o = base_opts(d.path());
+    if (sha) o.gate_env["FAKE_GATE_SHA"] = sha;
+    else o.gate_env.erase("FAKE_GATE_SHA");
+    o.candidate_exe = fake_lina(d.path(), "cand", run_doc("cccc", 1.0));
+    std::ostringstream out;
+    const auto r = verify(o, out);
+    EXPECT_EQ(r.exit_code, kVerifyGateFailed) << out.str();
+    EXPECT_NE(out.str().find(message), std::string::npos) << out.str();
+    EXPECT_EQ(r.json["gate"]["build_sha"], sha ? json(sha) : json(nullptr));
+    EXPECT_EQ(r.json["verdict"]["label"], "gate not of the candidate's build");
+    EXPECT_TRUE(r.json["results"].empty());
+    EXPECT_EQ(read(d.path() / "calls.log"), "cand: run --op chunk_gla --backend cpu --seed 42\n") << "one run proves the build, then stop";
+  }
 }
 
 TEST(VerifyFlow, PlantedFaultIsCaughtByTheGate) {
@@ -298,6 +278,7 @@ TEST(VerifyFlow, CandidateOnlyWithoutBase) {
   std::ostringstream out;
   const auto r = verify(o, out);
   EXPECT_EQ(r.exit_code, kVerifyOk) << out.str();
+  EXPECT_EQ(r.json["gate"]["build_sha"], "cccc");  // the gate is the candidate's build: accepted
   EXPECT_TRUE(r.json["baseline"].is_null());
   EXPECT_TRUE(r.json["comparisons"].empty());
   EXPECT_EQ(r.json["results"].size(), 2u);
