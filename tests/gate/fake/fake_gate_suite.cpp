@@ -5,7 +5,7 @@
 //   FAKE_GATE_CRASH=<s> ... abort the process (no JSON report is written)
 // LINA_FAULT_INJECT set (any value): every Fwd test fails, like a perturbed kernel would.
 // FAKE_GATE_SHA=<sha>: the lina build the suite reports (the real suites report their own build,
-// tests/gate/common/gate_build.cpp); unset: it reports none, like a suite built before they did.
+// tests/gate/build_record.cpp); unset: it reports none, like a suite built before they did.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
