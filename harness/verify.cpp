@@ -293,7 +293,6 @@ VerifyOutcome verify(const VerifyOptions& o, std::ostream& out) {
   Side cand{"candidate", cand_exe, {}, {}, {}, {}, {}};
   Side bside{"baseline", base ? base->lina_exe : fs::path(), {}, {}, {}, {}, {}};
   doc["config"]["command"] = quote_argv(run_args(cand_exe, "<json>"));
-  bool gate_build_checked = false;
   for (int r = 0; r < o.rounds; ++r) {
     std::vector<Side*> order = {&cand};
     if (base) order = (r % 2 == 0) ? std::vector<Side*>{&cand, &bside} : std::vector<Side*>{&bside, &cand};
@@ -321,20 +320,17 @@ VerifyOutcome verify(const VerifyOptions& o, std::ostream& out) {
             << " is " << base->sha << " (a baseline must prove which commit it measured)\n";
         return finish(kVerifyBaselineFailed);
       }
-      // The gate judged the kernels it was linked with: they must be the candidate's (checked on the
-      // candidate's first results, which prove its build).
-      if (!is_base && !o.no_gate && !gate_build_checked) {
-        gate_build_checked = true;
-        if (!gate.build_sha || *gate.build_sha != f.git_sha) {
-          const std::string gname = fs::path(gate.suite).filename().string();
-          const std::string why =
-              gate.build_sha ? fmt::format("{} was built from lina {}, but the candidate's results report {}", gname, *gate.build_sha, f.git_sha)
-                             : fmt::format("{} does not report which lina build it was made from (a suite built before the suites recorded it)", gname);
-          out << "lina verify: gate refused: " << why
-              << " (a gate checks the kernels it was linked with: pass the candidate build's suite with --gate-bin)\n";
-          doc["verdict"] = {{"promote", false}, {"label", "gate not of the candidate's build"}, {"reasons", {"gate refused: " + why}}};
-          return finish(kVerifyGateFailed);
-        }
+      // The gate judged the kernels it was linked with: they must be the candidate's, whose results prove
+      // its build (the first candidate run already stops a mismatch).
+      if (!is_base && !o.no_gate && (!gate.build_sha || *gate.build_sha != f.git_sha)) {
+        const std::string gname = fs::path(gate.suite).filename().string();
+        const std::string why =
+            gate.build_sha ? fmt::format("{} was built from lina {}, but the candidate's results report {}", gname, *gate.build_sha, f.git_sha)
+                           : fmt::format("{} does not report which lina build it was made from (a suite built before the suites recorded it)", gname);
+        out << "lina verify: gate refused: " << why
+            << " (a gate checks the kernels it was linked with: pass the candidate build's suite with --gate-bin)\n";
+        doc["verdict"] = {{"promote", false}, {"label", "gate not of the candidate's build"}, {"reasons", {"gate refused: " + why}}};
+        return finish(kVerifyGateFailed);
       }
       absorb(*s, f);
     }
