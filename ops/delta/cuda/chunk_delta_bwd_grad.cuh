@@ -740,6 +740,7 @@ struct GradV3Smem {
   alignas(16) float dO[kC][kP40];
   alignas(16) float vn[kC][kP40];
   alignas(16) float dvn[kC][kP40];
+  alignas(16) float dvn2[kC][kP40];  // dvn's second buffer (pass B loads sub-tile c + 1 during c's products)
   alignas(16) float v[kC][kP40];
   alignas(16) bf16 T[2][kC][72];  // Tinv hi / lo (kh = 1)
   alignas(16) float b[kC][KH + 8];  // KDA: the gate cumsum of the CTA's K half, for the epilogues (pitch: (g, t) float2 reads conflict-free)
@@ -844,19 +845,22 @@ __global__ void __launch_bounds__(kNT, 2) grad_v3_kernel(const Params p) {
   bf16* const Xh = reinterpret_cast<bf16*>(kh == 0 ? &s.v[0][0] : &s.vn[0][0]);  // pass B: v_new's (kh 0) or v's planes
   bf16* const Xl = Xh + kC * kP40;
 
-  // ---- pass A over V: dk_e = v_new dh^T and hd = rowsum(H dh) (16 accumulators per thread)
+  // ---- pass A over V: dk_e = v_new dh^T and hd = rowsum(H dh) (16 accumulators per thread). Sub-tile c + 1's
+  // H, dh and v_new are issued right after sub-tile c's split, so they fly during c's products: H and dh are
+  // dead by then, and v_new alternates between vn's and dO's space (pass A does not read dO).
+  const int nsub = V / kVS;
   {
     float ak[NTK][4] = {};
     float hdsum = 0.f;
+    ld_state(s.H, Hg, 0);
+    ld_state(s.D, Dg, 0);
+    ld_tok(s.vn, p.vn, 0);
+    cuda_util::cp_async_commit();
 #pragma unroll 1
-    for (int c0 = 0; c0 < V; c0 += kVS) {
-      __syncthreads();  // the previous sub-tile is consumed
-      ld_state(s.H, Hg, c0);
-      ld_state(s.D, Dg, c0);
-      ld_tok(s.vn, p.vn, c0);
-      cuda_util::cp_async_commit();
+    for (int it = 0; it < nsub; ++it) {
+      const int c0 = it * kVS;
       cuda_util::cp_async_wait_all();
-      __syncthreads();
+      __syncthreads();  // sub-tile it has landed; it - 1's products are done (planes free)
       if (tid < KH) {  // rowsum(H dh) in fp32
 #pragma unroll
         for (int c = 0; c < kVS; c += 4) {
@@ -866,10 +870,20 @@ __global__ void __launch_bounds__(kNT, 2) grad_v3_kernel(const Params p) {
       }
       split_tile40<KH>(Ph, Pl, s.D, tid);  // dh as hi + lo planes in dvn's space (pass A does not use dvn)
       __syncthreads();
+      if (it + 1 < nsub) {
+        ld_state(s.H, Hg, c0 + kVS);
+        ld_state(s.D, Dg, c0 + kVS);
+        ld_tok(it & 1 ? s.vn : s.dO, p.vn, c0 + kVS);
+      } else {  // pass B's first H and dvn (dvn into dvn2: dh's planes in dvn's space are still being read)
+        ld_state(s.H, Hg, 0);
+        ld_tok(s.dvn2, p.dvn, 0);
+      }
+      cuda_util::cp_async_commit();
+      const float* vt = it & 1 ? &s.dO[0][0] : &s.vn[0][0];
 #pragma unroll
       for (int ks = 0; ks < kVS / 16; ++ks) {
         std::uint32_t ah[4], al[4];
-        frag_a_f32<kP40>(ah, al, &s.vn[0][0], m0, 16 * ks, lane);
+        frag_a_f32<kP40>(ah, al, vt, m0, 16 * ks, lane);
         mma_b_planes<NTK, true>(ak, ah, al, Ph, Pl, kP40, nk0, 16 * ks, lane);
       }
     }
@@ -910,17 +924,43 @@ __global__ void __launch_bounds__(kNT, 2) grad_v3_kernel(const Params p) {
     }
   }
   float aq[NTK][4] = {}, aw[NTK][4] = {}, aX[4][4] = {};  // aX: dAqk (kh 0) or dTv (kh 1)
+  // Sub-tile c + 1's H, dvn and (kh 0) v_new are issued after c's split, as in pass A; dvn alternates between dvn2
+  // and dvn (sub-tile 0's in dvn2 and its H, issued in pass A's last sub-tile). bf16 dO and (kh 1) v: sub-tile
+  // c + 1's raw 8-byte pieces are loaded into registers during c's products and stored as fp32 at the top of
+  // c + 1; other dtypes load at the top.
+  const auto al8 = [](const void* x) { return (reinterpret_cast<std::uintptr_t>(x) & 7) == 0; };
+  const bool dob = p.do_t == 2 && al8(p.d_o), vb = kh == 1 && p.v_t == 2 && al8(p.v);
+  const auto ld_raw = [&](uint2 (&x)[PU], const void* src, int c0) {
+#pragma unroll
+    for (int u = 0; u < PU; ++u) {
+      const int i = tid + u * kNT, r = i >> 3, c4 = 4 * (i & 7);
+      x[u] = r < Cn ? *reinterpret_cast<const uint2*>(static_cast<const bf16*>(src) + off(r, c0 + c4)) : make_uint2(0u, 0u);
+    }
+  };
+  const auto st_raw = [&](float (*dst)[kP40], const uint2 (&x)[PU]) {
+#pragma unroll
+    for (int u = 0; u < PU; ++u) {
+      const int i = tid + u * kNT, r = i >> 3, c4 = 4 * (i & 7);
+      const float2 a = cuda_util::unpack_bf16(x[u].x), b2 = cuda_util::unpack_bf16(x[u].y);
+      *reinterpret_cast<float4*>(&dst[r][c4]) = make_float4(a.x, a.y, b2.x, b2.y);
+    }
+  };
+  uint2 nxo[PU], nxv[PU];
+  if (dob) ld_raw(nxo, p.d_o, 0);
+  if (vb) ld_raw(nxv, p.v, 0);
 #pragma unroll 1
-  for (int c0 = 0; c0 < V; c0 += kVS) {
+  for (int it = 0; it < nsub; ++it) {
+    const int c0 = it * kVS;
+    const float* dvt = it & 1 ? &s.dvn[0][0] : &s.dvn2[0][0];
     __syncthreads();  // the previous sub-tile (pass A's last one included) is consumed
-    ld_state(s.H, Hg, c0);
-    ld_tok(s.dvn, p.dvn, c0);
-    if (kh == 0) ld_tok(s.vn, p.vn, c0);
+    if (kh == 0 && it == 0) ld_tok(s.vn, p.vn, 0);
     if (p.do_t == 1) ld_tok(s.dO, static_cast<const float*>(p.d_o), c0);
     if (kh == 1 && p.v_t == 1) ld_tok(s.v, static_cast<const float*>(p.v), c0);
     cuda_util::cp_async_commit();
-    const bool rv = kh == 1 && p.v_t != 1;  // v of other dtypes through registers (dO likewise)
-    if (p.do_t != 1 || rv) {
+    if (dob) st_raw(s.dO, nxo);
+    if (vb) st_raw(s.v, nxv);
+    const bool ro = p.do_t != 1 && !dob, rv = kh == 1 && p.v_t != 1 && !vb;  // other dtypes through registers
+    if (ro || rv) {
       float4 xo[PU], xv[PU];
       const auto at = [&](bool on) {
         return [&, on](int u) {
@@ -928,12 +968,12 @@ __global__ void __launch_bounds__(kNT, 2) grad_v3_kernel(const Params p) {
           return on && r < Cn ? off(r, c0 + c4) : i64{-1};
         };
       };
-      load4_batch<PU>(xo, p.d_o, p.do_t, at(p.do_t != 1));
+      load4_batch<PU>(xo, p.d_o, p.do_t, at(ro));
       load4_batch<PU>(xv, p.v, p.v_t, at(rv));
 #pragma unroll
       for (int u = 0; u < PU; ++u) {
         const int i = tid + u * kNT, r = i >> 3, c4 = 4 * (i & 7);
-        if (p.do_t != 1) *reinterpret_cast<float4*>(&s.dO[r][c4]) = xo[u];
+        if (ro) *reinterpret_cast<float4*>(&s.dO[r][c4]) = xo[u];
         if (rv) *reinterpret_cast<float4*>(&s.v[r][c4]) = xv[u];
       }
     }
@@ -942,13 +982,21 @@ __global__ void __launch_bounds__(kNT, 2) grad_v3_kernel(const Params p) {
     split_tile40<KH>(Qh, Ql, s.H, tid);  // H as hi + lo planes in dh's space (pass B does not use dh)
     split_tile40<kC>(Xh, Xl, kh == 0 ? s.vn : s.v, tid);  // v_new (kh 0) in v's space, v (kh 1) in v_new's
     __syncthreads();
+    if (it + 1 < nsub) {  // H and v_new (kh 0) are split, the other dvn buffer was read by sub-tile it - 1
+      ld_state(s.H, Hg, c0 + kVS);
+      ld_tok(it & 1 ? s.dvn2 : s.dvn, p.dvn, c0 + kVS);
+      if (kh == 0) ld_tok(s.vn, p.vn, c0 + kVS);
+      cuda_util::cp_async_commit();
+      if (dob) ld_raw(nxo, p.d_o, c0 + kVS);
+      if (vb) ld_raw(nxv, p.v, c0 + kVS);
+    }
 #pragma unroll
     for (int ks = 0; ks < kVS / 16; ++ks) {
       std::uint32_t ah[4], al[4];
       frag_a_f32<kP40>(ah, al, &s.dO[0][0], m0, 16 * ks, lane);
       mma_b_planes<NTK, true>(aq, ah, al, Qh, Ql, kP40, nk0, 16 * ks, lane);  // dq_e += dO H^T
       if (kh == 0) mma_b_planes<4, true>(aX, ah, al, Xh, Xl, kP40, n64, 16 * ks, lane);  // dAqk += dO v_new^T
-      frag_a_f32<kP40>(ah, al, &s.dvn[0][0], m0, 16 * ks, lane);
+      frag_a_f32<kP40>(ah, al, dvt, m0, 16 * ks, lane);
       mma_b_planes<NTK, true>(aw, ah, al, Qh, Ql, kP40, nk0, 16 * ks, lane);  // dw += dvn H^T
       if (kh == 1) mma_b_planes<4, true>(aX, ah, al, Xh, Xl, kP40, n64, 16 * ks, lane);  // dTv += dvn v^T
     }
@@ -961,7 +1009,7 @@ __global__ void __launch_bounds__(kNT, 2) grad_v3_kernel(const Params p) {
         cuda_util::ldsm_frag_a_trans(al, &s.T[1][0][0], 72, m0, ks * 16, lane);
 #pragma unroll
         for (int nt = 0; nt < 2; ++nt) {
-          frag_b_kn_f32<kP40>(b, &s.dvn[0][0], 16 * ks, nv0 + 8 * nt, lane);
+          frag_b_kn_f32<kP40>(b, dvt, 16 * ks, nv0 + 8 * nt, lane);
           mma_split_b4(acc[nt], ah, al, b);
         }
       }
