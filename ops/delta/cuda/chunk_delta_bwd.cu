@@ -312,8 +312,9 @@ __device__ __forceinline__ void store_split(bf16* hi, bf16* lo, const float (&ac
 
 // acc (NT n8 tiles at n0) += A Y for one k16 step (columns k0 ..): A as hi + lo fragments; Y from the hi + lo
 // planes (pitch ldb) of a row-major [k][n] tile, or (TB) Y^T from those of a row-major [n][k] tile; the lo x lo
-// term is dropped.
-template <int NT, bool TB>
+// term is dropped. AExact: A is exactly bf16 (a bf16 input), so its lo term is zero and is skipped (al unread;
+// the same sums as the three-term form with al = 0).
+template <int NT, bool TB, bool AExact = false>
 __device__ __forceinline__ void mma_b_planes(float (&acc)[NT][4], const std::uint32_t (&ah)[4], const std::uint32_t (&al)[4],
                                              const bf16* yh, const bf16* yl, int ldb, int n0, int k0, int lane) {
   static_assert(NT % 2 == 0, "n8 tiles come in pairs");
@@ -327,8 +328,15 @@ __device__ __forceinline__ void mma_b_planes(float (&acc)[NT][4], const std::uin
       cuda_util::ldsm_frag_b_kn(bh, yh, ldb, k0, n0 + 16 * np, lane);
       cuda_util::ldsm_frag_b_kn(bl, yl, ldb, k0, n0 + 16 * np, lane);
     }
-    cuda_util::mma_bf16_16816_split(acc[2 * np], ah, al, bh[0], bh[1], bl[0], bl[1]);
-    cuda_util::mma_bf16_16816_split(acc[2 * np + 1], ah, al, bh[2], bh[3], bl[2], bl[3]);
+    if constexpr (AExact) {
+      cuda_util::mma_bf16_16816(acc[2 * np], ah, bl[0], bl[1]);
+      cuda_util::mma_bf16_16816(acc[2 * np], ah, bh[0], bh[1]);
+      cuda_util::mma_bf16_16816(acc[2 * np + 1], ah, bl[2], bl[3]);
+      cuda_util::mma_bf16_16816(acc[2 * np + 1], ah, bh[2], bh[3]);
+    } else {
+      cuda_util::mma_bf16_16816_split(acc[2 * np], ah, al, bh[0], bh[1], bl[0], bl[1]);
+      cuda_util::mma_bf16_16816_split(acc[2 * np + 1], ah, al, bh[2], bh[3], bl[2], bl[3]);
+    }
   }
 }
 

@@ -926,8 +926,13 @@ __global__ void __launch_bounds__(kNT, 2) grad_v3_kernel(const Params p) {
   float aq[NTK][4] = {}, aw[NTK][4] = {}, aX[4][4] = {};  // aX: dAqk (kh 0) or dTv (kh 1)
   // Sub-tile c + 1's H, dvn and (kh 0) v_new are issued after c's split, as in pass A; dvn alternates between dvn2
   // and dvn (sub-tile 0's in dvn2 and its H, issued in pass A's last sub-tile). bf16 dO and (kh 1) v: sub-tile
-  // c + 1's raw 8-byte pieces are loaded into registers during c's products and stored as fp32 at the top of
-  // c + 1; other dtypes load at the top.
+  // c + 1's raw 8-byte pieces are loaded into registers during c's products and stored at the top of c + 1;
+  // other dtypes load at the top. dO is kept as bf16 hi + lo planes in its fp32 tile's space (A fragments by
+  // ldmatrix, split once per CTA instead of per warp); bf16 dO is its own hi plane, and its products skip the
+  // zero lo term.
+  bf16* const Oh = reinterpret_cast<bf16*>(&s.dO[0][0]);
+  bf16* const Ol = Oh + kC * kP40;
+  static_assert(sizeof(S::dO) >= 2 * kC * kP40 * sizeof(bf16), "grad_v3: dO's space holds its hi + lo planes");
   const auto al8 = [](const void* x) { return (reinterpret_cast<std::uintptr_t>(x) & 7) == 0; };
   const bool dob = p.do_t == 2 && al8(p.d_o), vb = kh == 1 && p.v_t == 2 && al8(p.v);
   const auto ld_raw = [&](uint2 (&x)[PU], const void* src, int c0) {
@@ -954,12 +959,17 @@ __global__ void __launch_bounds__(kNT, 2) grad_v3_kernel(const Params p) {
     const float* dvt = it & 1 ? &s.dvn[0][0] : &s.dvn2[0][0];
     __syncthreads();  // the previous sub-tile (pass A's last one included) is consumed
     if (kh == 0 && it == 0) ld_tok(s.vn, p.vn, 0);
-    if (p.do_t == 1) ld_tok(s.dO, static_cast<const float*>(p.d_o), c0);
     if (kh == 1 && p.v_t == 1) ld_tok(s.v, static_cast<const float*>(p.v), c0);
     cuda_util::cp_async_commit();
-    if (dob) st_raw(s.dO, nxo);
+    if (dob) {
+#pragma unroll
+      for (int u = 0; u < PU; ++u) {
+        const int i = tid + u * kNT, r = i >> 3, c4 = 4 * (i & 7);
+        *reinterpret_cast<uint2*>(Oh + r * kP40 + c4) = nxo[u];
+      }
+    }
     if (vb) st_raw(s.v, nxv);
-    const bool ro = p.do_t != 1 && !dob, rv = kh == 1 && p.v_t != 1 && !vb;  // other dtypes through registers
+    const bool ro = !dob, rv = kh == 1 && p.v_t != 1 && !vb;  // other dtypes through registers
     if (ro || rv) {
       float4 xo[PU], xv[PU];
       const auto at = [&](bool on) {
@@ -973,7 +983,7 @@ __global__ void __launch_bounds__(kNT, 2) grad_v3_kernel(const Params p) {
 #pragma unroll
       for (int u = 0; u < PU; ++u) {
         const int i = tid + u * kNT, r = i >> 3, c4 = 4 * (i & 7);
-        if (ro) *reinterpret_cast<float4*>(&s.dO[r][c4]) = xo[u];
+        if (ro) st_split4(Oh, Ol, r * kP40 + c4, xo[u]);
         if (rv) *reinterpret_cast<float4*>(&s.v[r][c4]) = xv[u];
       }
     }
@@ -990,16 +1000,22 @@ __global__ void __launch_bounds__(kNT, 2) grad_v3_kernel(const Params p) {
       if (dob) ld_raw(nxo, p.d_o, c0 + kVS);
       if (vb) ld_raw(nxv, p.v, c0 + kVS);
     }
+    const auto products = [&](auto exact_do) {
+      constexpr bool EO = decltype(exact_do)::value;
 #pragma unroll
-    for (int ks = 0; ks < kVS / 16; ++ks) {
-      std::uint32_t ah[4], al[4];
-      frag_a_f32<kP40>(ah, al, &s.dO[0][0], m0, 16 * ks, lane);
-      mma_b_planes<NTK, true>(aq, ah, al, Qh, Ql, kP40, nk0, 16 * ks, lane);  // dq_e += dO H^T
-      if (kh == 0) mma_b_planes<4, true>(aX, ah, al, Xh, Xl, kP40, n64, 16 * ks, lane);  // dAqk += dO v_new^T
-      frag_a_f32<kP40>(ah, al, dvt, m0, 16 * ks, lane);
-      mma_b_planes<NTK, true>(aw, ah, al, Qh, Ql, kP40, nk0, 16 * ks, lane);  // dw += dvn H^T
-      if (kh == 1) mma_b_planes<4, true>(aX, ah, al, Xh, Xl, kP40, n64, 16 * ks, lane);  // dTv += dvn v^T
-    }
+      for (int ks = 0; ks < kVS / 16; ++ks) {
+        std::uint32_t ah[4], al[4];
+        cuda_util::ldsm_frag_a(ah, Oh, kP40, m0, 16 * ks, lane);
+        if constexpr (!EO) cuda_util::ldsm_frag_a(al, Ol, kP40, m0, 16 * ks, lane);
+        mma_b_planes<NTK, true, EO>(aq, ah, al, Qh, Ql, kP40, nk0, 16 * ks, lane);  // dq_e += dO H^T
+        if (kh == 0) mma_b_planes<4, true, EO>(aX, ah, al, Xh, Xl, kP40, n64, 16 * ks, lane);  // dAqk += dO v_new^T
+        frag_a_f32<kP40>(ah, al, dvt, m0, 16 * ks, lane);
+        mma_b_planes<NTK, true>(aw, ah, al, Qh, Ql, kP40, nk0, 16 * ks, lane);  // dw += dvn H^T
+        if (kh == 1) mma_b_planes<4, true>(aX, ah, al, Xh, Xl, kP40, n64, 16 * ks, lane);  // dTv += dvn v^T
+      }
+    };
+    if (dob) products(std::true_type{});
+    else products(std::false_type{});
     if (kh == 1) {  // dvb = Tinv^T dvn (rows r only meet m >= r); dv = dvb beta; dbeta += rowsum(dvb v)
       float acc[2][4] = {};
 #pragma unroll 1
