@@ -312,23 +312,29 @@ __device__ __forceinline__ void store_split(bf16* hi, bf16* lo, const float (&ac
 
 // acc (NT n8 tiles at n0) += A Y for one k16 step (columns k0 ..): A as hi + lo fragments; Y from the hi + lo
 // planes (pitch ldb) of a row-major [k][n] tile, or (TB) Y^T from those of a row-major [n][k] tile; the lo x lo
-// term is dropped. AExact: A is exactly bf16 (a bf16 input), so its lo term is zero and is skipped (al unread;
-// the same sums as the three-term form with al = 0).
-template <int NT, bool TB, bool AExact = false>
+// term is dropped. AExact / BExact: A / Y is exactly bf16 (a bf16 input), so its lo term is zero and is skipped
+// (al / the lo plane unread; the same sums as the three-term form with that lo = 0).
+template <int NT, bool TB, bool AExact = false, bool BExact = false>
 __device__ __forceinline__ void mma_b_planes(float (&acc)[NT][4], const std::uint32_t (&ah)[4], const std::uint32_t (&al)[4],
                                              const bf16* yh, const bf16* yl, int ldb, int n0, int k0, int lane) {
   static_assert(NT % 2 == 0, "n8 tiles come in pairs");
 #pragma unroll
   for (int np = 0; np < NT / 2; ++np) {
     std::uint32_t bh[4], bl[4];
+    static_assert(!(AExact && BExact), "one exact operand at most");
     if constexpr (TB) {
       cuda_util::ldsm_frag_b_nk(bh, yh, ldb, n0 + 16 * np, k0, lane);
-      cuda_util::ldsm_frag_b_nk(bl, yl, ldb, n0 + 16 * np, k0, lane);
+      if constexpr (!BExact) cuda_util::ldsm_frag_b_nk(bl, yl, ldb, n0 + 16 * np, k0, lane);
     } else {
       cuda_util::ldsm_frag_b_kn(bh, yh, ldb, k0, n0 + 16 * np, lane);
-      cuda_util::ldsm_frag_b_kn(bl, yl, ldb, k0, n0 + 16 * np, lane);
+      if constexpr (!BExact) cuda_util::ldsm_frag_b_kn(bl, yl, ldb, k0, n0 + 16 * np, lane);
     }
-    if constexpr (AExact) {
+    if constexpr (BExact) {
+      cuda_util::mma_bf16_16816(acc[2 * np], al, bh[0], bh[1]);
+      cuda_util::mma_bf16_16816(acc[2 * np], ah, bh[0], bh[1]);
+      cuda_util::mma_bf16_16816(acc[2 * np + 1], al, bh[2], bh[3]);
+      cuda_util::mma_bf16_16816(acc[2 * np + 1], ah, bh[2], bh[3]);
+    } else if constexpr (AExact) {
       cuda_util::mma_bf16_16816(acc[2 * np], ah, bl[0], bl[1]);
       cuda_util::mma_bf16_16816(acc[2 * np], ah, bh[0], bh[1]);
       cuda_util::mma_bf16_16816(acc[2 * np + 1], ah, bl[2], bl[3]);

@@ -950,6 +950,9 @@ __global__ void __launch_bounds__(kNT, 2) grad_v3_kernel(const Params p) {
       *reinterpret_cast<float4*>(&dst[r][c4]) = make_float4(a.x, a.y, b2.x, b2.y);
     }
   };
+  // the products' two forms (two, not three: a third spilled): bf16 dO and, in kh 1, bf16 v skip their zero lo
+  // terms; any other mix takes the three-term form (bf16 dO then gets a zero lo plane)
+  const bool exact = dob && (kh == 0 || p.v_t == 2);
   uint2 nxo[PU], nxv[PU];
   if (dob) ld_raw(nxo, p.d_o, 0);
   if (vb) ld_raw(nxv, p.v, 0);
@@ -966,6 +969,7 @@ __global__ void __launch_bounds__(kNT, 2) grad_v3_kernel(const Params p) {
       for (int u = 0; u < PU; ++u) {
         const int i = tid + u * kNT, r = i >> 3, c4 = 4 * (i & 7);
         *reinterpret_cast<uint2*>(Oh + r * kP40 + c4) = nxo[u];
+        if (!exact) *reinterpret_cast<uint2*>(Ol + r * kP40 + c4) = make_uint2(0u, 0u);
       }
     }
     if (vb) st_raw(s.v, nxv);
@@ -1000,8 +1004,8 @@ __global__ void __launch_bounds__(kNT, 2) grad_v3_kernel(const Params p) {
       if (dob) ld_raw(nxo, p.d_o, c0 + kVS);
       if (vb) ld_raw(nxv, p.v, c0 + kVS);
     }
-    const auto products = [&](auto exact_do) {
-      constexpr bool EO = decltype(exact_do)::value;
+    const auto products = [&](auto exact_do, auto exact_v) {  // exact_v: kh 1's v is bf16 (its lo plane is zero)
+      constexpr bool EO = decltype(exact_do)::value, EV = decltype(exact_v)::value;
 #pragma unroll
       for (int ks = 0; ks < kVS / 16; ++ks) {
         std::uint32_t ah[4], al[4];
@@ -1011,11 +1015,11 @@ __global__ void __launch_bounds__(kNT, 2) grad_v3_kernel(const Params p) {
         if (kh == 0) mma_b_planes<4, true, EO>(aX, ah, al, Xh, Xl, kP40, n64, 16 * ks, lane);  // dAqk += dO v_new^T
         frag_a_f32<kP40>(ah, al, dvt, m0, 16 * ks, lane);
         mma_b_planes<NTK, true>(aw, ah, al, Qh, Ql, kP40, nk0, 16 * ks, lane);  // dw += dvn H^T
-        if (kh == 1) mma_b_planes<4, true>(aX, ah, al, Xh, Xl, kP40, n64, 16 * ks, lane);  // dTv += dvn v^T
+        if (kh == 1) mma_b_planes<4, true, false, EV>(aX, ah, al, Xh, Xl, kP40, n64, 16 * ks, lane);  // dTv += dvn v^T
       }
     };
-    if (dob) products(std::true_type{});
-    else products(std::false_type{});
+    if (exact) products(std::true_type{}, std::true_type{});
+    else products(std::false_type{}, std::false_type{});
     if (kh == 1) {  // dvb = Tinv^T dvn (rows r only meet m >= r); dv = dvb beta; dbeta += rowsum(dvb v)
       float acc[2][4] = {};
 #pragma unroll 1
