@@ -86,6 +86,9 @@ struct Params {
   float lower_bound, beta_mult;
   int fuse_gate;  // the given gate (no in-kernel activation): grad_k_v2 writes dg and dbeta; post_gate does not run
   int fuse_qk;  // G == 1: grad_k_v2 applies post_qk (the l2norm backward) itself; post_qk does not run
+  int qk_inline;  // fuse_qk with bf16 q / k: chunk_prep_v2 and grad_k_v2 normalise their q / k rows themselves
+                  // (InlineQkRows), prep_qk does not run and qn / kn are not allocated
+  int qk_v2;      // the vectorised prep_qk_v2 / post_qk_v2 run (dq, dk 16-byte aligned; LINA_DELTA_BWD_QK)
   int safe;  // KDA safe_gate with lower_bound >= -5: chunk_prep_v2's diagonal blocks through their middle row
   // fp32 scratch
   float *qn, *kn, *rq, *rk;   // [R,H,K], [R,H]
@@ -426,6 +429,94 @@ __device__ __forceinline__ ChunkImage<K>& chunk_image(const Params& p, int gidx,
 
 // A on tensor cores: chunk_prep_v2. Its own file, so that stage A and the state passes change
 // independently.
+// bf16 q / k rows of a chunk as fp32 tiles [64][P], l2-normalised (or copied) as prep_qk_v2 does, for the chunk
+// kernels where prep_qk does not run (Params::qk_inline). The thread's 16-byte pieces come into registers
+// either by issue() (global loads, in flight with the caller's other loads: chunk_prep_v2, then store()) or by
+// stage() (cp.async into a staging area the caller has free: grad_k_v2, whose registers are short, then
+// store_staged() by the same thread); each piece's row has its squares summed over the PR threads that hold it
+// (shuffles), is scaled and written; padded rows are zeros. Both kernels run this same code on the same
+// rows, so their q_n / k_n agree bit for bit; chunk_prep_v2 also writes the inverse norms (rq, rk) for
+// grad_k_v2's fused l2norm backward.
+template <int K>
+struct InlineQkRows {
+  static constexpr int PR = K / 8, NU = kC * PR / kNT;  // threads per row, pieces per thread
+  static_assert(NU * kNT == kC * PR && 32 % PR == 0, "whole rows per warp");
+  uint4 xq[NU], xk[NU];
+  __device__ __forceinline__ void issue(const Params& p, i64 t0, int Cn, int h, int tid) {
+#pragma unroll
+    for (int u = 0; u < NU; ++u) {
+      const int i = tid + u * kNT, r = i / PR, c8 = 8 * (i % PR);
+      const i64 src = ((t0 + r) * p.H + h) * K + c8;
+      xq[u] = r < Cn ? *reinterpret_cast<const uint4*>(static_cast<const bf16*>(p.q) + src) : make_uint4(0u, 0u, 0u, 0u);
+      xk[u] = r < Cn ? *reinterpret_cast<const uint4*>(static_cast<const bf16*>(p.k) + src) : make_uint4(0u, 0u, 0u, 0u);
+    }
+  }
+  // staging: [2][64][K] bf16 (q rows, then k rows)
+  __device__ __forceinline__ static void stage(const Params& p, bf16* stg, i64 t0, int Cn, int h, int tid) {
+#pragma unroll
+    for (int u = 0; u < NU; ++u) {
+      const int i = tid + u * kNT, r = i / PR, c8 = 8 * (i % PR);
+      const i64 src = ((t0 + min(r, Cn - 1)) * p.H + h) * K + c8;
+      cuda_util::cp_async16(stg + r * K + c8, static_cast<const bf16*>(p.q) + src, r < Cn);
+      cuda_util::cp_async16(stg + (kC + r) * K + c8, static_cast<const bf16*>(p.k) + src, r < Cn);
+    }
+  }
+  // grad_k_v2: this thread's staged pieces (its own cp.async: visible to it after its wait), one at a time (a
+  // rolled loop: that kernel's code is at the instruction cache's size)
+  template <int P>
+  __device__ __forceinline__ static void store_staged(const Params& p, const bf16* stg, float (*qs)[P], float (*ks)[P], i64 t0,
+                                                      int Cn, int h, int tid) {
+#pragma unroll 1
+    for (int u = 0; u < NU; ++u) {
+      const int i = tid + u * kNT, r = i / PR, c8 = 8 * (i % PR);
+      store_piece(p, qs, ks, *reinterpret_cast<const uint4*>(stg + r * K + c8),
+                  *reinterpret_cast<const uint4*>(stg + (kC + r) * K + c8), t0, Cn, h, r, c8, false);
+    }
+  }
+  // chunk_prep_v2: the pieces issue() loaded
+  template <int P>
+  __device__ __forceinline__ void store(const Params& p, float (*qs)[P], float (*ks)[P], i64 t0, int Cn, int h, int tid,
+                                        bool write_r) const {
+#pragma unroll
+    for (int u = 0; u < NU; ++u) {
+      const int i = tid + u * kNT;
+      store_piece(p, qs, ks, xq[u], xk[u], t0, Cn, h, i / PR, 8 * (i % PR), write_r);
+    }
+  }
+  // one 8-element piece of row r of q and of k: the row's sums of squares over its PR threads, the scaled
+  // pieces into the tiles
+  template <int P>
+  __device__ __forceinline__ static void store_piece(const Params& p, float (*qs)[P], float (*ks)[P], uint4 pq, uint4 pk,
+                                                     i64 t0, int Cn, int h, int r, int c8, bool write_r) {
+    const std::uint32_t wq[4] = {pq.x, pq.y, pq.z, pq.w}, wk[4] = {pk.x, pk.y, pk.z, pk.w};
+    float fq[8], fk[8], sq = 0.f, sk = 0.f;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float2 a = cuda_util::unpack_bf16(wq[e]), b = cuda_util::unpack_bf16(wk[e]);
+      fq[2 * e] = a.x, fq[2 * e + 1] = a.y, fk[2 * e] = b.x, fk[2 * e + 1] = b.y;
+    }
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      sq += fq[e] * fq[e];
+      sk += fk[e] * fk[e];
+    }
+#pragma unroll
+    for (int o = PR / 2; o > 0; o >>= 1) {
+      sq += __shfl_xor_sync(0xffffffffu, sq, o);
+      sk += __shfl_xor_sync(0xffffffffu, sk, o);
+    }
+    const float rq = p.l2norm ? rsqrtf(sq + 1e-6f) : 1.f, rk = p.l2norm ? rsqrtf(sk + 1e-6f) : 1.f;
+    *reinterpret_cast<float4*>(&qs[r][c8]) = make_float4(fq[0] * rq, fq[1] * rq, fq[2] * rq, fq[3] * rq);
+    *reinterpret_cast<float4*>(&qs[r][c8 + 4]) = make_float4(fq[4] * rq, fq[5] * rq, fq[6] * rq, fq[7] * rq);
+    *reinterpret_cast<float4*>(&ks[r][c8]) = make_float4(fk[0] * rk, fk[1] * rk, fk[2] * rk, fk[3] * rk);
+    *reinterpret_cast<float4*>(&ks[r][c8 + 4]) = make_float4(fk[4] * rk, fk[5] * rk, fk[6] * rk, fk[7] * rk);
+    if (write_r && c8 == 0 && r < Cn) {
+      p.rq[(t0 + r) * p.H + h] = rq;
+      p.rk[(t0 + r) * p.H + h] = rk;
+    }
+  }
+};
+
 #include "ops/delta/cuda/chunk_delta_bwd_prep.cuh"
 
 // The block of a state pass: its 64-column V tile, value head and sequence.
@@ -1025,6 +1116,24 @@ int qk_variant() {
 
 bool aligned16(const void* ptr) { return (reinterpret_cast<std::uintptr_t>(ptr) & 15u) == 0; }
 
+// Which element-wise stages fold into the chunk kernels; decided before the scratch is sized (qk_inline
+// leaves qn / kn out of it).
+void choose_fusions(Params& prm) {
+  // the v2 element-wise kernels use vector loads / stores of q, k, dq, dk (K / 32 elements per lane); q, k
+  // (and v, g) are 16-byte aligned by the front door's require_aligned16, the outputs may not be
+  prm.qk_v2 = qk_variant() == 0 && aligned16(prm.dq) && aligned16(prm.dk);
+  const bool simt = simt_chunk_kernels();
+  // post_qk's work moves into grad_k_v2's tail where one value head owns each q/k head (no GVA sum) and
+  // post_qk_v2 would run; not with the SIMT chunk kernels
+  prm.fuse_qk = prm.G == 1 && prm.qk_v2 && !simt;
+  // and prep_qk's into chunk_prep_v2 and grad_k_v2 where q and k are bf16 (their 16-byte row pieces)
+  prm.qk_inline = prm.fuse_qk && prm.qk_t == 2;
+  // post_gate's work moves there too when the gate is given (dg is the reverse cumsum itself; dbeta's
+  // sigmoid backward from beta after the sigmoid) and no dA_log / ddt_bias partials are wanted
+  prm.fuse_gate = prm.gate_mode == kGateGiven && !prm.dA_log && !prm.ddt && !simt &&
+                  (!prm.kda || prm.dg_t == 1 || prm.dg_t == 2);
+}
+
 template <int K>
 void run_pipeline(Params prm, int total_chunks, cudaStream_t st) {
   using S = SmemSize<K>;
@@ -1043,21 +1152,13 @@ void run_pipeline(Params prm, int total_chunks, cudaStream_t st) {
     names.push_back(name);
   };
   mark("start");
-  // the v2 element-wise kernels use vector loads / stores of q, k, dq, dk (K / 32 elements per lane); q, k
-  // (and v, g) are 16-byte aligned by the front door's require_aligned16, the outputs may not be
-  const bool qk_v2 = qk_variant() == 0 && aligned16(prm.dq) && aligned16(prm.dk);
-  const bool simt = simt_chunk_kernels();
-  // post_qk's work moves into grad_k_v2's tail where one value head owns each q/k head (no GVA sum) and
-  // post_qk_v2 would run; not with the SIMT chunk kernels
-  prm.fuse_qk = prm.G == 1 && qk_v2 && !simt;
-  // post_gate's work moves there too when the gate is given (dg is the reverse cumsum itself; dbeta's
-  // sigmoid backward from beta after the sigmoid) and no dA_log / ddt_bias partials are wanted
-  prm.fuse_gate = prm.gate_mode == kGateGiven && !prm.dA_log && !prm.ddt && !simt &&
-                  (!prm.kda || prm.dg_t == 1 || prm.dg_t == 2);
-  if (qk_v2)
-    launch(prep_qk_v2_kernel<K>, warps(prm.R * prm.H), 256, 0, st, prm, "delta_bwd prep_qk");
-  else
-    launch(prep_qk_kernel, warps(prm.R * prm.H), 256, 0, st, prm, "delta_bwd prep_qk");
+  const bool qk_v2 = prm.qk_v2 != 0, simt = simt_chunk_kernels();
+  if (!prm.qk_inline) {
+    if (qk_v2)
+      launch(prep_qk_v2_kernel<K>, warps(prm.R * prm.H), 256, 0, st, prm, "delta_bwd prep_qk");
+    else
+      launch(prep_qk_kernel, warps(prm.R * prm.H), 256, 0, st, prm, "delta_bwd prep_qk");
+  }
   mark("prep_qk");
   // chunk_prep_v2 (two CTAs per SM, fragments built in registers, 3xTF32 merges): on the H200 2.74 ms
   // against the first tensor-core chunk_prep's 6.98 ms at KDA B1_T8192_H96_D128 and 0.109 against the
@@ -1099,12 +1200,12 @@ void run_pipeline(Params prm, int total_chunks, cudaStream_t st) {
   else
     launch(grad_k_v2_kernel<K, DiagExact>, chunk_grid, kNT, grad_k_v2_smem<K>(), st, prm, "delta_bwd grad_k");
   mark("grad_k");
-  if (prm.fuse_qk)
-    ;  // done by grad_k_v2
-  else if (qk_v2)
-    launch(post_qk_v2_kernel<K>, warps(prm.R * prm.H), 256, 0, st, prm, "delta_bwd post_qk");
-  else
-    launch(post_qk_kernel, warps(prm.R * prm.H), 256, 0, st, prm, "delta_bwd post_qk");
+  if (!prm.fuse_qk) {  // else done by grad_k_v2
+    if (qk_v2)
+      launch(post_qk_v2_kernel<K>, warps(prm.R * prm.H), 256, 0, st, prm, "delta_bwd post_qk");
+    else
+      launch(post_qk_kernel, warps(prm.R * prm.H), 256, 0, st, prm, "delta_bwd post_qk");
+  }
   mark("post_qk");
   if (!prm.fuse_gate) launch(post_gate_kernel, warps(prm.R * prm.HV), 256, 0, st, prm, "delta_bwd post_gate");
   mark("post_gate");
@@ -1219,7 +1320,9 @@ RunInfo backward(const Problem& p, const DeltaRuleArgs& a, const AttentionGradIn
   // fp32 scratch, carved from one allocation
   const i64 R = prm.R, H = p.H, HV = p.HV, K = p.K, V = p.V, Kg = prm.Kg, NT = total_chunks;
   const i64 img_floats = NT * HV * static_cast<i64>(K == 64 ? sizeof(ChunkImage<64>) : sizeof(ChunkImage<128>)) / 4;
-  const i64 sizes[] = {R * H * K, R * H * K, R * H, R * H,       // qn kn rq rk
+  choose_fusions(prm);
+  const i64 qkn = prm.qk_inline ? 0 : R * H * K;
+  const i64 sizes[] = {qkn, qkn, R * H, R * H,                   // qn kn rq rk
                        R * HV * Kg, R * HV,                      // b bt
                        R * HV * kC, R * HV * V, img_floats,      // Tinv vn img
                        NT * HV * K * V, NT * HV * K * V,         // Hs dHs

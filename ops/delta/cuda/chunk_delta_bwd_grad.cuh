@@ -396,14 +396,20 @@ __global__ void __launch_bounds__(kNT, 1) grad_k_v2_kernel(const Params p) {
   const auto row = [&](int r) { return (t0 + r) * p.HV + hv; };
   const bool kda = p.kda != 0;
 
-  // ---- every load at once. cp.async: q, k (zero past Cn), KDA b (rows past Cn = the last valid
-  // row), dAqk and dTv (zero past Cn).
+  // ---- every load at once. cp.async: q, k (zero past Cn; qk_inline: the bf16 rows into r2's space, free until
+  // kgb, normalised into the tiles by the thread that staged them before the first barrier), KDA b (rows past
+  // Cn = the last valid row), dAqk and dTv (zero past Cn).
+  static_assert(sizeof(typename S::R2) >= 2 * kC * K * sizeof(bf16), "grad_k_v2: r2 holds the q / k staging");
+  bf16* const qk_stage = reinterpret_cast<bf16*>(&s.r2);
+  if (p.qk_inline) InlineQkRows<K>::stage(p, qk_stage, t0, Cn, h, tid);
 #pragma unroll 4
   for (int i = tid; i < kC * QV; i += kNT) {
     const int r = i / QV, c4 = 4 * (i % QV), rc = min(r, Cn - 1);
-    const i64 src = ((t0 + rc) * p.H + h) * K + c4;
-    cuda_util::cp_async16(&s.q[r][c4], p.qn + src, r < Cn);
-    cuda_util::cp_async16(&s.k[r][c4], p.kn + src, r < Cn);
+    if (!p.qk_inline) {
+      const i64 src = ((t0 + rc) * p.H + h) * K + c4;
+      cuda_util::cp_async16(&s.q[r][c4], p.qn + src, r < Cn);
+      cuda_util::cp_async16(&s.k[r][c4], p.kn + src, r < Cn);
+    }
     if (kda) cuda_util::cp_async16(&s.b[r][c4], p.b + row(rc) * K + c4, true);
   }
 #pragma unroll 4
@@ -468,6 +474,7 @@ __global__ void __launch_bounds__(kNT, 1) grad_k_v2_kernel(const Params p) {
     }
   }
   cuda_util::cp_async_wait_all();
+  if (p.qk_inline) InlineQkRows<K>::store_staged(p, qk_stage, s.q, s.k, t0, Cn, h, tid);
   __syncthreads();
   if (tid < K) s.bL[tid] = s.b[Cn - 1][tid];  // read in the tail, after several barriers
   // kgb = k e^b (GDN: b is the broadcast scalar cumsum)

@@ -120,8 +120,12 @@ __global__ void __launch_bounds__(kNT, 2) chunk_prep_v2_kernel(const Params p) {
   const int Cn = ci.Cn;
   ChunkImage<K>& img = chunk_image<K>(p, ci.gidx, hv);
 
-  // ---- loads: q, k (fp32 scratch rows, cp.async, zero-filled past Cn), beta, raw gate
-  {
+  // ---- loads: q, k (fp32 scratch rows, cp.async, zero-filled past Cn; or qk_inline: the bf16 rows into
+  // registers, normalised into the tiles below), beta, raw gate
+  InlineQkRows<K> qkr;
+  if (p.qk_inline) {
+    qkr.issue(p, t0, Cn, h, tid);
+  } else {
     constexpr int QV = K / 4;  // 16-byte pieces per row
 #pragma unroll 4
     for (int i = tid; i < kC * QV; i += kNT) {
@@ -147,6 +151,7 @@ __global__ void __launch_bounds__(kNT, 2) chunk_prep_v2_kernel(const Params p) {
   cuda_util::cp_async_commit();
   float bt = 0.f;
   if (tid < kC && tid < Cn) bt = load_as_float(p.beta, p.beta_t, (t0 + tid) * p.HV + hv);
+  if (p.qk_inline) qkr.store(p, s.r1.q, s.r2.k, t0, Cn, h, tid, true);  // read after the barrier below
   const float decay_a = (p.gate_mode != kGateGiven && p.has_A_log) ? __expf(p.A_log[hv]) : 1.f;
   if (p.kda) {
     // column c = tid / NS in NS row segments of RR rows held by adjacent lanes
