@@ -2,7 +2,8 @@
 //
 // The CPU chunked backward (ops/delta/cpu_kernels.cpp, spec 4.2 / 4.3) as a pipeline of kernels with
 // fp32 global scratch between them (tensor cores in A-D2; the SIMT grad_v / grad_k stay as fallbacks):
-//   P  prep_qk      per (token, q/k head): l2norm (fp32) -> qn, kn, rstd
+//   P  prep_qk      per (token, q/k head): l2norm (fp32) -> qn, kn, rstd; not launched where A and D2
+//                   normalise their bf16 q / k rows themselves (Params::qk_inline, InlineQkRows)
 //   A  chunk_prep   per (chunk, value head): gate activation + chunk cumsum b, beta sigmoid, Aqk, L,
 //                   Tinv = (I+L)^-1, w = Tinv (k e^b beta), u = Tinv (v beta); w, kg, qg, Aqk, e^bL as
 //                   the state passes' shared-memory images (ChunkImage)

@@ -730,11 +730,12 @@ __global__ void post_qk_v2_kernel(const Params p) {
 // D1, grad_v3 (the default; grad_v_kernel where a pointer is not 16-byte aligned): two CTAs per SM. The grid
 // splits K in halves (blockIdx.x = 2 chunk + kh; the pair shares dO / v_new / dvn / v through L2):
 // CTA kh owns the columns k0 = kh K/2 .. of dq_e, dw, dk_e, hd, and kh = 0 also dAqk, kh = 1 dTv, dv,
-// dbeta's v part. V runs in 32-column sub-tiles; every operand tile lands as fp32 by cp.async (dO / v
-// of other dtypes through registers) and the mma fragments are built in registers with the same hi +
-// lo split as the planes of grad_v (chunk_prep_v2's scheme); Tinv stays as hi + lo planes for its
-// transposed ldmatrix. Two passes over V: A (dh, H, v_new): dk_e and hd; B (H, dO, dvn, v_new or v):
-// the rest. One pass with all accumulators spilled at the 128-register cap of two CTAs per SM (ptxas
+// dbeta's v part. V runs in 32-column sub-tiles, each one's loads in flight during the products of the one
+// before (thirteenth session); H, dh, v_new and dvn land as fp32 by cp.async and their mma fragments are built
+// with the same hi + lo split as the planes of grad_v (chunk_prep_v2's scheme), the B operands once per CTA as
+// planes; dO lands as hi + lo planes (bf16 dO: its own hi plane, and the products skip the zero lo term, as
+// for kh 1's bf16 v); Tinv stays as hi + lo planes for its transposed ldmatrix. Two passes over V: A (dh, H,
+// v_new): dk_e and hd; B (H, dO, dvn, v_new or v): the rest. One pass with all accumulators spilled at the 128-register cap of two CTAs per SM (ptxas
 // wanted ~155); the second pass re-reads H and v_new (L2 traffic, hidden by the other CTA).
 constexpr int kVS = 32;   // V columns per sub-tile
 constexpr int kP40 = 40;  // fp32 pitch of the sub-tiles: (g, t) float2 reads conflict-free

@@ -8,7 +8,8 @@
 // e^bL), every row written, padded rows as zeros. How, taken from the forward's prep:
 //  - two CTAs per SM (107 KB shared memory at K = 128, <= 128 registers): the fp32 q tile's space is
 //    reused for L and X, k's for the k e^b beta planes, b's for the v planes;
-//  - every load of the chunk is in flight at once at the top (q, k by cp.async; raw gate and beta
+//  - every load of the chunk is in flight at once at the top (q, k by cp.async from prep_qk's fp32 rows, or
+//    with qk_inline the bf16 rows into registers, normalised here (InlineQkRows); raw gate and beta
 //    into registers), the first v tile is loaded into registers during the inverse;
 //  - gate cumsum over all 256 threads (column segments, offsets by shuffles);
 //  - Aqk and L in ONE round, no operand tiles in shared memory: each warp builds its mma fragments in
