@@ -42,6 +42,11 @@ export PYTHONPATH=/tmp/site TRITON_CACHE_DIR=/tmp/triton-cache LINA_LIB=$BIN/lib
 S="python3 bench/fla_side_by_side.py --append --budget-s 0.3 --out $OUT/side_delta_bwd_h200"
 left=$((560 - SECONDS)); timeout $left $S --ops chunk_kda --modes fwdbwd --shapes B1_T8192_H96_D128 --varlen-tokens 0 > $OUT/side.log 2>&1; echo "kda fwdbwd B1 rc=$? at ${SECONDS}s"
 left=$((560 - SECONDS)); [ $left -gt 40 ] && { timeout $left $S --ops chunk_kda --modes fwdbwd --shapes B4_T2048_H16_D128,B2_T16384_H16_D128,B4_T4096_H64_D128 --varlen-tokens 0 >> $OUT/side.log 2>&1; echo "kda fwdbwd rest rc=$? at ${SECONDS}s"; }
-tar -czf $OUT/fla-autotune.tgz -C /tmp triton-cache
+tar -czf /tmp/fla-autotune.tgz -C /tmp triton-cache
+# the device returns at most 8 files from $OUT (device call 9 wrote 10 and lost verify_kda-fwdbwd.json): the
+# verify JSONs and logs travel as one tarball; FLA's autotune cache only under the 16 MiB per-file limit
+tar -czf $OUT/verify-and-logs.tgz -C $OUT $(cd $OUT && ls verify_*.json verify.log delta_bwd_check.log side.log 2>/dev/null) &&
+  (cd $OUT && rm -f verify_*.json verify.log delta_bwd_check.log side.log)
+[ $(stat -c %s /tmp/fla-autotune.tgz) -lt $((15 << 20)) ] && cp /tmp/fla-autotune.tgz $OUT/
 grep -E '^\||eomean' $OUT/side_delta_bwd_h200.md | cut -c1-220
 echo "total ${SECONDS}s"
