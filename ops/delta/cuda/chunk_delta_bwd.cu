@@ -122,6 +122,9 @@ __device__ __forceinline__ float sigmoidf_(float x) {
   return e / (1.f + e);
 }
 __device__ __forceinline__ float softplusf_(float x) { return x > 20.f ? x : log1pf(__expf(x)); }
+// The in-kernel l2norm's inverse norm of a row from its sum of squares (1 without the l2norm): prep_qk,
+// prep_qk_v2 and InlineQkRows all take it from here, so every q_n / k_n uses the same epsilon.
+__device__ __forceinline__ float inv_l2norm(const Params& p, float sumsq) { return p.l2norm ? rsqrtf(sumsq + 1e-6f) : 1.f; }
 
 struct ChunkInfo {
   i64 t0;    // first token row
@@ -158,7 +161,7 @@ __global__ void prep_qk_kernel(const Params p) {
       ss += x[e] * x[e];
     }
     ss = warp_sum(ss);
-    const float rs = p.l2norm ? rsqrtf(ss + 1e-6f) : 1.f;
+    const float rs = inv_l2norm(p, ss);
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
       const int c = lane + 32 * e;
@@ -506,7 +509,7 @@ struct InlineQkRows {
       sq += __shfl_xor_sync(0xffffffffu, sq, o);
       sk += __shfl_xor_sync(0xffffffffu, sk, o);
     }
-    const float rq = p.l2norm ? rsqrtf(sq + 1e-6f) : 1.f, rk = p.l2norm ? rsqrtf(sk + 1e-6f) : 1.f;
+    const float rq = inv_l2norm(p, sq), rk = inv_l2norm(p, sk);
     *reinterpret_cast<float4*>(&qs[r][c8]) = make_float4(fq[0] * rq, fq[1] * rq, fq[2] * rq, fq[3] * rq);
     *reinterpret_cast<float4*>(&qs[r][c8 + 4]) = make_float4(fq[4] * rq, fq[5] * rq, fq[6] * rq, fq[7] * rq);
     *reinterpret_cast<float4*>(&ks[r][c8]) = make_float4(fk[0] * rk, fk[1] * rk, fk[2] * rk, fk[3] * rk);
@@ -1136,7 +1139,7 @@ void choose_fusions(Params& prm) {
 }
 
 template <int K>
-void run_pipeline(Params prm, int total_chunks, cudaStream_t st) {
+void run_pipeline(const Params& prm, int total_chunks, cudaStream_t st) {
   using S = SmemSize<K>;
   const dim3 chunk_grid(static_cast<unsigned>(total_chunks), static_cast<unsigned>(prm.HV));
   const dim3 seq_grid(static_cast<unsigned>(static_cast<i64>(prm.N) * prm.HV * prm.nvt));

@@ -664,7 +664,7 @@ __global__ void prep_qk_v2_kernel(const Params p) {
     sq += __shfl_xor_sync(0xffffffffu, sq, o);
     sk += __shfl_xor_sync(0xffffffffu, sk, o);
   }
-  const float rq = p.l2norm ? rsqrtf(sq + 1e-6f) : 1.f, rk = p.l2norm ? rsqrtf(sk + 1e-6f) : 1.f;
+  const float rq = inv_l2norm(p, sq), rk = inv_l2norm(p, sk);
 #pragma unroll
   for (int e = 0; e < CPL; ++e) {
     xq[e] *= rq;
