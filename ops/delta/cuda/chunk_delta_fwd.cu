@@ -8,8 +8,9 @@
 //      hi + lo and four per-token factor rows: the scalar gate and the norms stay per-token factors.
 //    - KDA (kda_prep_kernel, below): the per-channel gate must be applied to q and k here, so it writes
 //      the gated tiles q e^b, k e^b, k e^(bL-b), Aqk (hi + lo), e^bL and T' (hi + lo).
-// 2. delta_thin_state_kernel<KDA, K> (chunk_delta_thin_fwd.cuh): one or two warpgroups per (sequence,
-//    value head, 64-column V tile) walk the chunks in order with H^T in wgmma accumulators:
+// 2. delta_thin_state_kernel<KDA, K, VW> (chunk_delta_thin_fwd.cuh): one warpgroup per (sequence, value
+//    head, 64-column V tile; two splitting the channels at K = 256; VW = 2: two V tiles of a head per CTA
+//    sharing the operand tiles) walks the chunks in order with H^T in wgmma accumulators:
 //    v_new = T' (v - k1 H), o = q1 H + Aqk v_new, H = e^bL H + k3^T v_new (with GDN's factors).
 // Tensor-core products use mma.sync m16n8k16 bf16 -> fp32 in the preps and wgmma in the state kernel;
 // the (I+L)^-1 block merges use mma.sync m16n8k8 tf32 (FLA's precision). Gates are kept as log2
@@ -26,6 +27,7 @@
 #include <cstdlib>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "lina/chunk_delta.h"
 #include "lina/error.h"
@@ -687,8 +689,9 @@ void launch_prep(void (*kern)(Params), std::size_t smem, std::size_t items, int 
 // 256-byte aligned, so every tile is 16-byte aligned for the bulk copies.
 //   GDN: T', Q' (kATileBytes each) and the four factor rows per chunk and head (33 KB at any K, V).
 //   KDA: k e^b, q e^b, k e^(bL-b) (kTileBytes<K> each), Aqk and T' (kATileBytes each), e^bL (80.5 KB at K = 128).
+// Returns the state kernel's V tiles per CTA (VW).
 template <bool KDA, int K>
-void run(Params prm, const Problem& p, cudaStream_t st) {
+int run(Params prm, const Problem& p, cudaStream_t st) {
   const int sms = sm_count();
   const DeviceSeqs seqs = upload_sequences(p, st);  // dense: no table
   prm.seqs = seqs.view;
@@ -714,24 +717,42 @@ void run(Params prm, const Problem& p, cudaStream_t st) {
       launch_prep(gdn_thin_prep_kernel<K>, sizeof(ThinPrepSmem<K>), nch, sms, prm, st, "gdn_thin_prep_kernel");
     }
   }
-  const long grid = p.N * p.HV * prm.nvt;
-  if (grid > 0) {
-    launch_smem(delta_thin_state_kernel<KDA, K>, static_cast<std::size_t>(grid), K == 256 ? 256 : 128, kThinStateSmemBytes<KDA, K>,
-                prm, st, "delta_thin_state_kernel");
+  // KDA: V-tile pairs (one read of the chunk's 80.5 KB of operand tiles per head instead of one per V tile)
+  // where the one-tile grid would put two CTAs on an SM anyway; a grid within one SM each keeps one tile per
+  // CTA (the pair would halve the SMs that run the latency-bound chains). H200, B1_T8192_H96_D128: KDA
+  // forward 1.214 -> 1.179 ms, B4_T4096_H64 1.483 -> 1.467; GDN's pairs (raw q / k and 33 KB per head) were
+  // 0.5-2 % slower, so GDN keeps one tile per CTA (docs/kernels/chunk_delta_fwd.md, "Fourteenth session").
+  const long tiles = p.N * p.HV * prm.nvt;
+  const int vw = KDA && K <= 128 && prm.nvt % 2 == 0 && tiles > sms ? 2 : 1;
+  if (tiles > 0) {
+    if constexpr (KDA && K <= 128) {
+      if (vw == 2)
+        launch_smem(delta_thin_state_kernel<KDA, K, 2>, static_cast<std::size_t>(tiles / 2), kThinStateThreads<K, 2>,
+                    kThinStateSmemBytes<KDA, K, 2>, prm, st, "delta_thin_state_kernel");
+    }
+    if (vw == 1)
+      launch_smem(delta_thin_state_kernel<KDA, K, 1>, static_cast<std::size_t>(tiles), kThinStateThreads<K, 1>,
+                  kThinStateSmemBytes<KDA, K, 1>, prm, st, "delta_thin_state_kernel");
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) cuda_fail("state kernel launch", e);
   }
   workspace_free(ws, st, "delta fwd workspace");
   workspace_free(seqs.ptr, st, "delta fwd sequence table");
+  return vw;
 }
 
+// The kernels that ran, as RunInfo names them: the prep, then the state kernel <op, K, V tiles per CTA>.
 template <bool KDA>
-void dispatch(const Params& prm, const Problem& p, cudaStream_t st) {
+std::vector<std::string> dispatch(const Params& prm, const Problem& p, cudaStream_t st) {
+  int vw = 1;
   switch (p.K) {
-    case 64: run<KDA, 64>(prm, p, st); break;
-    case 128: run<KDA, 128>(prm, p, st); break;
-    default: run<KDA, 256>(prm, p, st); break;
+    case 64: vw = run<KDA, 64>(prm, p, st); break;
+    case 128: vw = run<KDA, 128>(prm, p, st); break;
+    default: vw = run<KDA, 256>(prm, p, st); break;
   }
+  const std::string args = std::string(KDA ? "kda," : "gdn,") + std::to_string(p.K);
+  return {std::string(KDA ? "lina::kda_prep_kernel<" : "lina::gdn_thin_prep_kernel<") + std::to_string(p.K) + ">",
+          "lina::delta_thin_state_kernel<" + args + "," + std::to_string(vw) + ">"};
 }
 
 void require_dtype(const char* name, const TensorView& t, std::initializer_list<DType> ok, const char* expected) {
@@ -796,9 +817,7 @@ RunInfo chunk_kda_forward(const Problem& p, const ChunkKdaArgs& a, const Attenti
   prm.lower_bound = a.lower_bound ? static_cast<float>(*a.lower_bound) : 0.f;
   // The middle-reference diagonal needs every g >= -5 (exp(8*5) fits fp32 easily); safe_gate promises it.
   prm.safe = a.safe_gate && a.lower_bound && *a.lower_bound >= -5.0;
-  dispatch<true>(prm, p, static_cast<cudaStream_t>(opts.stream));
-  const std::string kd = std::to_string(p.K);
-  return RunInfo{"cuda", {"lina::kda_prep_kernel<" + kd + ">", "lina::delta_thin_state_kernel<kda," + kd + ">"}};
+  return RunInfo{"cuda", dispatch<true>(prm, p, static_cast<cudaStream_t>(opts.stream))};
 }
 
 RunInfo chunk_gdn_forward(const Problem& p, const ChunkGdnArgs& a, const AttentionOutputs& out, ForwardMode,
@@ -807,9 +826,7 @@ RunInfo chunk_gdn_forward(const Problem& p, const ChunkGdnArgs& a, const Attenti
   prm.gate_mode = a.use_gate_in_kernel ? kGateSoftplus : kGateGiven;
   prm.lower_bound = 0.f;
   prm.safe = 0;
-  dispatch<false>(prm, p, static_cast<cudaStream_t>(opts.stream));
-  const std::string kd = std::to_string(p.K);
-  return RunInfo{"cuda", {"lina::gdn_thin_prep_kernel<" + kd + ">", "lina::delta_thin_state_kernel<gdn," + kd + ">"}};
+  return RunInfo{"cuda", dispatch<false>(prm, p, static_cast<cudaStream_t>(opts.stream))};
 }
 
 }  // namespace lina::detail::cuda

@@ -15,10 +15,10 @@
 // 1. gdn_thin_prep_kernel (per chunk and value head, persistent, 8 warps) writes only T' and Q' (bf16
 //    hi + lo, SW128 rows) and c1, c2, c3, 2^bL: 33 KB per chunk and head instead of the split
 //    path's 96.5 KB (w, q e^b, k e^(bL-b), Aqk, u in fp32). No q / k rewrite, no w, no u.
-// 2. delta_thin_state_kernel<false, K> (one warpgroup per sequence, value head and 64-column V tile)
-//    loads q, k, v itself (cp.async into SW128 tiles) and runs the products above on wgmma, H^T in
+// 2. delta_thin_state_kernel<false, K, VW> (one warpgroup per sequence, value head and 64-column V tile;
+//    VW = 2: two such warpgroups of one head per CTA, sharing the chunk's tiles) loads q, k, v itself (cp.async into SW128 tiles) and runs the products above on wgmma, H^T in
 //    registers; v_new costs one more product (X T'^T) than the removed split path's u - w H.
-// KDA takes the same state kernel (delta_thin_state_kernel<true, K>) after kda_prep_kernel
+// KDA takes the same state kernel (delta_thin_state_kernel<true, K, VW>) after kda_prep_kernel
 // (chunk_delta_fwd.cu): its per-channel gate has to be applied to q and k in the prep, so the prep still
 // writes q e^b, k e^(bL-b) and Aqk, and k e^b where the split path wrote w = T' k e^b; it writes T'
 // instead of u = T' v (no value tiles, no w / u products in the prep; 80.5 KB per chunk and head).
@@ -222,37 +222,47 @@ __global__ void __launch_bounds__(kThreads, kThinPrepMinBlocks<K>) gdn_thin_prep
 // K = 256: two warpgroups split the channels (KH = 128 each): batch 1's
 // partial sums meet in shared memory (S^T whole in both, P^T for the warpgroup's 32 tokens of o), both
 // compute X and v_new whole, each its 32 o tokens and its channel half of the state update.
+// K <= 128 with VW = 2: two warpgroups, each its own 64-column V tile of the same (sequence, value head),
+// share the chunk's q / k / T' / Q' (/ k3, 2^bL, factors) tiles: one read of them per head instead of one
+// per V tile (the KDA state kernel was DRAM-bound with 16 % L2 hits on the second tile's reads).
 // Loads: q1, k1 and v of chunk ci + 1 once batch 1 of ci is done everywhere (v double-buffered);
 // T', Q' and the factors (GDN) / k3, T', Q', 2^bL (KDA) of chunk ci at its top (measured for GDN:
 // issuing those one chunk ahead, which needs one more CTA barrier per chunk, is 1-2 % slower at the
 // large shapes, where two CTAs share an SM).
-template <bool KDA, int K>
+template <bool KDA, int K, int VW>
 struct ThinStateSmem {
   bf16 q[kC * K];      // SW128 tiles [K / 64][C][64] (1 KB aligned: the struct sits at a 1 KB boundary)
   bf16 k[2][kC * K];   // GDN: k by chunk parity; KDA: [0] k e^b, [1] k e^(bL-b)
-  bf16 v[2][kC * kC];  // [token][64 value columns], SW128, chunk parity
+  bf16 v[VW][2][kC * kC];  // per V tile: [token][64 value columns], SW128, chunk parity
   bf16 t[2][kC * kC];  // T' hi, lo
   bf16 a[2][kC * kC];  // Q' hi, lo
   float sc[KDA ? 1 : 4][kC];  // GDN: c1, c2, c3, 2^bL
   float el[KDA ? K : 1];      // KDA: 2^bL per channel
-  alignas(16) bf16 o[kC][kC + 8];  // o tile [token][value column], padded (16-byte rows pieces to HBM)
+  alignas(16) bf16 o[VW][kC][kC + 8];  // per V tile: o [token][value column], padded (16-byte row pieces to HBM)
   // K = 256: batch 1's partials per warpgroup, S^T (8 float4 per thread) then the partner's 32 tokens of
   // P^T (4 float4); [warpgroup][float4 index][thread of the warpgroup]
   float4 x[K == 256 ? 2 : 1][K == 256 ? 12 : 1][128];
   std::uint64_t bar[2];  // [0] T', Q' (+ factors / k3, 2^bL), [1] KDA: q e^b, k e^b
 };
-template <bool KDA, int K>
-constexpr std::size_t kThinStateSmemBytes = sizeof(ThinStateSmem<KDA, K>) + 1024;  // + manual 1 KB alignment
-static_assert(kThinStateSmemBytes<false, 128> <= 113 * 1024 && kThinStateSmemBytes<true, 128> <= 113 * 1024,
+template <bool KDA, int K, int VW>
+constexpr std::size_t kThinStateSmemBytes = sizeof(ThinStateSmem<KDA, K, VW>) + 1024;  // + manual 1 KB alignment
+static_assert(kThinStateSmemBytes<false, 128, 1> <= 113 * 1024 && kThinStateSmemBytes<true, 128, 1> <= 113 * 1024,
               "thin state K=128: two CTAs per SM");
-static_assert(kThinStateSmemBytes<false, 256> <= 227 * 1024 && kThinStateSmemBytes<true, 256> <= 227 * 1024,
-              "thin state K=256 over the sm_90 limit");
+static_assert(kThinStateSmemBytes<false, 256, 1> <= 227 * 1024 && kThinStateSmemBytes<true, 256, 1> <= 227 * 1024 &&
+                  kThinStateSmemBytes<false, 128, 2> <= 227 * 1024 && kThinStateSmemBytes<true, 128, 2> <= 227 * 1024,
+              "thin state over the sm_90 limit");
+// threads of a state CTA: two warpgroups at K = 256 (channel halves), VW warpgroups below (V tiles)
+template <int K, int VW>
+constexpr int kThinStateThreads = K == 256 ? 256 : 128 * VW;
 
-template <bool KDA, int K>
-__global__ void __launch_bounds__(K == 256 ? 256 : 128, 1) delta_thin_state_kernel(const Params p) {
+template <bool KDA, int K, int VW>
+__global__ void __launch_bounds__(kThinStateThreads<K, VW>, 1) delta_thin_state_kernel(const Params p) {
   using wgmma::Major;
-  using S = ThinStateSmem<KDA, K>;
-  constexpr int NWG = K == 256 ? 2 : 1, KH = K / NWG, NO = 64 / NWG, NTH = 128 * NWG;  // warpgroups, their channels, o tokens
+  using S = ThinStateSmem<KDA, K, VW>;
+  static_assert(VW == 1 || (VW == 2 && K <= 128), "V-tile pairs below K = 256 only");
+  constexpr bool KSPLIT = K == 256;  // the warpgroups split the channels (else: one V tile each)
+  constexpr int NKS = KSPLIT ? 2 : 1, KH = K / NKS, NO = 64 / NKS, NTH = kThinStateThreads<K, VW>;  // channel halves, their channels, o tokens
+  constexpr int VTH = KSPLIT ? NTH : 128;  // threads that load / store one V tile
   static_assert(offsetof(S, q) % 1024 == 0 && offsetof(S, k) % 1024 == 0 && offsetof(S, v) % 1024 == 0 &&
                     offsetof(S, t) % 1024 == 0 && offsetof(S, a) % 1024 == 0 && offsetof(S, sc) % 16 == 0 &&
                     offsetof(S, el) % 16 == 0 && offsetof(S, o) % 16 == 0 && offsetof(S, bar) % 8 == 0,
@@ -264,13 +274,16 @@ __global__ void __launch_bounds__(K == 256 ? 256 : 128, 1) delta_thin_state_kern
   S& s = *reinterpret_cast<S*>(sm_base);
   const int tid = threadIdx.x, lane = tid & 31, warp = (tid >> 5) & 3, g8 = lane >> 2, t4 = lane & 3, tw = tid & 127;
   const int vrow = 16 * warp + g8;  // this thread's value columns: vrow, vrow + 8
-  // kh through a shuffle: warp-uniform for ptxas (no wgmma under a branch on it: that serialises them all)
-  const int kh = NWG == 1 ? 0 : __shfl_sync(0xffffffffu, tid >> 7, 0);
+  // the warpgroup through a shuffle: warp-uniform for ptxas (no wgmma under a branch on it: that serialises them all)
+  const int wg = NTH == 128 ? 0 : __shfl_sync(0xffffffffu, tid >> 7, 0);
+  const int kh = KSPLIT ? wg : 0, vw = KSPLIT ? 0 : wg;  // channel half; V tile of the CTA
   const int ch0 = KH * kh;  // the warpgroup's first channel
+  const int vi = KSPLIT ? tid : tw;  // index among the threads of the V tile
 
   int bid = blockIdx.x;
-  const int vt = bid % p.nvt;
-  bid /= p.nvt;
+  const int nvc = p.nvt / VW;  // CTAs per (sequence, value head)
+  const int vt = VW * (bid % nvc) + vw;
+  bid /= nvc;
   const int hv = bid % p.HV;
   const int n = bid / p.HV;
   const int h = hv / p.G;
@@ -302,10 +315,10 @@ __global__ void __launch_bounds__(K == 256 ? 256 : 128, 1) delta_thin_state_kern
         cp_async16(kb + off, p.k + row * K + 8 * c8, r < Cn);
       }
     }
-    bf16* const vb = s.v[ci & 1];
+    bf16* const vb = s.v[vw][ci & 1];
 #pragma unroll
-    for (int j = 0; j < kC * 8 / NTH; ++j) {
-      const int i = tid + NTH * j, r = i >> 3, c8 = i & 7;
+    for (int j = 0; j < kC * 8 / VTH; ++j) {
+      const int i = vi + VTH * j, r = i >> 3, c8 = i & 7;
       cp_async16(vb + wgmma::sw128(r, 8 * c8), p.v + ((t0 + min(r, Cn - 1)) * p.HV + hv) * V + vcol0 + 8 * c8, r < Cn);
     }
   };
@@ -342,10 +355,10 @@ __global__ void __launch_bounds__(K == 256 ? 256 : 128, 1) delta_thin_state_kern
     const long t0 = sd.row_begin + static_cast<long>(cj) * kC;
     const int Cn = min(kC, sd.length - cj * kC);
 #pragma unroll
-    for (int j = 0; j < 512 / NTH; ++j) {
-      const int u = tid + NTH * j, r = u >> 3, c8 = u & 7;
+    for (int j = 0; j < 512 / VTH; ++j) {
+      const int u = vi + VTH * j, r = u >> 3, c8 = u & 7;
       if (r < Cn)
-        *reinterpret_cast<uint4*>(p.o + ((t0 + r) * p.HV + hv) * V + vcol0 + 8 * c8) = *reinterpret_cast<const uint4*>(&s.o[r][8 * c8]);
+        *reinterpret_cast<uint4*>(p.o + ((t0 + r) * p.HV + hv) * V + vcol0 + 8 * c8) = *reinterpret_cast<const uint4*>(&s.o[vw][r][8 * c8]);
     }
   };
 
@@ -356,7 +369,7 @@ __global__ void __launch_bounds__(K == 256 ? 256 : 128, 1) delta_thin_state_kern
   // ldmatrix.trans of v^T's A fragments: matrix m = lane / 8 holds tokens 8 (m >> 1) .., value columns
   // 16 warp + 8 (m & 1) ..; the lane gives row lane % 8 of it (k step ks adds 16 tokens)
   const int vm = lane >> 3;
-  const std::uint32_t a_v0 = smem_u32(s.v[0]);
+  const std::uint32_t a_v0 = smem_u32(s.v[vw][0]);
 #pragma unroll 1
   for (int ci = 0; ci < nchunks; ++ci) {
     cp_async_wait<0>();               // chunk ci's cp.async pieces of this thread (GDN q, k; v)
@@ -396,8 +409,8 @@ __global__ void __launch_bounds__(K == 256 ? 256 : 128, 1) delta_thin_state_kern
     // o tokens NO kh .. of P^T: pacc[NO / 2 kh + i] (a select, not an indexed register)
     float oacc[NO / 2];
 #pragma unroll
-    for (int i = 0; i < NO / 2; ++i) oacc[i] = NWG == 1 ? pacc[i] : (kh ? pacc[16 + (i & 15)] : pacc[i]);
-    if constexpr (NWG == 2) {  // partial sums to the partner: S^T whole, P^T of its 32 tokens
+    for (int i = 0; i < NO / 2; ++i) oacc[i] = !KSPLIT ? pacc[i] : (kh ? pacc[16 + (i & 15)] : pacc[i]);
+    if constexpr (KSPLIT) {  // partial sums to the partner: S^T whole, P^T of its 32 tokens
       float4* const xo = &s.x[kh][0][tw];
 #pragma unroll
       for (int q = 0; q < 8; ++q) xo[128 * q] = make_float4(sacc[4 * q], sacc[4 * q + 1], sacc[4 * q + 2], sacc[4 * q + 3]);
@@ -413,7 +426,7 @@ __global__ void __launch_bounds__(K == 256 ? 256 : 128, 1) delta_thin_state_kern
     __syncthreads();  // every warp's batch-1 reads of q1, k1 done; chunk ci - 1's o tile stored; partials visible
     if (ci + 1 < nchunks) load_next(ci + 1);
     cp_async_commit();
-    if constexpr (NWG == 2) {  // own + partner (the same fp32 sum in both warpgroups)
+    if constexpr (KSPLIT) {  // own + partner (the same fp32 sum in both warpgroups)
       const float4* const xp = &s.x[kh ^ 1][0][tw];
 #pragma unroll
       for (int q = 0; q < 8; ++q) {
@@ -515,7 +528,7 @@ __global__ void __launch_bounds__(K == 256 ? 256 : 128, 1) delta_thin_state_kern
     wgmma::fence_regs<NO / 2>(oacc);
 #pragma unroll
     for (int i = 0; i < NO / 2; ++i)
-      s.o[NO * kh + 8 * (i >> 2) + 2 * t4 + (i & 1)][vrow + ((i & 2) << 2)] = __float2bfloat16_rn(oacc[i]);
+      s.o[vw][NO * kh + 8 * (i >> 2) + 2 * t4 + (i & 1)][vrow + ((i & 2) << 2)] = __float2bfloat16_rn(oacc[i]);
     cute::warpgroup_wait<0>();
     wgmma::fence_regs<KH / 2>(ht);
     wgmma::fence_regs<16>(&vh[0][0]);
