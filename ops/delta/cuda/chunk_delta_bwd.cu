@@ -1199,10 +1199,12 @@ void run_pipeline(const Params& prm, int total_chunks, cudaStream_t st) {
   mark("grad_v");
   if (simt)
     launch(grad_k_kernel<K>, chunk_grid, kNT, S::D2, st, prm, "delta_bwd grad_k");
+  else if (!prm.kda)
+    launch(grad_k_v2_kernel<K, TailTcScalarGate>, chunk_grid, kNT, grad_k_v2_smem<K>(), st, prm, "delta_bwd grad_k");
   else if (prm.safe)
-    launch(grad_k_v2_kernel<K, DiagThroughMiddleRow>, chunk_grid, kNT, grad_k_v2_smem<K>(), st, prm, "delta_bwd grad_k");
+    launch(grad_k_v2_kernel<K, TailTcRefRows>, chunk_grid, kNT, grad_k_v2_smem<K>(), st, prm, "delta_bwd grad_k");
   else
-    launch(grad_k_v2_kernel<K, DiagExact>, chunk_grid, kNT, grad_k_v2_smem<K>(), st, prm, "delta_bwd grad_k");
+    launch(grad_k_v2_kernel<K, TailSimtExact>, chunk_grid, kNT, grad_k_v2_smem<K>(), st, prm, "delta_bwd grad_k");
   mark("grad_k");
   if (!prm.fuse_qk) {  // else done by grad_k_v2
     if (qk_v2)

@@ -62,11 +62,18 @@ __device__ __forceinline__ void store_lane(void* dst, int dtype, i64 i, const fl
 // intra-chunk terms, the bL terms and the reverse cumsum (grad_k_v2_tail). Loads in flight at once, the
 // intra loop on float4 broadcasts (the first tensor-core version, grad_k_tc, issued ~18 dependent
 // load batches and 16 scalar shared loads per row step; removed in the eighth session).
-// How grad_k_v2's tail forms e^(b_i - b_j) for the pairs inside a 16-row sub-chunk (a compile-time tag: one
-// kernel per form, so neither carries the other's unrolled code): one exp per pair (any gate), or through the
-// sub-chunk's middle row (KDA with safe_gate, g >= -5).
-struct DiagExact {};
-struct DiagThroughMiddleRow {};
+// How grad_k_v2 forms its intra-chunk terms (dq_i = (dA o G) k, kr = (dAkk o G) k, dk_t = (dA o G)^T q +
+// (dAkk o G)^T (beta k) with the decays G_ij = e^(b_i - b_j), j <= i), a compile-time tag (one kernel per form, so
+// none carries another's code):
+//  - TailSimtExact: SIMT, a thread per (channel, 16-row sub-chunk), one exact exp per pair inside the sub-chunk
+//    (any gate: KDA without safe_gate);
+//  - TailTcRefRows: mma.sync over 16-row block pairs, the per-channel decay factored through reference rows
+//    (every factor e^(<= 0) across blocks; through the block's middle row inside it, which needs safe_gate:
+//    g >= -5, every exponent within [-40, 40]): KDA with safe_gate;
+//  - TailTcScalarGate: mma.sync with the decay applied to dA / dAkk (a scalar per pair): GDN.
+struct TailSimtExact {};
+struct TailTcRefRows {};
+struct TailTcScalarGate {};
 
 template <int K>
 struct GradKV2Smem {
@@ -117,10 +124,10 @@ __device__ __forceinline__ float warp_reduce_scatter16(const float (&v)[16], int
   return d + __shfl_xor_sync(0xffffffffu, d, 1);
 }
 
-// grad_k_intra_tail's intra-chunk terms, bL terms and reverse cumsum (same formulas and order of
-// every sum), reading dA / dAkk rows as float4s. Starts after a barrier that follows the transposes.
-template <int K, class Diag>
-__device__ __forceinline__ void grad_k_v2_tail(const Params& p, const ChunkInfo& ci, int hv, GradKV2Smem<K>& s) {
+// TailSimtExact: the intra-chunk terms on SIMT, reading dA / dAkk rows as float4s. Starts after a barrier that
+// follows the transposes; adds into dq_e / dk_e (HBM), db, dbt and the fused l2norm's row dots.
+template <int K>
+__device__ __forceinline__ void grad_k_intra_simt(const Params& p, const ChunkInfo& ci, int hv, GradKV2Smem<K>& s) {
   const int tid = threadIdx.x, Cn = ci.Cn;
   const i64 t0 = ci.t0;
   // thread per (channel c, 16-row sub-chunk x0 .. x0 + 15); a warp covers 32 channels of one x0, so
@@ -199,49 +206,18 @@ __device__ __forceinline__ void grad_k_v2_tail(const Params& p, const ChunkInfo&
         lr[4 * v] = l.x, lr[4 * v + 1] = l.y, lr[4 * v + 2] = l.z, lr[4 * v + 3] = l.w;
       }
     };
-    if constexpr (std::is_same_v<Diag, DiagThroughMiddleRow>) {
-      // e^(b_i - b_j) = E_i F_j with E_i = e^(b_i - b_m), F_j = e^(b_m - b_j) through the middle row m = 8:
-      // 32 exps instead of 136 and two FMAs per product instead of an exp and three products. Only with
-      // safe_gate (g >= -5 per row: every exponent within [-40, 40], as chunk_prep's diagonal blocks).
-      const float bm = bq[8];
-      float F[16], dd[16];  // dd: the dk_t sums before their F_j
 #pragma unroll
-      for (int j = 0; j < 16; ++j) {
-        F[j] = __expf(bm - bq[j]);
-        bq[j] = __expf(bq[j] - bm);  // bq now holds E
-        dd[j] = 0.f;
-      }
+    for (int i = 0; i < 16; ++i) {
+      const float a_row = qq[i], l_row = s.beta[x0 + i] * kq[i];
+      float ar[16], lr[16];
+      diag_row(i, ar, lr);
 #pragma unroll
-      for (int i = 0; i < 16; ++i) {
-        const float a_row = qq[i] * bq[i], l_row = s.beta[x0 + i] * kq[i] * bq[i];
-        float ar[16], lr[16], sq = 0.f, sk = 0.f;
-        diag_row(i, ar, lr);
-#pragma unroll
-        for (int j = 0; j <= i; ++j) {
-          const float kf = kq[j] * F[j];
-          sq += ar[j] * kf;
-          sk += lr[j] * kf;  // dAkk[i][i] = 0
-          dd[j] += ar[j] * a_row + lr[j] * l_row;
-        }
-        dqi[i] += bq[i] * sq;
-        kr[i] += bq[i] * sk;
-      }
-#pragma unroll
-      for (int j = 0; j < 16; ++j) dkt[j] += F[j] * dd[j];
-    } else {
-#pragma unroll
-      for (int i = 0; i < 16; ++i) {
-        const float a_row = qq[i], l_row = s.beta[x0 + i] * kq[i];
-        float ar[16], lr[16];
-        diag_row(i, ar, lr);
-#pragma unroll
-        for (int j = 0; j <= i; ++j) {
-          const float e = __expf(bq[i] - bq[j]);
-          const float a = ar[j], l = lr[j];  // dAkk[i][i] = 0
-          dqi[i] += a * kq[j] * e;
-          kr[i] += l * kq[j] * e;
-          dkt[j] += (a * a_row + l * l_row) * e;
-        }
+      for (int j = 0; j <= i; ++j) {
+        const float e = __expf(bq[i] - bq[j]);
+        const float a = ar[j], l = lr[j];  // dAkk[i][i] = 0
+        dqi[i] += a * kq[j] * e;
+        kr[i] += l * kq[j] * e;
+        dkt[j] += (a * a_row + l * l_row) * e;
       }
     }
     float bs[16];  // dbeta terms kr k of the 16 rows, summed over the warp's 32 channels below
@@ -277,6 +253,190 @@ __device__ __forceinline__ void grad_k_v2_tail(const Params& p, const ChunkInfo&
       }
     }
   }
+}
+
+// A fragment (rows m0 + g (+8), columns k0 + 2t (+1) (+8)) of two fp32 [64][68] tiles as hi + lo, each element
+// times sc(row, column) where Scale (the scalar gate's pair decay, shared by both tiles).
+template <bool Scale, class F>
+__device__ __forceinline__ void frag_a2_f32(std::uint32_t (&ah)[4], std::uint32_t (&al)[4], std::uint32_t (&lh)[4],
+                                            std::uint32_t (&ll)[4], const float* A, const float* L, int m0, int k0, int lane,
+                                            F&& sc) {
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    const int r = m0 + g + 8 * (q & 1), c = k0 + 2 * t + 8 * (q >> 1);
+    float2 a = ld2(A + r * 68 + c), l = ld2(L + r * 68 + c);
+    if constexpr (Scale) {
+      const float s0 = sc(r, c), s1 = sc(r, c + 1);
+      a.x *= s0, a.y *= s1, l.x *= s0, l.y *= s1;
+    }
+    cuda_util::pack_bf16_split(a.x, a.y, ah[q], al[q]);
+    cuda_util::pack_bf16_split(l.x, l.y, lh[q], ll[q]);
+  }
+}
+
+// B fragment (k rows j0 + 2t (+1) (+8), n column g) of f(j) as hi + lo: {hi0, hi1, lo0, lo1}.
+template <class F>
+__device__ __forceinline__ void frag_b_rows(std::uint32_t (&b)[4], int j0, int t, F&& f) {
+  cuda_util::pack_bf16_split(f(j0 + 2 * t), f(j0 + 2 * t + 1), b[0], b[2]);
+  cuda_util::pack_bf16_split(f(j0 + 2 * t + 8), f(j0 + 2 * t + 9), b[1], b[3]);
+}
+
+// TailTcRefRows / TailTcScalarGate: the intra-chunk terms as mma.sync products over 16-row blocks. Warp (R = warp % 4,
+// column half) owns rows x0 = 16 R .. of dq_i and kr (keys j <= x: blocks Y <= R) and keys x0 .. of dk_t (rows
+// r >= j: blocks X >= R), so every warp runs R + 1 + 4 - R = 5 block steps, and the epilogue combines all three
+// at its own accumulator positions (no exchange, no transposed copy of a result).
+// KDA (per-channel gate b[r][c]): across blocks the decay factors through a reference row, e^(b_x - b_j) =
+// e^(b_x - b_x0) e^(b_x0 - b_j) for j < x0 (dq side) and e^(b_r - b_j) = e^(b_r - b_ref) e^(b_ref - b_j),
+// ref = x0 + 15, for r > ref (dk side): every factor e^(<= 0); the B operand carries the key's (row's) factor and
+// the accumulator the other. Inside the block, through its middle row m = x0 + 8 (safe_gate: within e^(+-40)).
+// The cross sum is rescaled once to the middle row's reference (a per-column e^(<= 0)) before the diagonal
+// step adds to it. GDN (scalar gate): dA and dAkk are scaled per pair (exact, e^(<= 0)), q / k enter raw.
+template <int K, bool ScalarGate>
+__device__ __forceinline__ void grad_k_intra_tc(const Params& p, const ChunkInfo& ci, int hv, GradKV2Smem<K>& s) {
+  constexpr int NT = K / 16;  // n8 tiles of the warp's K / 2 columns
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3, Cn = ci.Cn;
+  const int R = warp & 3, x0 = 16 * R, nk0 = (K / 2) * (warp >> 2), m = x0 + 8;
+  const i64 t0 = ci.t0;
+  if (x0 >= Cn) return;  // warp-uniform: no rows, no keys of this block
+  const auto bg = [&](int r) { return s.b[r][0]; };  // GDN: the row's scalar gate (broadcast over the columns)
+  float aq[NT][4] = {}, ak[NT][4] = {}, at[NT][4] = {};  // dq_i, kr, dk_t
+  std::uint32_t ah[4], al[4], lh[4], ll[4], b[4], c4[4];
+  // ---- dq side: rows x0 .., keys of blocks Y < R (reference row x0), then block R (middle row)
+#pragma unroll 1
+  for (int y = 0; y <= R; ++y) {
+    const bool diag = y == R;
+    frag_a2_f32<ScalarGate>(ah, al, lh, ll, &s.dA[0][0], &s.dAkk[0][0], x0, 16 * y, lane,
+                            [&](int r, int j) { return __expf(fminf(bg(r) - bg(j), 0.f)); });
+    if constexpr (!ScalarGate) {
+      if (diag) {  // the cross sum to the middle row's reference: e^(b_m - b_x0) per column
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int c = nk0 + 8 * nt + 2 * t + e;
+            const float f = __expf(s.b[m][c] - s.b[x0][c]);
+            aq[nt][e] *= f, aq[nt][e + 2] *= f, ak[nt][e] *= f, ak[nt][e + 2] *= f;
+          }
+      }
+    }
+    const int ref = diag ? m : x0;
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      const int c = nk0 + 8 * nt + g;
+      const float br = s.b[ref][c];
+      frag_b_rows(b, 16 * y, t, [&](int j) { return ScalarGate ? s.k[j][c] : s.k[j][c] * __expf(br - s.b[j][c]); });
+      cuda_util::mma_bf16_16816_split(aq[nt], ah, al, b[0], b[1], b[2], b[3]);
+      cuda_util::mma_bf16_16816_split(ak[nt], lh, ll, b[0], b[1], b[2], b[3]);
+    }
+  }
+  // ---- dk side: keys x0 .. as the rows of dA^T / dAkk^T; rows of blocks X > R that hold rows (reference row
+  // x0 + 15), then block R (middle row)
+  const int ncross = min(3, (Cn - 1) >> 4) - R, rl = x0 + 15;
+#pragma unroll 1
+  for (int i = 0; i <= ncross; ++i) {
+    const bool diag = i == ncross;
+    const int X = diag ? R : R + 1 + i;
+    frag_a2_f32<ScalarGate>(ah, al, lh, ll, &s.r2.tr.dAt[0][0], &s.r2.tr.dAkkt[0][0], x0, 16 * X, lane,
+                            [&](int j, int r) { return __expf(fminf(bg(r) - bg(j), 0.f)); });
+    if constexpr (!ScalarGate) {
+      if (diag) {  // the cross sum to the middle row's reference: e^(b_ref - b_m) per column
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int c = nk0 + 8 * nt + 2 * t + e;
+            const float f = __expf(s.b[rl][c] - s.b[m][c]);
+            at[nt][e] *= f, at[nt][e + 2] *= f;
+          }
+      }
+    }
+    const int ref = diag ? m : rl;
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      const int c = nk0 + 8 * nt + g;
+      const float br = s.b[ref][c];
+      float e4[4];  // the rows' factors, shared by the q and beta k operands
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int r = 16 * X + 2 * t + (u & 1) + 8 * (u >> 1);
+        e4[u] = ScalarGate ? 1.f : __expf(s.b[r][c] - br);
+      }
+      const auto eu = [&](int r) { return e4[((r >> 3) & 1) * 2 + (r & 1)]; };
+      frag_b_rows(b, 16 * X, t, [&](int r) { return s.q[r][c] * eu(r); });
+      frag_b_rows(c4, 16 * X, t, [&](int r) { return s.beta[r] * s.k[r][c] * eu(r); });
+      cuda_util::mma_bf16_16816_split(at[nt], ah, al, b[0], b[1], b[2], b[3]);
+      cuda_util::mma_bf16_16816_split(at[nt], lh, ll, c4[0], c4[1], c4[2], c4[3]);
+    }
+  }
+  // ---- epilogue at the accumulator positions (rows x0 + g (+8), columns nk0 + 8 nt + 2 t (+1)): the middle row's
+  // factors (KDA), dq_e / dk_e += the intra terms (HBM, the rows this CTA's db epilogue wrote), db, and the row
+  // sums of kr k (dbeta) and of the fused l2norm's dq . q_n, dk . k_n
+  float rb[2] = {}, rq[2] = {}, rk[2] = {};
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    const int r = x0 + g + 8 * hf;
+    if (r >= Cn) continue;
+    const i64 row = ((t0 + r) * p.HV + hv) * K;
+    const float br = s.beta[r];
+    float2 q0[NT], k0[NT];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      const int c = nk0 + 8 * nt + 2 * t;
+      q0[nt] = ld2(p.dqe + row + c);
+      k0[nt] = ld2(p.dke + row + c);
+    }
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      const int c = nk0 + 8 * nt + 2 * t;
+      const float2 qv = ld2(&s.q[r][c]), kv = ld2(&s.k[r][c]), db = ld2(&s.r1.db[r][c]);
+      const float q2[2] = {qv.x, qv.y}, k2[2] = {kv.x, kv.y}, dq2[2] = {q0[nt].x, q0[nt].y}, dk2[2] = {k0[nt].x, k0[nt].y};
+      float oq[2], ok[2], od[2] = {db.x, db.y};
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        float dqi = aq[nt][2 * hf + e], kr = ak[nt][2 * hf + e], dkt = at[nt][2 * hf + e];
+        if constexpr (!ScalarGate) {
+          const float bm = s.b[m][c + e], bx = s.b[r][c + e];
+          const float fq = __expf(bx - bm), fk = __expf(bm - bx);
+          dqi *= fq, kr *= fq, dkt *= fk;
+        }
+        const float dkrow = br * kr;
+        oq[e] = dq2[e] + dqi;
+        ok[e] = dk2[e] + dkrow + dkt;
+        od[e] += q2[e] * dqi + (dkrow - dkt) * k2[e];
+        rb[hf] += kr * k2[e];
+        rq[hf] += oq[e] * q2[e];
+        rk[hf] += ok[e] * k2[e];
+      }
+      st2(p.dqe + row + c, oq[0], oq[1]);
+      st2(p.dke + row + c, ok[0], ok[1]);
+      st2(&s.r1.db[r][c], od[0], od[1]);
+    }
+  }
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    float v[3] = {rb[hf], rq[hf], rk[hf]};
+#pragma unroll
+    for (int u = 0; u < 3; ++u) {
+      v[u] += __shfl_xor_sync(0xffffffffu, v[u], 1);
+      v[u] += __shfl_xor_sync(0xffffffffu, v[u], 2);
+    }
+    const int r = x0 + g + 8 * hf;
+    if (t == 0 && r < Cn) {
+      atomicAdd(&s.dbt[r], v[0]);
+      if (p.fuse_qk && p.l2norm) {
+        atomicAdd(&s.oq[r], v[1]);
+        atomicAdd(&s.ok[r], v[2]);
+      }
+    }
+  }
+}
+
+// After the intra-chunk terms (either form): the bL terms, the reverse cumsum -> dg, dbeta, the fused post_qk.
+template <int K>
+__device__ __forceinline__ void grad_k_v2_finish(const Params& p, const ChunkInfo& ci, int hv, GradKV2Smem<K>& s) {
+  const int tid = threadIdx.x, Cn = ci.Cn;
+  const i64 t0 = ci.t0;
   __syncthreads();
   // last row: the terms through bL, e^bL rowsum(H dh) + colsum(k dk_e); reverse cumsum -> dg
   if (tid < K) {
@@ -380,7 +540,7 @@ __device__ __forceinline__ void grad_k_v2_tail(const Params& p, const ChunkInfo&
   }
 }
 
-template <int K, class Diag>
+template <int K, class Tail>
 __global__ void __launch_bounds__(kNT, 1) grad_k_v2_kernel(const Params p) {
   // the SIMT kernels' float array: declared through a byte array, the inlined intra loop spilled (seen
   // with the first tensor-core grad_k); the dynamic window starts 16-byte aligned (no static shared memory)
@@ -594,7 +754,9 @@ __global__ void __launch_bounds__(kNT, 1) grad_k_v2_kernel(const Params p) {
     s.r2.tr.dAkkt[j4][x] = l.x, s.r2.tr.dAkkt[j4 + 1][x] = l.y, s.r2.tr.dAkkt[j4 + 2][x] = l.z, s.r2.tr.dAkkt[j4 + 3][x] = l.w;
   }
   __syncthreads();
-  grad_k_v2_tail<K, Diag>(p, ci, hv, s);
+  if constexpr (std::is_same_v<Tail, TailSimtExact>) grad_k_intra_simt<K>(p, ci, hv, s);
+  else grad_k_intra_tc<K, std::is_same_v<Tail, TailTcScalarGate>>(p, ci, hv, s);
+  grad_k_v2_finish<K>(p, ci, hv, s);
 }
 
 // ---------------------------------------------------------------------------------------------
