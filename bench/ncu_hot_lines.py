@@ -8,7 +8,9 @@ of the binary that ran (a -lineinfo build; `cuobjdump -xelf all` + `nvdisasm --p
       their own lines), with executed instructions and the three largest stall reasons of each
   ncu_hot_lines.py sass.csv BINARY FUNC_REGEX --ranges FILE A-B:NAME ...
       samples and instructions per line range of FILE (the innermost frame inside FILE, so inlined helpers
-      count where FILE called them); 'other' = code with no frame in FILE
+      count where FILE called them). nvdisasm often gives an inlined helper's code (cvt, ld / st, mma, atomics)
+      only its own frame: such code counts for the FILE line before it in address order (the caller that
+      issued it, as a rule); 'other' = code before any line of FILE
 """
 import argparse, collections, csv, os, re, subprocess, tempfile
 
@@ -62,10 +64,12 @@ def main():
             lo, rest = spec.split('-', 1)
             hi, name = rest.split(':', 1)
             spans.append((int(lo), int(hi), name))
-    for r in data:
+    last_ln = None
+    for r in sorted(data, key=lambda r: int(r[col['Address']], 16)):
         frames = lines.get(int(r[col['Address']], 16) - base, [('?', 0)])
         if a.ranges:
-            ln = next((l for f, l in frames if f == fname), None)
+            ln = next((l for f, l in frames if f == fname), last_ln)
+            last_ln = ln
             key = 'other' if ln is None else next((n for lo, hi, n in spans if lo <= ln <= hi), f'{fname}:other')
         else:
             key = f'{frames[0][0]}:{frames[0][1]}'

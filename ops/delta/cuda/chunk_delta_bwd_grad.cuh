@@ -293,7 +293,8 @@ __device__ __forceinline__ void frag_b_rows(std::uint32_t (&b)[4], int j0, int t
 // The cross sum is rescaled once to the middle row's reference (a per-column e^(<= 0)) before the diagonal
 // step adds to it. GDN (scalar gate): dA and dAkk are scaled per pair (exact, e^(<= 0)), q / k enter raw.
 template <int K, bool ScalarGate>
-__device__ __forceinline__ void grad_k_intra_tc(const Params& p, const ChunkInfo& ci, int hv, GradKV2Smem<K>& s) {
+__device__ __forceinline__ void grad_k_intra_tc(const Params& p, const ChunkInfo& ci, int hv, GradKV2Smem<K>& s,
+                                                const float (&dkgb)[K / 16][4]) {
   constexpr int NT = K / 16;  // n8 tiles of the warp's K / 2 columns
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3, Cn = ci.Cn;
   const int R = warp & 3, x0 = 16 * R, nk0 = (K / 2) * (warp >> 2), m = x0 + 8;
@@ -369,10 +370,11 @@ __device__ __forceinline__ void grad_k_intra_tc(const Params& p, const ChunkInfo
       cuda_util::mma_bf16_16816_split(at[nt], lh, ll, c4[0], c4[1], c4[2], c4[3]);
     }
   }
-  // ---- epilogue at the accumulator positions (rows x0 + g (+8), columns nk0 + 8 nt + 2 t (+1)): the middle row's
-  // factors (KDA), dq_e / dk_e += the intra terms (HBM, the rows this CTA's db epilogue wrote), db, and the row
-  // sums of kr k (dbeta) and of the fused l2norm's dq . q_n, dk . k_n
-  float rb[2] = {}, rq[2] = {}, rk[2] = {};
+  // ---- one epilogue at the accumulator positions (rows x0 + g (+8), columns nk0 + 8 nt + 2 t (+1)), which are
+  // dkgb's too: the WY terms (db, the dk partial; the SIMT form's separate db epilogue) and the intra terms with the
+  // middle row's factors (KDA): dq_e / dk_e read and written once, db stored once, the row sums of kgb dkgb beta +
+  // kr k (dbeta) and of the fused l2norm's dq . q_n, dk . k_n, the column sums of k dk_e (the bL terms)
+  float rb[2] = {}, rq[2] = {}, rk[2] = {}, cs[NT][2] = {};
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) {
     const int r = x0 + g + 8 * hf;
@@ -384,29 +386,31 @@ __device__ __forceinline__ void grad_k_intra_tc(const Params& p, const ChunkInfo
     for (int nt = 0; nt < NT; ++nt) {
       const int c = nk0 + 8 * nt + 2 * t;
       q0[nt] = ld2(p.dqe + row + c);
-      k0[nt] = ld2(p.dke + row + c);
+      k0[nt] = ld2(p.dke + row + c);  // the pure inter part dk_e
     }
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
       const int c = nk0 + 8 * nt + 2 * t;
-      const float2 qv = ld2(&s.q[r][c]), kv = ld2(&s.k[r][c]), db = ld2(&s.r1.db[r][c]);
-      const float q2[2] = {qv.x, qv.y}, k2[2] = {kv.x, kv.y}, dq2[2] = {q0[nt].x, q0[nt].y}, dk2[2] = {k0[nt].x, k0[nt].y};
-      float oq[2], ok[2], od[2] = {db.x, db.y};
+      const float2 qv = ld2(&s.q[r][c]), kv = ld2(&s.k[r][c]), bv = ld2(&s.b[r][c]);
+      const float q2[2] = {qv.x, qv.y}, k2[2] = {kv.x, kv.y}, b2[2] = {bv.x, bv.y}, dq2[2] = {q0[nt].x, q0[nt].y},
+                  dk2[2] = {k0[nt].x, k0[nt].y};
+      float oq[2], ok[2], od[2];
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         float dqi = aq[nt][2 * hf + e], kr = ak[nt][2 * hf + e], dkt = at[nt][2 * hf + e];
         if constexpr (!ScalarGate) {
-          const float bm = s.b[m][c + e], bx = s.b[r][c + e];
-          const float fq = __expf(bx - bm), fk = __expf(bm - bx);
+          const float bm = s.b[m][c + e];
+          const float fq = __expf(b2[e] - bm), fk = __expf(bm - b2[e]);
           dqi *= fq, kr *= fq, dkt *= fk;
         }
-        const float dkrow = br * kr;
+        const float d = dkgb[nt][2 * hf + e], eb = __expf(b2[e]), kgb = k2[e] * eb, dkrow = br * kr;
         oq[e] = dq2[e] + dqi;
-        ok[e] = dk2[e] + dkrow + dkt;
-        od[e] += q2[e] * dqi + (dkrow - dkt) * k2[e];
-        rb[hf] += kr * k2[e];
+        ok[e] = dk2[e] + d * eb * br + dkrow + dkt;
+        od[e] = q2[e] * dq2[e] - k2[e] * dk2[e] + kgb * d * br + q2[e] * dqi + (dkrow - dkt) * k2[e];
+        rb[hf] += d * kgb + kr * k2[e];
         rq[hf] += oq[e] * q2[e];
         rk[hf] += ok[e] * k2[e];
+        cs[nt][e] += k2[e] * dk2[e];
       }
       st2(p.dqe + row + c, oq[0], oq[1]);
       st2(p.dke + row + c, ok[0], ok[1]);
@@ -430,6 +434,16 @@ __device__ __forceinline__ void grad_k_intra_tc(const Params& p, const ChunkInfo
       }
     }
   }
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      float v = cs[nt][e];
+      v += __shfl_xor_sync(0xffffffffu, v, 4);
+      v += __shfl_xor_sync(0xffffffffu, v, 8);
+      v += __shfl_xor_sync(0xffffffffu, v, 16);
+      if (g == 0) atomicAdd(&s.cs[nk0 + 8 * nt + 2 * t + e], v);
+    }
 }
 
 // After the intra-chunk terms (either form): the bL terms, the reverse cumsum -> dg, dbeta, the fused post_qk.
@@ -579,16 +593,20 @@ __global__ void __launch_bounds__(kNT, 1) grad_k_v2_kernel(const Params p) {
     cuda_util::cp_async16(&s.dAkk[r][c4], p.dTv + row(rc) * kC + c4, r < Cn);
   }
   cuda_util::cp_async_commit();
-  // the db epilogue's dq_e / dk_e at its fragment positions (rows m0 + g (+8), columns nk0 + 8 nt + 2 t)
+  // the SIMT form's db epilogue: dq_e / dk_e at its fragment positions (rows m0 + g (+8), columns nk0 + 8 nt + 2 t)
+  // (the tensor-core forms do that epilogue with their own, at the same positions)
+  constexpr bool kSimt = std::is_same_v<Tail, TailSimtExact>;
   float2 pq[NK][2], pk[NK][2];
+  if constexpr (kSimt) {
 #pragma unroll
-  for (int hf = 0; hf < 2; ++hf) {
-    const int r = m0 + g + 8 * hf;
+    for (int hf = 0; hf < 2; ++hf) {
+      const int r = m0 + g + 8 * hf;
 #pragma unroll
-    for (int nt = 0; nt < NK; ++nt) {
-      const i64 x = row(r) * K + nk0 + 8 * nt + 2 * t;
-      pq[nt][hf] = r < Cn ? ld2(p.dqe + x) : make_float2(0.f, 0.f);
-      pk[nt][hf] = r < Cn ? ld2(p.dke + x) : make_float2(0.f, 0.f);  // still the pure inter part dk_e
+      for (int nt = 0; nt < NK; ++nt) {
+        const i64 x = row(r) * K + nk0 + 8 * nt + 2 * t;
+        pq[nt][hf] = r < Cn ? ld2(p.dqe + x) : make_float2(0.f, 0.f);
+        pk[nt][hf] = r < Cn ? ld2(p.dke + x) : make_float2(0.f, 0.f);  // still the pure inter part dk_e
+      }
     }
   }
   {  // dw, Tinv through registers into hi + lo planes; beta, dbeta partial; GDN's broadcast gate
@@ -678,7 +696,7 @@ __global__ void __launch_bounds__(kNT, 1) grad_k_v2_kernel(const Params p) {
                                   4, lane);
   __syncthreads();  // dT and dw are consumed
   store_split<4, 72>(&s.r2.X[0][0][0], &s.r2.X[1][0][0], acc, m0, n0, lane);
-  {  // db (into dw's space) and the dk partial, from dkgb's accumulators and the prefetched dq_e / dk_e
+  if constexpr (kSimt) {  // db (into dw's space) and the dk partial, from dkgb's accumulators and the prefetched dq_e / dk_e
     float rsum[2] = {}, csum[NK][2] = {};
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) {
@@ -754,8 +772,8 @@ __global__ void __launch_bounds__(kNT, 1) grad_k_v2_kernel(const Params p) {
     s.r2.tr.dAkkt[j4][x] = l.x, s.r2.tr.dAkkt[j4 + 1][x] = l.y, s.r2.tr.dAkkt[j4 + 2][x] = l.z, s.r2.tr.dAkkt[j4 + 3][x] = l.w;
   }
   __syncthreads();
-  if constexpr (std::is_same_v<Tail, TailSimtExact>) grad_k_intra_simt<K>(p, ci, hv, s);
-  else grad_k_intra_tc<K, std::is_same_v<Tail, TailTcScalarGate>>(p, ci, hv, s);
+  if constexpr (kSimt) grad_k_intra_simt<K>(p, ci, hv, s);
+  else grad_k_intra_tc<K, std::is_same_v<Tail, TailTcScalarGate>>(p, ci, hv, s, dkgb);
   grad_k_v2_finish<K>(p, ci, hv, s);
 }
 
