@@ -48,6 +48,7 @@ struct Case {
   int Dv = 0;            // value head dim when it differs from D (K)
   bool gpu_ref = false;  // large: compare against the GPU fp32 reference
   bool f32io = false;    // q, k, v, dO (and so dq, dk, dv) in f32 instead of bf16
+  bool odd_do = false;   // dO 2 bytes past a 16-byte boundary: grad_v on fp32 v_new / dvn instead of grad_v3's planes
 };
 
 struct Inputs {
@@ -174,15 +175,17 @@ void call_bwd(const Case& c, const Views& v, const DeltaRuleGrads& g, int mode /
 
 struct DeviceSet {
   std::vector<std::unique_ptr<DevBuf>> keep;
-  TensorView up(const HostTensor& h) {
-    keep.push_back(std::make_unique<DevBuf>(h.nbytes()));
-    CK(cudaMemcpy(keep.back()->p, h.data(), h.nbytes(), cudaMemcpyHostToDevice));
-    return TensorView::contiguous(keep.back()->p, h.dtype(), h.shape(), Device::cuda, 0);
+  TensorView up(const HostTensor& h, std::size_t shift = 0) {  // shift: bytes past the allocation's start
+    keep.push_back(std::make_unique<DevBuf>(h.nbytes() + shift));
+    void* p = static_cast<char*>(keep.back()->p) + shift;
+    CK(cudaMemcpy(p, h.data(), h.nbytes(), cudaMemcpyHostToDevice));
+    return TensorView::contiguous(p, h.dtype(), h.shape(), Device::cuda, 0);
   }
 };
 
 Views device_views(DeviceSet& d, const Inputs& in, const Case& c) {
-  Views v{d.up(in.q), d.up(in.k), d.up(in.v), d.up(in.g), d.up(in.beta), d.up(in.h0), TensorView{}, d.up(in.d_o), d.up(in.dht), {}, {}};
+  Views v{d.up(in.q), d.up(in.k), d.up(in.v), d.up(in.g), d.up(in.beta), d.up(in.h0), TensorView{}, d.up(in.d_o, c.odd_do ? 2 : 0),
+          d.up(in.dht), {}, {}};
   if (!c.cu.empty()) v.cu = d.up(in.cu);
   if (in.A_log) v.A_log = d.up(*in.A_log);
   if (in.dt_bias) v.dt_bias = d.up(*in.dt_bias);
@@ -368,6 +371,9 @@ int main(int argc, char** argv) {
     // f32 q / k / v / dO: the vector and cp.async f32 paths of the delta backward's v2 / v3 kernels
     c = {"kda T130 H2 HV2 D128 f32 io", true, 1, 130, 2, 2, 128}; c.f32io = true; c.safe = true; add(c);
     c = {"gdn T70 H1 HV2 K64 V128 f32 io", false, 1, 70, 1, 2, 64}; c.Dv = 128; c.f32io = true; add(c);
+    // dO off its 16-byte alignment: the state passes write fp32 v_new / dvn and grad_v (not grad_v3) reads them
+    c = {"kda T150 B2 H2 HV4 D128 dO misaligned", true, 2, 150, 2, 4, 128}; c.odd_do = true; c.safe = true; add(c);
+    c = {"gdn varlen H2 HV2 K64 V128 dO misaligned", false, 1, 0, 2, 2, 64, vl}; c.Dv = 128; c.odd_do = true; add(c);
     if (!small_only) {
       c = {"kda B1 T4096 H8 HV16 D128 (gpu ref)", true, 1, 4096, 8, 16, 128}; c.safe = true; c.gpu_ref = true; add(c);
       c = {"gdn B1 T4096 H8 HV16 D128 (gpu ref)", false, 1, 4096, 8, 16, 128}; c.gpu_ref = true; add(c);
