@@ -108,6 +108,20 @@ template <int K>
 constexpr size_t grad_k_v2_smem() {
   return sizeof(GradKV2Smem<K>);
 }
+// The tensor-core tails' final dq_e / dk_e rows [64][K] (pitch FP) for the fused post_qk, over what the intra terms
+// have consumed by then: dA^T / dAkk^T (r2) and dA / dAkk (adjacent: 2 x 64 x 68 floats = 64 x (K + 8) at K = 128;
+// K = 64 needs half of it)
+template <int K>
+__device__ __forceinline__ float (*fin_dq(GradKV2Smem<K>& s))[GradKV2Smem<K>::FP] {
+  return reinterpret_cast<float (*)[GradKV2Smem<K>::FP]>(&s.r2.tr.dAt[0][0]);
+}
+template <int K>
+__device__ __forceinline__ float (*fin_dk(GradKV2Smem<K>& s))[GradKV2Smem<K>::FP] {
+  static_assert(offsetof(GradKV2Smem<K>, dAkk) == offsetof(GradKV2Smem<K>, dA) + sizeof(float) * kC * GradKV2Smem<K>::AP &&
+                    2 * GradKV2Smem<K>::AP >= GradKV2Smem<K>::FP && sizeof(typename GradKV2Smem<K>::R2) >= sizeof(float) * kC * GradKV2Smem<K>::FP,
+                "grad_k_v2: the final dq_e / dk_e rows fit over dA^T / dAkk^T and dA / dAkk");
+  return reinterpret_cast<float (*)[GradKV2Smem<K>::FP]>(&s.dA[0][0]);
+}
 
 // The sums over a warp's 32 lanes of v[0 .. 15]: the lane pair (2 m, 2 m + 1) returns the sum of v[m],
 // m = lane bits 4, 3, 2, 1 (most significant first); 16 shuffles.
@@ -299,77 +313,96 @@ __device__ __forceinline__ void grad_k_intra_tc(const Params& p, const ChunkInfo
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3, Cn = ci.Cn;
   const int R = warp & 3, x0 = 16 * R, nk0 = (K / 2) * (warp >> 2), m = x0 + 8;
   const i64 t0 = ci.t0;
-  if (x0 >= Cn) return;  // warp-uniform: no rows, no keys of this block
+  const bool active = x0 < Cn;  // warp-uniform: the block has rows (and keys)
   const auto bg = [&](int r) { return s.b[r][0]; };  // GDN: the row's scalar gate (broadcast over the columns)
   float aq[NT][4] = {}, ak[NT][4] = {}, at[NT][4] = {};  // dq_i, kr, dk_t
   std::uint32_t ah[4], al[4], lh[4], ll[4], b[4], c4[4];
-  // ---- dq side: rows x0 .., keys of blocks Y < R (reference row x0), then block R (middle row)
+  float2 q0[2][NT], k0[2][NT];
+  if (active) {
+    // ---- dq side: rows x0 .., keys of blocks Y < R (reference row x0), then block R (middle row)
 #pragma unroll 1
-  for (int y = 0; y <= R; ++y) {
-    const bool diag = y == R;
-    frag_a2_f32<ScalarGate>(ah, al, lh, ll, &s.dA[0][0], &s.dAkk[0][0], x0, 16 * y, lane,
-                            [&](int r, int j) { return __expf(fminf(bg(r) - bg(j), 0.f)); });
-    if constexpr (!ScalarGate) {
-      if (diag) {  // the cross sum to the middle row's reference: e^(b_m - b_x0) per column
+    for (int y = 0; y <= R; ++y) {
+      const bool diag = y == R;
+      frag_a2_f32<ScalarGate>(ah, al, lh, ll, &s.dA[0][0], &s.dAkk[0][0], x0, 16 * y, lane,
+                              [&](int r, int j) { return __expf(fminf(bg(r) - bg(j), 0.f)); });
+      if constexpr (!ScalarGate) {
+        if (diag) {  // the cross sum to the middle row's reference: e^(b_m - b_x0) per column
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
+          for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int c = nk0 + 8 * nt + 2 * t + e;
-            const float f = __expf(s.b[m][c] - s.b[x0][c]);
-            aq[nt][e] *= f, aq[nt][e + 2] *= f, ak[nt][e] *= f, ak[nt][e + 2] *= f;
-          }
+            for (int e = 0; e < 2; ++e) {
+              const int c = nk0 + 8 * nt + 2 * t + e;
+              const float f = __expf(s.b[m][c] - s.b[x0][c]);
+              aq[nt][e] *= f, aq[nt][e + 2] *= f, ak[nt][e] *= f, ak[nt][e + 2] *= f;
+            }
+        }
+      }
+      const int ref = diag ? m : x0;
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        const int c = nk0 + 8 * nt + g;
+        const float br = s.b[ref][c];
+        frag_b_rows(b, 16 * y, t, [&](int j) { return ScalarGate ? s.k[j][c] : s.k[j][c] * __expf(br - s.b[j][c]); });
+        cuda_util::mma_bf16_16816_split(aq[nt], ah, al, b[0], b[1], b[2], b[3]);
+        cuda_util::mma_bf16_16816_split(ak[nt], lh, ll, b[0], b[1], b[2], b[3]);
       }
     }
-    const int ref = diag ? m : x0;
+    // the epilogue's dq_e / dk_e (the pure inter part), in flight during the dk side
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-      const int c = nk0 + 8 * nt + g;
-      const float br = s.b[ref][c];
-      frag_b_rows(b, 16 * y, t, [&](int j) { return ScalarGate ? s.k[j][c] : s.k[j][c] * __expf(br - s.b[j][c]); });
-      cuda_util::mma_bf16_16816_split(aq[nt], ah, al, b[0], b[1], b[2], b[3]);
-      cuda_util::mma_bf16_16816_split(ak[nt], lh, ll, b[0], b[1], b[2], b[3]);
+    for (int hf = 0; hf < 2; ++hf) {
+      const int r = x0 + g + 8 * hf;
+      const i64 row = ((t0 + min(r, Cn - 1)) * p.HV + hv) * K;
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        const int c = nk0 + 8 * nt + 2 * t;
+        q0[hf][nt] = ld2(p.dqe + row + c);
+        k0[hf][nt] = ld2(p.dke + row + c);
+      }
+    }
+    // ---- dk side: keys x0 .. as the rows of dA^T / dAkk^T; rows of blocks X > R that hold rows (reference row
+    // x0 + 15), then block R (middle row)
+    const int ncross = min(3, (Cn - 1) >> 4) - R, rl = x0 + 15;
+#pragma unroll 1
+    for (int i = 0; i <= ncross; ++i) {
+      const bool diag = i == ncross;
+      const int X = diag ? R : R + 1 + i;
+      frag_a2_f32<ScalarGate>(ah, al, lh, ll, &s.r2.tr.dAt[0][0], &s.r2.tr.dAkkt[0][0], x0, 16 * X, lane,
+                              [&](int j, int r) { return __expf(fminf(bg(r) - bg(j), 0.f)); });
+      if constexpr (!ScalarGate) {
+        if (diag) {  // the cross sum to the middle row's reference: e^(b_ref - b_m) per column
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int c = nk0 + 8 * nt + 2 * t + e;
+              const float f = __expf(s.b[rl][c] - s.b[m][c]);
+              at[nt][e] *= f, at[nt][e + 2] *= f;
+            }
+        }
+      }
+      const int ref = diag ? m : rl;
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        const int c = nk0 + 8 * nt + g;
+        const float br = s.b[ref][c];
+        float e4[4];  // the rows' factors, shared by the q and beta k operands
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          const int r = 16 * X + 2 * t + (u & 1) + 8 * (u >> 1);
+          e4[u] = ScalarGate ? 1.f : __expf(s.b[r][c] - br);
+        }
+        const auto eu = [&](int r) { return e4[((r >> 3) & 1) * 2 + (r & 1)]; };
+        frag_b_rows(b, 16 * X, t, [&](int r) { return s.q[r][c] * eu(r); });
+        frag_b_rows(c4, 16 * X, t, [&](int r) { return s.beta[r] * s.k[r][c] * eu(r); });
+        cuda_util::mma_bf16_16816_split(at[nt], ah, al, b[0], b[1], b[2], b[3]);
+        cuda_util::mma_bf16_16816_split(at[nt], lh, ll, c4[0], c4[1], c4[2], c4[3]);
+      }
     }
   }
-  // ---- dk side: keys x0 .. as the rows of dA^T / dAkk^T; rows of blocks X > R that hold rows (reference row
-  // x0 + 15), then block R (middle row)
-  const int ncross = min(3, (Cn - 1) >> 4) - R, rl = x0 + 15;
-#pragma unroll 1
-  for (int i = 0; i <= ncross; ++i) {
-    const bool diag = i == ncross;
-    const int X = diag ? R : R + 1 + i;
-    frag_a2_f32<ScalarGate>(ah, al, lh, ll, &s.r2.tr.dAt[0][0], &s.r2.tr.dAkkt[0][0], x0, 16 * X, lane,
-                            [&](int j, int r) { return __expf(fminf(bg(r) - bg(j), 0.f)); });
-    if constexpr (!ScalarGate) {
-      if (diag) {  // the cross sum to the middle row's reference: e^(b_ref - b_m) per column
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int c = nk0 + 8 * nt + 2 * t + e;
-            const float f = __expf(s.b[rl][c] - s.b[m][c]);
-            at[nt][e] *= f, at[nt][e + 2] *= f;
-          }
-      }
-    }
-    const int ref = diag ? m : rl;
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-      const int c = nk0 + 8 * nt + g;
-      const float br = s.b[ref][c];
-      float e4[4];  // the rows' factors, shared by the q and beta k operands
-#pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        const int r = 16 * X + 2 * t + (u & 1) + 8 * (u >> 1);
-        e4[u] = ScalarGate ? 1.f : __expf(s.b[r][c] - br);
-      }
-      const auto eu = [&](int r) { return e4[((r >> 3) & 1) * 2 + (r & 1)]; };
-      frag_b_rows(b, 16 * X, t, [&](int r) { return s.q[r][c] * eu(r); });
-      frag_b_rows(c4, 16 * X, t, [&](int r) { return s.beta[r] * s.k[r][c] * eu(r); });
-      cuda_util::mma_bf16_16816_split(at[nt], ah, al, b[0], b[1], b[2], b[3]);
-      cuda_util::mma_bf16_16816_split(at[nt], lh, ll, c4[0], c4[1], c4[2], c4[3]);
-    }
-  }
+  // fused post_qk: the final dq_e / dk_e go into dA / dAkk's and their transposes' space (grad_k_v2_finish reads them
+  // there, not through L2); every warp's products have read those first
+  if (p.fuse_qk) __syncthreads();
+  if (!active) return;
   // ---- one epilogue at the accumulator positions (rows x0 + g (+8), columns nk0 + 8 nt + 2 t (+1)), which are
   // dkgb's too: the WY terms (db, the dk partial; the SIMT form's separate db epilogue) and the intra terms with the
   // middle row's factors (KDA): dq_e / dk_e read and written once, db stored once, the row sums of kgb dkgb beta +
@@ -381,19 +414,12 @@ __device__ __forceinline__ void grad_k_intra_tc(const Params& p, const ChunkInfo
     if (r >= Cn) continue;
     const i64 row = ((t0 + r) * p.HV + hv) * K;
     const float br = s.beta[r];
-    float2 q0[NT], k0[NT];
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-      const int c = nk0 + 8 * nt + 2 * t;
-      q0[nt] = ld2(p.dqe + row + c);
-      k0[nt] = ld2(p.dke + row + c);  // the pure inter part dk_e
-    }
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
       const int c = nk0 + 8 * nt + 2 * t;
       const float2 qv = ld2(&s.q[r][c]), kv = ld2(&s.k[r][c]), bv = ld2(&s.b[r][c]);
-      const float q2[2] = {qv.x, qv.y}, k2[2] = {kv.x, kv.y}, b2[2] = {bv.x, bv.y}, dq2[2] = {q0[nt].x, q0[nt].y},
-                  dk2[2] = {k0[nt].x, k0[nt].y};
+      const float q2[2] = {qv.x, qv.y}, k2[2] = {kv.x, kv.y}, b2[2] = {bv.x, bv.y}, dq2[2] = {q0[hf][nt].x, q0[hf][nt].y},
+                  dk2[2] = {k0[hf][nt].x, k0[hf][nt].y};
       float oq[2], ok[2], od[2];
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
@@ -412,8 +438,13 @@ __device__ __forceinline__ void grad_k_intra_tc(const Params& p, const ChunkInfo
         rk[hf] += ok[e] * k2[e];
         cs[nt][e] += k2[e] * dk2[e];
       }
-      st2(p.dqe + row + c, oq[0], oq[1]);
-      st2(p.dke + row + c, ok[0], ok[1]);
+      if (p.fuse_qk) {
+        st2(&fin_dq(s)[r][c], oq[0], oq[1]);
+        st2(&fin_dk(s)[r][c], ok[0], ok[1]);
+      } else {
+        st2(p.dqe + row + c, oq[0], oq[1]);
+        st2(p.dke + row + c, ok[0], ok[1]);
+      }
       st2(&s.r1.db[r][c], od[0], od[1]);
     }
   }
@@ -447,7 +478,8 @@ __device__ __forceinline__ void grad_k_intra_tc(const Params& p, const ChunkInfo
 }
 
 // After the intra-chunk terms (either form): the bL terms, the reverse cumsum -> dg, dbeta, the fused post_qk.
-template <int K>
+// FinInSmem: the intra terms left the final dq_e / dk_e in shared memory (fin_dq / fin_dk) where post_qk is fused.
+template <int K, bool FinInSmem>
 __device__ __forceinline__ void grad_k_v2_finish(const Params& p, const ChunkInfo& ci, int hv, GradKV2Smem<K>& s) {
   const int tid = threadIdx.x, Cn = ci.Cn;
   const i64 t0 = ci.t0;
@@ -514,7 +546,7 @@ __device__ __forceinline__ void grad_k_v2_finish(const Params& p, const ChunkInf
     }
   }
   // post_qk fused (one value head per q/k head): dq = r_q (dq - (dq . q_n) q_n), same for dk, from the rows
-  // this CTA wrote above (L2) and its q_n / k_n tiles, in the output dtype. Last, with no barrier before
+  // this CTA left in shared memory (FinInSmem) or wrote above (L2) and its q_n / k_n tiles, in the output dtype. Last, with no barrier before
   // it: the warps the serial KDA cumsum above leaves idle start their loads while it runs (this kernel has
   // one CTA per SM); loads in batches of four pieces.
   if (p.fuse_qk) {
@@ -527,8 +559,13 @@ __device__ __forceinline__ void grad_k_v2_finish(const Params& p, const ChunkInf
       for (int u = 0; u < EU; ++u) {
         const int i = tid + (nb * EU + u) * kNT, r = i / Q4, c = 4 * (i % Q4);
         const i64 rh = (t0 + r) * p.HV + hv;  // H == HV: the q/k row is the value head's
-        a[u] = r < Cn ? ld4(p.dqe + rh * K + c) : kZero4;
-        b[u] = r < Cn ? ld4(p.dke + rh * K + c) : kZero4;
+        if constexpr (FinInSmem) {
+          a[u] = ld4(&fin_dq(s)[r][c]);
+          b[u] = ld4(&fin_dk(s)[r][c]);
+        } else {
+          a[u] = r < Cn ? ld4(p.dqe + rh * K + c) : kZero4;
+          b[u] = r < Cn ? ld4(p.dke + rh * K + c) : kZero4;
+        }
         rn[u] = r < Cn && p.l2norm ? make_float2(p.rq[rh], p.rk[rh]) : make_float2(1.f, 1.f);
       }
 #pragma unroll
@@ -774,7 +811,7 @@ __global__ void __launch_bounds__(kNT, 1) grad_k_v2_kernel(const Params p) {
   __syncthreads();
   if constexpr (kSimt) grad_k_intra_simt<K>(p, ci, hv, s);
   else grad_k_intra_tc<K, std::is_same_v<Tail, TailTcScalarGate>>(p, ci, hv, s, dkgb);
-  grad_k_v2_finish<K>(p, ci, hv, s);
+  grad_k_v2_finish<K, !kSimt>(p, ci, hv, s);
 }
 
 // ---------------------------------------------------------------------------------------------
