@@ -261,8 +261,12 @@ __global__ void __launch_bounds__(kNT, 2) chunk_prep_v2_kernel(const Params p) {
   const bool diag_mma = !kda || p.safe;
   const int ib = static_cast<int>((0x31032123u >> (4 * warp)) & 0xFu);
   const bool dia = ((0xE8u >> warp) & 1u) != 0u;
-  const int ntb = dia ? 2 * ib : (warp == 4 ? 3 : 0);
-  const int nj = dia ? 2 : (warp == 0 || warp == 4 ? 3 : 2 * ib);
+  // Where the diagonal blocks are mma jobs, row block 2's off-diagonal tile 3 moves from warp 1 to warp 3 (its
+  // diagonal block, middle reference row 40: tile 3's key factors e^(b_40 - b_j), j >= 24, stay within e^80
+  // under safe_gate; GDN applies its decay in the epilogue): no warp has more than 3 tiles (warp 1 had 4)
+  const bool move3 = diag_mma && (warp == 1 || warp == 3);
+  const int ntb = dia ? (move3 ? 3 : 2 * ib) : (warp == 4 ? 3 : 0);
+  const int nj = move3 ? 3 : dia ? 2 : (warp == 0 || warp == 4 ? 3 : 2 * ib);
   const bool job_mma = !dia || diag_mma;
   const int rA = 16 * ib + g;
   float accA[4][4], accL[4][4];

@@ -443,9 +443,12 @@ __global__ void __launch_bounds__(kThreads, kPrepMinBlocks<K>) kda_prep_kernel(c
       // (contiguous in every job: 0-2, 0-3, 0-1, 4-5, 3-5, 0-1, 2-3, 6-7 for warps 0-7).
       const int ib = static_cast<int>((0x31032123u >> (4 * warp)) & 0xFu);
       const bool dia = ((0xE8u >> warp) & 1u) != 0u;
-      const int ntb = dia ? 2 * ib : (warp == 4 ? 3 : 0);
-      const int nj = dia ? 2 : (warp == 0 || warp == 4 ? 3 : 2 * ib);
       const bool diag_mma = p.safe != 0;
+      // With safe_gate, row block 2's tile 3 moves from warp 1 to warp 3 (its diagonal block: middle reference
+      // row 40, key factors 2^(b_40 - b_j) for j >= 24 within e^80): no warp has more than 3 tiles (warp 1 had 4)
+      const bool move3 = diag_mma && (warp == 1 || warp == 3);
+      const int ntb = dia ? (move3 ? 3 : 2 * ib) : (warp == 4 ? 3 : 0);
+      const int nj = move3 ? 3 : dia ? 2 : (warp == 0 || warp == 4 ? 3 : 2 * ib);
       if (!dia || diag_mma) {
         // Tile i accumulates in slot i (4 slots, not one per possible tile: each tile's mma sequence
         // over ks is unchanged). Every value below is computed by the same expression as before; only
