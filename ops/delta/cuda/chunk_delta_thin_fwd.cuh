@@ -229,20 +229,27 @@ __global__ void __launch_bounds__(kThreads, kThinPrepMinBlocks<K>) gdn_thin_prep
 // T', Q' and the factors (GDN) / k3, T', Q', 2^bL (KDA) of chunk ci at its top (measured for GDN:
 // issuing those one chunk ahead, which needs one more CTA barrier per chunk, is 1-2 % slower at the
 // large shapes, where two CTAs share an SM).
+// Top tiles (T', Q' and GDN's factors / KDA's k3 and 2^bL) in NB buffers: KDA's V-tile pairs (one CTA per SM, no
+// second CTA to cover the loads' latency) bring chunk ci + 1's during chunk ci; else each chunk's at its top.
+template <bool KDA, int VW>
+constexpr int kThinTopBufs = KDA && VW == 2 ? 2 : 1;
 template <bool KDA, int K, int VW>
 struct ThinStateSmem {
+  static constexpr int NB = kThinTopBufs<KDA, VW>;
   bf16 q[kC * K];      // SW128 tiles [K / 64][C][64] (1 KB aligned: the struct sits at a 1 KB boundary)
-  bf16 k[2][kC * K];   // GDN: k by chunk parity; KDA: [0] k e^b, [1] k e^(bL-b)
+  bf16 k[2][kC * K];   // GDN: k by chunk parity; KDA: [0] k e^b, [1] k e^(bL-b) (top buffer 0)
+  bf16 k3[NB == 2 ? kC * K : 512];  // KDA, two top buffers: k e^(bL-b) of top buffer 1 (else unused, 1 KB)
   bf16 v[VW][2][kC * kC];  // per V tile: [token][64 value columns], SW128, chunk parity
-  bf16 t[2][kC * kC];  // T' hi, lo
-  bf16 a[2][kC * kC];  // Q' hi, lo
+  bf16 t[NB][2][kC * kC];  // T' hi, lo
+  bf16 a[NB][2][kC * kC];  // Q' hi, lo
   float sc[KDA ? 1 : 4][kC];  // GDN: c1, c2, c3, 2^bL
-  float el[KDA ? K : 1];      // KDA: 2^bL per channel
+  float el[NB][KDA ? K : 1];  // KDA: 2^bL per channel
   alignas(16) bf16 o[VW][kC][kC + 8];  // per V tile: o [token][value column], padded (16-byte row pieces to HBM)
   // K = 256: batch 1's partials per warpgroup, S^T (8 float4 per thread) then the partner's 32 tokens of
   // P^T (4 float4); [warpgroup][float4 index][thread of the warpgroup]
   float4 x[K == 256 ? 2 : 1][K == 256 ? 12 : 1][128];
-  std::uint64_t bar[2];  // [0] T', Q' (+ factors / k3, 2^bL), [1] KDA: q e^b, k e^b
+  std::uint64_t bar[2];  // [0] T', Q' (+ factors / k3, 2^bL) of top buffer 0, [1] KDA: q e^b, k e^b
+  std::uint64_t bar_top1;  // top buffer 1
 };
 template <bool KDA, int K, int VW>
 constexpr std::size_t kThinStateSmemBytes = sizeof(ThinStateSmem<KDA, K, VW>) + 1024;  // + manual 1 KB alignment
@@ -264,7 +271,7 @@ __global__ void __launch_bounds__(kThinStateThreads<K, VW>, 1) delta_thin_state_
   constexpr int NKS = KSPLIT ? 2 : 1, KH = K / NKS, NO = 64 / NKS, NTH = kThinStateThreads<K, VW>;  // channel halves, their channels, o tokens
   constexpr int VTH = KSPLIT ? NTH : 128;  // threads that load / store one V tile
   static_assert(offsetof(S, q) % 1024 == 0 && offsetof(S, k) % 1024 == 0 && offsetof(S, v) % 1024 == 0 &&
-                    offsetof(S, t) % 1024 == 0 && offsetof(S, a) % 1024 == 0 && offsetof(S, sc) % 16 == 0 &&
+                    offsetof(S, t) % 1024 == 0 && offsetof(S, a) % 1024 == 0 && offsetof(S, k3) % 1024 == 0 && offsetof(S, sc) % 16 == 0 &&
                     offsetof(S, el) % 16 == 0 && offsetof(S, o) % 16 == 0 && offsetof(S, bar) % 8 == 0,
                 "SW128 tiles 1 KB aligned; bulk copies 16-byte aligned");
   constexpr std::uint32_t kQkBytes = kC * K * 2;
@@ -322,22 +329,28 @@ __global__ void __launch_bounds__(kThinStateThreads<K, VW>, 1) delta_thin_state_
       cp_async16(vb + wgmma::sw128(r, 8 * c8), p.v + ((t0 + min(r, Cn - 1)) * p.HV + hv) * V + vcol0 + 8 * c8, r < Cn);
     }
   };
-  auto issue_top = [&](int ci) {  // thread 0 only
+  constexpr int NB = S::NB;
+  const auto top_bar = [&](int bb) { return bb ? &s.bar_top1 : &s.bar[0]; };
+  const auto k3_tile = [&](int bb) { return bb ? s.k3 : s.k[1]; };
+  auto issue_top = [&](int ci) {  // thread 0 only; top buffer ci % NB
     const long c = chunk_id(ci);
+    const int bb = NB == 2 ? (ci & 1) : 0;
+    std::uint64_t* const bar = top_bar(bb);
     if constexpr (KDA) {
-      mbar_arrive_expect_tx(&s.bar[0], 2 * kATileBytes + kQkBytes + K * 4);
-      bulk_copy_g2s(s.k[1], p.ws.kg + c * kC * K, kQkBytes, &s.bar[0]);
-      bulk_copy_g2s(s.el, p.ws.el + c * K, K * 4, &s.bar[0]);
+      mbar_arrive_expect_tx(bar, 2 * kATileBytes + kQkBytes + K * 4);
+      bulk_copy_g2s(k3_tile(bb), p.ws.kg + c * kC * K, kQkBytes, bar);
+      bulk_copy_g2s(s.el[bb], p.ws.el + c * K, K * 4, bar);
     } else {
-      mbar_arrive_expect_tx(&s.bar[0], 2 * kATileBytes + 4 * kC * 4);
-      bulk_copy_g2s(&s.sc[0][0], p.tw.sc + c * 4 * kC, 4 * kC * 4, &s.bar[0]);
+      mbar_arrive_expect_tx(bar, 2 * kATileBytes + 4 * kC * 4);
+      bulk_copy_g2s(&s.sc[0][0], p.tw.sc + c * 4 * kC, 4 * kC * 4, bar);
     }
-    bulk_copy_g2s(&s.t[0][0], p.tw.t + c * 2 * kC * kC, kATileBytes, &s.bar[0]);
-    bulk_copy_g2s(&s.a[0][0], (KDA ? p.ws.a : p.tw.a) + c * 2 * kC * kC, kATileBytes, &s.bar[0]);
+    bulk_copy_g2s(&s.t[bb][0][0], p.tw.t + c * 2 * kC * kC, kATileBytes, bar);
+    bulk_copy_g2s(&s.a[bb][0][0], (KDA ? p.ws.a : p.tw.a) + c * 2 * kC * kC, kATileBytes, bar);
   };
   if (tid == 0) {
     mbar_init(&s.bar[0], 1);
     mbar_init(&s.bar[1], 1);
+    mbar_init(&s.bar_top1, 1);
     mbar_init_fence();
   }
   if (nchunks > 0) load_next(0);
@@ -364,8 +377,7 @@ __global__ void __launch_bounds__(kThinStateThreads<K, VW>, 1) delta_thin_state_
 
   // the warpgroup's channel tiles (64-channel SW128 tiles of 8 KB; warpgroup kh starts at tile KH / 64 kh)
   const std::uint32_t tile0 = static_cast<std::uint32_t>(kh * (KH / 64) * 8192);
-  const std::uint32_t a_q = smem_u32(s.q) + tile0, a_k0 = smem_u32(s.k[0]) + tile0, a_t = smem_u32(&s.t[0][0]);
-  const std::uint32_t a_a = smem_u32(&s.a[0][0]) + static_cast<std::uint32_t>(kh * NO * 128);  // Q' rows NO kh ..
+  const std::uint32_t a_q = smem_u32(s.q) + tile0, a_k0 = smem_u32(s.k[0]) + tile0;
   // ldmatrix.trans of v^T's A fragments: matrix m = lane / 8 holds tokens 8 (m >> 1) .., value columns
   // 16 warp + 8 (m & 1) ..; the lane gives row lane % 8 of it (k step ks adds 16 tokens)
   const int vm = lane >> 3;
@@ -375,12 +387,18 @@ __global__ void __launch_bounds__(kThinStateThreads<K, VW>, 1) delta_thin_state_
     cp_async_wait<0>();               // chunk ci's cp.async pieces of this thread (GDN q, k; v)
     wgmma::fence_proxy_async_smem();  // ... before the wgmma reads them
     __syncthreads();                  // everyone's pieces; chunk ci - 1 finished (o tile complete, T' / Q' read)
-    if (tid == 0) issue_top(ci);
+    if (tid == 0) {  // two buffers: chunk ci + 1's top tiles into the buffer chunk ci - 1 has released
+      if (NB == 1 || ci == 0) issue_top(ci);
+      if (NB == 2 && ci + 1 < nchunks) issue_top(ci + 1);
+    }
+    const int bb = NB == 2 ? (ci & 1) : 0;
+    const std::uint32_t a_t = smem_u32(&s.t[bb][0][0]);
+    const std::uint32_t a_a = smem_u32(&s.a[bb][0][0]) + static_cast<std::uint32_t>(kh * NO * 128);  // Q' rows NO kh ..
     if (ci > 0) store_o(ci - 1);
     if constexpr (KDA) mbar_wait(&s.bar[1], ci & 1);  // q e^b, k e^b of chunk ci
     // the products with H_n: k1 = k[ci & 1] (GDN) / k[0] (KDA); batch 3's k3 = the same (GDN) / k[1]
     const std::uint32_t a_k1 = a_k0 + (KDA ? 0u : static_cast<std::uint32_t>(ci & 1) * kQkBytes);
-    const std::uint32_t a_k3 = KDA ? a_k0 + kQkBytes : a_k1;
+    const std::uint32_t a_k3 = KDA ? smem_u32(k3_tile(bb)) + tile0 : a_k1;
 
     // ---- batch 1: sacc = bf16(H^T) k1^T, pacc = bf16(H^T) q1^T
     std::uint32_t af[KH / 16][4];
@@ -439,7 +457,7 @@ __global__ void __launch_bounds__(kThinStateThreads<K, VW>, 1) delta_thin_state_
         oacc[4 * q] += y.x, oacc[4 * q + 1] += y.y, oacc[4 * q + 2] += y.z, oacc[4 * q + 3] += y.w;
       }
     }
-    mbar_wait(&s.bar[0], ci & 1);  // T', Q', factors / k3, 2^bL of chunk ci
+    mbar_wait(top_bar(bb), (NB == 2 ? ci >> 1 : ci) & 1);  // T', Q', factors / k3, 2^bL of chunk ci
 
     // ---- X^T = v^T - S^T diag(c1) as the A fragments of k-step ks (tokens 16 ks ..)
     std::uint32_t xf[4][4];
@@ -485,7 +503,7 @@ __global__ void __launch_bounds__(kThinStateThreads<K, VW>, 1) delta_thin_state_
     if constexpr (KDA) {
 #pragma unroll
       for (int i = 0; i < KH / 2; i += 2) {
-        const float2 e = *reinterpret_cast<const float2*>(&s.el[ch0 + 8 * (i >> 2) + 2 * t4]);
+        const float2 e = *reinterpret_cast<const float2*>(&s.el[bb][ch0 + 8 * (i >> 2) + 2 * t4]);
         ht[i] *= e.x;
         ht[i + 1] *= e.y;
       }
