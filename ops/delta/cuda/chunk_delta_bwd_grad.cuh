@@ -306,6 +306,8 @@ __device__ __forceinline__ void frag_b_rows(std::uint32_t (&b)[4], int j0, int t
 // the accumulator the other. Inside the block, through its middle row m = x0 + 8 (safe_gate: within e^(+-40)).
 // The cross sum is rescaled once to the middle row's reference (a per-column e^(<= 0)) before the diagonal
 // step adds to it. GDN (scalar gate): dA and dAkk are scaled per pair (exact, e^(<= 0)), q / k enter raw.
+// The diagonal step multiplies whole 16 x 16 blocks: it relies on dA (dAqk, from grad_v) being stored zero above
+// the diagonal and dAkk zero on and above it, as their producers write them (the SIMT form reads j <= i only).
 template <int K, bool ScalarGate>
 __device__ __forceinline__ void grad_k_intra_tc(const Params& p, const ChunkInfo& ci, int hv, GradKV2Smem<K>& s,
                                                 const float (&dkgb)[K / 16][4]) {
@@ -318,6 +320,17 @@ __device__ __forceinline__ void grad_k_intra_tc(const Params& p, const ChunkInfo
   float aq[NT][4] = {}, ak[NT][4] = {}, at[NT][4] = {};  // dq_i, kr, dk_t
   std::uint32_t ah[4], al[4], lh[4], ll[4], b[4], c4[4];
   float2 q0[2][NT], k0[2][NT];
+  // KDA: accumulators times e^(b[r1][c] - b[r0][c]) per column c (a cross sum moved to another reference row, <= 1)
+  const auto rescale_columns = [&](int r1, int r0, auto&... acc) {
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int c = nk0 + 8 * nt + 2 * t + e;
+        const float f = __expf(s.b[r1][c] - s.b[r0][c]);
+        ((acc[nt][e] *= f, acc[nt][e + 2] *= f), ...);
+      }
+  };
   if (active) {
     // ---- dq side: rows x0 .., keys of blocks Y < R (reference row x0), then block R (middle row)
 #pragma unroll 1
@@ -325,18 +338,8 @@ __device__ __forceinline__ void grad_k_intra_tc(const Params& p, const ChunkInfo
       const bool diag = y == R;
       frag_a2_f32<ScalarGate>(ah, al, lh, ll, &s.dA[0][0], &s.dAkk[0][0], x0, 16 * y, lane,
                               [&](int r, int j) { return __expf(fminf(bg(r) - bg(j), 0.f)); });
-      if constexpr (!ScalarGate) {
-        if (diag) {  // the cross sum to the middle row's reference: e^(b_m - b_x0) per column
-#pragma unroll
-          for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              const int c = nk0 + 8 * nt + 2 * t + e;
-              const float f = __expf(s.b[m][c] - s.b[x0][c]);
-              aq[nt][e] *= f, aq[nt][e + 2] *= f, ak[nt][e] *= f, ak[nt][e + 2] *= f;
-            }
-        }
-      }
+      if constexpr (!ScalarGate)
+        if (diag) rescale_columns(m, x0, aq, ak);  // the cross sums to the middle row's reference
       const int ref = diag ? m : x0;
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
@@ -368,18 +371,8 @@ __device__ __forceinline__ void grad_k_intra_tc(const Params& p, const ChunkInfo
       const int X = diag ? R : R + 1 + i;
       frag_a2_f32<ScalarGate>(ah, al, lh, ll, &s.r2.tr.dAt[0][0], &s.r2.tr.dAkkt[0][0], x0, 16 * X, lane,
                               [&](int j, int r) { return __expf(fminf(bg(r) - bg(j), 0.f)); });
-      if constexpr (!ScalarGate) {
-        if (diag) {  // the cross sum to the middle row's reference: e^(b_ref - b_m) per column
-#pragma unroll
-          for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              const int c = nk0 + 8 * nt + 2 * t + e;
-              const float f = __expf(s.b[rl][c] - s.b[m][c]);
-              at[nt][e] *= f, at[nt][e + 2] *= f;
-            }
-        }
-      }
+      if constexpr (!ScalarGate)
+        if (diag) rescale_columns(rl, m, at);  // the cross sum to the middle row's reference
       const int ref = diag ? m : rl;
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {

@@ -232,7 +232,8 @@ __global__ void __launch_bounds__(kNT, 2) chunk_prep_v2_kernel(const Params p) {
 
   // ---- Aqk (j <= r, times scale) and L (j < r, times beta_r), one round. Job table of the forward
   // prep: warp -> row block ib, diagonal?, n8 column tiles ntb .. ntb + nj - 1 (warps 0-7: ib3 off
-  // 0-2, ib2 off 0-3, ib1 off 0-1, ib2 diag, ib3 off 3-5, ib0 diag, ib1 diag, ib3 diag).
+  // 0-2, ib2 off 0-3, ib1 off 0-1, ib2 diag, ib3 off 3-5, ib0 diag, ib1 diag, ib3 diag; where the diagonal
+  // blocks are mma jobs, ib2 off 0-2 and ib2 diag with its tile 3: move3 below).
   const bool kda = p.kda != 0;
   {  // one compact pass over the [64][K] tiles (a small loop body: this kernel's code is already large
      // enough to miss in the instruction cache): the state passes' images qg = scale q e^b and

@@ -438,9 +438,10 @@ __global__ void __launch_bounds__(kThreads, kPrepMinBlocks<K>) kda_prep_kernel(c
       // the off-diagonal blocks of row block ib (reference = its first row, all factors <= 1) or its
       // diagonal block (middle row with safe_gate, else exact exps). The job table balances the
       // exps over the 4 SM sub-partitions (warps w and w+4 share one). Row block 3's six
-      // off-diagonal column tiles are split over warps 0 and 4 (3 each), so the longest warp has 4
-      // tiles (row block 2), not 6. Warp: ib, diagonal?, its n8 column tiles nt = ntb + i, i < nj
-      // (contiguous in every job: 0-2, 0-3, 0-1, 4-5, 3-5, 0-1, 2-3, 6-7 for warps 0-7).
+      // off-diagonal column tiles are split over warps 0 and 4 (3 each), and with safe_gate row block 2's
+      // tile 3 goes to its diagonal warp (move3 below), so the longest warp has 3 tiles, not 6. Warp: ib,
+      // diagonal?, its n8 column tiles nt = ntb + i, i < nj (contiguous in every job: 0-2, 0-3, 0-1, 4-5,
+      // 3-5, 0-1, 2-3, 6-7 for warps 0-7; with safe_gate warp 1 0-2 and warp 3 3-5).
       const int ib = static_cast<int>((0x31032123u >> (4 * warp)) & 0xFu);
       const bool dia = ((0xE8u >> warp) & 1u) != 0u;
       const bool diag_mma = p.safe != 0;
