@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The delta ops' record of a session (the fourteenth session's, first; bench/delta_record_s10.sh and _s13.sh are the
-# scripts of those sessions' records), run on the device from the repository root with the binaries at HEAD
+# The delta ops' record of a session (the fourteenth session's, first). It replaces the thirteenth session's
+# bench/delta_record_s13.sh (git show 5b600e8:bench/delta_record_s13.sh) and adds the forward checks;
+# bench/delta_record_s10.sh is the tenth to twelfth sessions' script. Run on the device from the repository root with the binaries at HEAD
 # (.carry/bin.tar.xz), the session start's lina (.carry/base.tar.xz), a bundle of the repository and FLA's wheel: GPU unit tests, both gates'
 # CUDA cases, the delta forward and backward checks, sanitizers (backward: four tools on --small; forward: memcheck
 # and racecheck on the V-tile-pair cases), stage times, kernel-only forward and backward times; lina verify fwdbwd of
