@@ -48,7 +48,7 @@ struct Case {
   int Dv = 0;            // value head dim when it differs from D (K)
   bool gpu_ref = false;  // large: compare against the GPU fp32 reference
   bool f32io = false;    // q, k, v, dO (and so dq, dk, dv) in f32 instead of bf16
-  bool odd_do = false;   // dO 2 bytes past a 16-byte boundary: grad_v on fp32 v_new / dvn instead of grad_v3's planes
+  bool odd_do = false;   // dO 2 bytes past a 16-byte boundary: grad_v (hi + lo planes, any dtype) instead of grad_v4
 };
 
 struct Inputs {
@@ -371,7 +371,7 @@ int main(int argc, char** argv) {
     // f32 q / k / v / dO: the vector and cp.async f32 paths of the delta backward's v2 / v3 kernels
     c = {"kda T130 H2 HV2 D128 f32 io", true, 1, 130, 2, 2, 128}; c.f32io = true; c.safe = true; add(c);
     c = {"gdn T70 H1 HV2 K64 V128 f32 io", false, 1, 70, 1, 2, 64}; c.Dv = 128; c.f32io = true; add(c);
-    // dO off its 16-byte alignment: the state passes write fp32 v_new / dvn and grad_v (not grad_v3) reads them
+    // dO off its 16-byte alignment: grad_v (not grad_v4) reads the state passes' bf16 H_n, dh, v_new and dvn
     c = {"kda T150 B2 H2 HV4 D128 dO misaligned", true, 2, 150, 2, 4, 128}; c.odd_do = true; c.safe = true; add(c);
     c = {"gdn varlen H2 HV2 K64 V128 dO misaligned", false, 1, 0, 2, 2, 64, vl}; c.Dv = 128; c.odd_do = true; add(c);
     if (!small_only) {

@@ -95,10 +95,17 @@ struct Params {
   float *qn, *kn, *rq, *rk;   // [R,H,K], [R,H]
   float *b, *bt;              // chunk-local gate cumsum [R,HV,Kg]; beta after the sigmoid [R,HV]
   float* Tinv;                // [R,HV,64]
-  float* vn;                  // u then v_new [R,HV,V]
+  float* vn;                  // u [R,HV,V] (chunk_prep -> state_fwd)
   void* img;                  // ChunkImage<K> [chunks,HV]: the state passes' operand tiles
-  float *Hs, *dHs;            // [chunks,HV,K,V]
-  float* dvn;                 // [R,HV,V]
+  // The state passes' outputs that only grad_v reads, as bf16 planes (fifteenth session; docs/kernels/chunk_delta_bwd.md,
+  // "Fifteenth session"): a hi plane, then (plane_kv / plane_tok elements further) a lo plane with x - hi, so hi + lo
+  // carries ~16 bits. H_n has its lo plane only where h_lo (inputs not all bf16): with bf16 inputs one plane costs
+  // the gradients little (FLA stores h in the input dtype), while dh, v_new and dvn in one plane would not
+  // (KDA's dA_log past FLA's 0.003 in the gate).
+  bf16 *Hs, *dHs;             // [planes][chunks,HV,K,V]
+  bf16 *vnb, *dvn;            // v_new, dvn [2][R,HV,V]
+  i64 plane_kv, plane_tok;    // elements per plane: chunks * HV * K * V, R * HV * V
+  int h_lo;                   // H_n's lo plane is written and read
   float *dqe, *dke, *dw;      // [R,HV,K]; reused by D2 for the per-value-head dq, dk
   float *dAqk, *dTv;          // [R,HV,64]
   float* hd;                  // [chunks,HV,K]: rowsum(H_n * dh[n])
@@ -249,6 +256,20 @@ __device__ __forceinline__ void fill_split(bf16* hi, bf16* lo, F f) {
 
 __device__ __forceinline__ float4 ld4(const float* p) { return *reinterpret_cast<const float4*>(p); }
 __device__ __forceinline__ float2 ld2(const float* p) { return *reinterpret_cast<const float2*>(p); }
+// four consecutive values of a bf16 hi plane plus its lo plane lo_off elements further (0: none) as floats
+__device__ __forceinline__ float4 ld4_planes(const bf16* p, i64 lo_off) {
+  const auto f4 = [](const bf16* x) {
+    const uint2 u = *reinterpret_cast<const uint2*>(x);
+    const float2 a = cuda_util::unpack_bf16(u.x), b = cuda_util::unpack_bf16(u.y);
+    return make_float4(a.x, a.y, b.x, b.y);
+  };
+  float4 x = f4(p);
+  if (lo_off) {
+    const float4 l = f4(p + lo_off);
+    x.x += l.x, x.y += l.y, x.z += l.z, x.w += l.w;
+  }
+  return x;
+}
 __device__ __forceinline__ void st2(float* p, float a, float b) { *reinterpret_cast<float2*>(p) = make_float2(a, b); }
 __device__ __forceinline__ void st_u32(bf16* p, std::uint32_t v) { *reinterpret_cast<std::uint32_t*>(p) = v; }
 // x as bf16 hi + lo at element offset o of the two planes (4 consecutive elements, o a multiple of 4;
@@ -536,8 +557,8 @@ struct StateBlock {
 };
 
 // ---------------------------------------------------------------------------------------------
-// D1: per (chunk, value head), products over V on tensor cores (operands as bf16 hi + lo, fp32
-// accumulators). Warp tiles: rows m0 = 16 (warp % 4) of the chunk; columns nk0 (K/2 of K) for the
+// D1 (the general-dtype fallback of grad_v4): per (chunk, value head), products over V on tensor cores
+// (operands as bf16 hi + lo, fp32 accumulators; H_n, dh[n], v_new and dvn arrive as the state passes' planes). Warp tiles: rows m0 = 16 (warp % 4) of the chunk; columns nk0 (K/2 of K) for the
 // [64][K] products, n64 (32 of 64) for the [64][64] ones.
 //   pass 1 over V tiles: dq_e += dO H^T, dw += dvn H^T, dAqk += dO vn^T, dTv += dvn v^T,
 //                        dv = beta Tinv^T dvn (final), dbeta += rowsum((Tinv^T dvn) v), hd += rowsum(H dh)
@@ -565,8 +586,9 @@ __global__ void __launch_bounds__(kNT, 1) grad_v_kernel(const Params p) {
   const ChunkInfo ci = chunk_info(p, blockIdx.x);
   const i64 t0 = ci.t0;
   const int Cn = ci.Cn, V = p.V;
-  const float* Hg = p.Hs + (static_cast<i64>(ci.gidx) * p.HV + hv) * K * V;
-  const float* Dg = p.dHs + (static_cast<i64>(ci.gidx) * p.HV + hv) * K * V;
+  const bf16* Hg = p.Hs + (static_cast<i64>(ci.gidx) * p.HV + hv) * K * V;
+  const bf16* Dg = p.dHs + (static_cast<i64>(ci.gidx) * p.HV + hv) * K * V;
+  const i64 hlo = p.h_lo ? p.plane_kv : 0;
   const auto off = [&](int r, int c0, int c) { return ((t0 + r) * p.HV + hv) * V + c0 + c; };
   fill_split<kC, kC, 72>(&s.T[0][0][0], &s.T[1][0][0], [&](int r, int c) {
     return r < Cn ? ld4(p.Tinv + ((t0 + r) * p.HV + hv) * kC + c) : kZero4;
@@ -581,13 +603,13 @@ __global__ void __launch_bounds__(kNT, 1) grad_v_kernel(const Params p) {
   for (int vt = 0; vt < p.nvt; ++vt) {
     const int c0 = vt * kVT;
     __syncthreads();
-    fill_split<K, kVT, 72>(&s.H[0][0][0], &s.H[1][0][0], [&](int r, int c) { return ld4(Hg + static_cast<i64>(r) * V + c0 + c); });
-    fill_split<K, kVT, 72>(&s.D[0][0][0], &s.D[1][0][0], [&](int r, int c) { return ld4(Dg + static_cast<i64>(r) * V + c0 + c); });
+    fill_split<K, kVT, 72>(&s.H[0][0][0], &s.H[1][0][0], [&](int r, int c) { return ld4_planes(Hg + static_cast<i64>(r) * V + c0 + c, hlo); });
+    fill_split<K, kVT, 72>(&s.D[0][0][0], &s.D[1][0][0], [&](int r, int c) { return ld4_planes(Dg + static_cast<i64>(r) * V + c0 + c, p.plane_kv); });
     fill_split<kC, kVT, 72>(&s.dO[0][0][0], &s.dO[1][0][0], [&](int r, int c) {
       return r < Cn ? load4_as_float(p.d_o, p.do_t, off(r, c0, c)) : kZero4;
     });
-    fill_split<kC, kVT, 72>(&s.vn[0][0][0], &s.vn[1][0][0], [&](int r, int c) { return r < Cn ? ld4(p.vn + off(r, c0, c)) : kZero4; });
-    fill_split<kC, kVT, 72>(&s.dvn[0][0][0], &s.dvn[1][0][0], [&](int r, int c) { return r < Cn ? ld4(p.dvn + off(r, c0, c)) : kZero4; });
+    fill_split<kC, kVT, 72>(&s.vn[0][0][0], &s.vn[1][0][0], [&](int r, int c) { return r < Cn ? ld4_planes(p.vnb + off(r, c0, c), p.plane_tok) : kZero4; });
+    fill_split<kC, kVT, 72>(&s.dvn[0][0][0], &s.dvn[1][0][0], [&](int r, int c) { return r < Cn ? ld4_planes(p.dvn + off(r, c0, c), p.plane_tok) : kZero4; });
     fill_split<kC, kVT, 72>(&s.v[0][0][0], &s.v[1][0][0], [&](int r, int c) {
       return r < Cn ? load4_as_float(p.v, p.v_t, off(r, c0, c)) : kZero4;
     });
@@ -665,8 +687,8 @@ __global__ void __launch_bounds__(kNT, 1) grad_v_kernel(const Params p) {
     const int c0 = vt * kVT;
     if (vt != p.nvt - 1) {
       __syncthreads();
-      fill_split<K, kVT, 72>(&s.D[0][0][0], &s.D[1][0][0], [&](int r, int c) { return ld4(Dg + static_cast<i64>(r) * V + c0 + c); });
-      fill_split<kC, kVT, 72>(&s.vn[0][0][0], &s.vn[1][0][0], [&](int r, int c) { return r < Cn ? ld4(p.vn + off(r, c0, c)) : kZero4; });
+      fill_split<K, kVT, 72>(&s.D[0][0][0], &s.D[1][0][0], [&](int r, int c) { return ld4_planes(Dg + static_cast<i64>(r) * V + c0 + c, p.plane_kv); });
+      fill_split<kC, kVT, 72>(&s.vn[0][0][0], &s.vn[1][0][0], [&](int r, int c) { return r < Cn ? ld4_planes(p.vnb + off(r, c0, c), p.plane_tok) : kZero4; });
       __syncthreads();
     }
     warp_mma_split<NK, false, true>(ak, &s.vn[0][0][0], &s.vn[1][0][0], 72, m0, &s.D[0][0][0], &s.D[1][0][0], 72, nk0, 0,
@@ -963,7 +985,7 @@ __global__ void __launch_bounds__(kNT, 1) grad_k_kernel(const Params p) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// D1 / D2 on tensor cores: grad_v3 / grad_k_v2 (LINA_DELTA_BWD_SIMT=1 selects grad_v_kernel and the SIMT
+// D1 / D2 on tensor cores: grad_v4 / grad_k_v2 (LINA_DELTA_BWD_SIMT=1 selects grad_v_kernel and the SIMT
 // grad_k_kernel above). Their own file, so that D1 / D2 and the state passes change independently.
 #include "ops/delta/cuda/chunk_delta_bwd_grad.cuh"
 
@@ -1186,15 +1208,19 @@ void run_pipeline(const Params& prm, int total_chunks, cudaStream_t st) {
   mark("state_fwd");  // with C beside it
   cuda_util::join_side_stream(st, side);
   mark("state_bwd");  // what is left of C
-  // grad_v3 (two CTAs per SM, K halves; on the H200 3.57 against grad_v's 4.53 ms at KDA B1_T8192_H96)
-  // loads dO / v and stores dv as vectors: grad_v where dO or dv is not 16-byte aligned (v is, above).
+  // grad_v4 (K halves, bf16 planes by cp.async; two CTAs per SM with bf16 inputs, one with others: Gen) where dO
+  // and dv are 16-byte aligned (v is, above); else grad_v (every operand through registers as hi + lo planes).
   if (simt || !aligned16(prm.d_o) || !aligned16(prm.dv)) {
     launch(grad_v_kernel<K>, chunk_grid, kNT, S::D1, st, prm, "delta_bwd grad_v");
   } else {
-    // two CTAs per SM need the whole carveout as shared memory (a hint)
-    cuda_util::set_func_attribute(grad_v3_kernel<K>, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                  cudaSharedmemCarveoutMaxShared, "delta_bwd grad_v carveout");
-    launch(grad_v3_kernel<K>, dim3(2 * chunk_grid.x, chunk_grid.y), kNT, grad_v3_smem<K>(), st, prm, "delta_bwd grad_v");
+    const auto run = [&](auto kernel, size_t smem) {
+      // two CTAs per SM need the whole carveout as shared memory (a hint)
+      cuda_util::set_func_attribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared,
+                                    "delta_bwd grad_v carveout");
+      launch(kernel, dim3(2 * chunk_grid.x, chunk_grid.y), kNT, smem, st, prm, "delta_bwd grad_v");
+    };
+    if (prm.h_lo) run(grad_v4_kernel<K, true>, grad_v4_smem<K, true>());
+    else run(grad_v4_kernel<K, false>, grad_v4_smem<K, false>());
   }
   mark("grad_v");
   if (simt)
@@ -1325,20 +1351,25 @@ RunInfo backward(const Problem& p, const DeltaRuleArgs& a, const AttentionGradIn
 
   // fp32 scratch, carved from one allocation
   const i64 R = prm.R, H = p.H, HV = p.HV, K = p.K, V = p.V, Kg = prm.Kg, NT = total_chunks;
+  // H_n as one bf16 plane where every input grad_v4 multiplies is bf16 (q / k, v, dO), else hi + lo
+  const i64 h_lo = (prm.qk_t == 2 && prm.v_t == 2 && prm.do_t == 2) ? 0 : 1;
+  prm.h_lo = static_cast<int>(h_lo);
+  prm.plane_kv = NT * HV * K * V;
+  prm.plane_tok = R * HV * V;
   const i64 img_floats = NT * HV * static_cast<i64>(K == 64 ? sizeof(ChunkImage<64>) : sizeof(ChunkImage<128>)) / 4;
   choose_fusions(prm);
   const i64 qkn = prm.qk_inline ? 0 : R * H * K;
   const i64 sizes[] = {qkn, qkn, R * H, R * H,                   // qn kn rq rk
                        R * HV * Kg, R * HV,                      // b bt
                        R * HV * kC, R * HV * V, img_floats,      // Tinv vn img
-                       NT * HV * K * V, NT * HV * K * V,         // Hs dHs
-                       R * HV * V,                               // dvn
+                       (1 + h_lo) * NT * HV * K * V / 2, NT * HV * K * V,  // Hs dHs (bf16 planes)
+                       R * HV * V, R * HV * V,                   // vnb dvn (bf16 hi + lo)
                        R * HV * K, R * HV * K, R * HV * K,       // dqe dke dw
                        R * HV * kC, R * HV * kC,                 // dAqk dTv
                        NT * HV * K, R * HV, R * HV * Kg, R * HV};  // hd dbp dgv dAc
-  float* img = nullptr;
+  float *img = nullptr, *Hs = nullptr, *dHs = nullptr, *vnb = nullptr, *dvn = nullptr;
   float** slots[] = {&prm.qn, &prm.kn, &prm.rq, &prm.rk, &prm.b, &prm.bt, &prm.Tinv, &prm.vn, &img,
-                     &prm.Hs, &prm.dHs, &prm.dvn, &prm.dqe, &prm.dke, &prm.dw, &prm.dAqk, &prm.dTv, &prm.hd,
+                     &Hs, &dHs, &vnb, &dvn, &prm.dqe, &prm.dke, &prm.dw, &prm.dAqk, &prm.dTv, &prm.hd,
                      &prm.dbp, &prm.dgv, &prm.dAc};
   static_assert(sizeof(sizes) / sizeof(sizes[0]) == sizeof(slots) / sizeof(slots[0]));
   i64 total = 0;
@@ -1351,6 +1382,10 @@ RunInfo backward(const Problem& p, const DeltaRuleArgs& a, const AttentionGradIn
     off += (sizes[i] + 63) / 64 * 64;
   }
   prm.img = img;  // 256-byte aligned, as the bulk copies need (16)
+  prm.Hs = reinterpret_cast<bf16*>(Hs);
+  prm.dHs = reinterpret_cast<bf16*>(dHs);
+  prm.vnb = reinterpret_cast<bf16*>(vnb);
+  prm.dvn = reinterpret_cast<bf16*>(dvn);
   prm.seqs = seqs.view;
   try {
     if (p.K == 64) run_pipeline<64>(prm, total_chunks, st);

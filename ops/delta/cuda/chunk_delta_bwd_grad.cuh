@@ -937,84 +937,51 @@ __global__ void post_qk_v2_kernel(const Params p) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// D1, grad_v3 (the default; grad_v_kernel where a pointer is not 16-byte aligned): two CTAs per SM. The grid
-// splits K in halves (blockIdx.x = 2 chunk + kh; the pair shares dO / v_new / dvn / v through L2):
-// CTA kh owns the columns k0 = kh K/2 .. of dq_e, dw, dk_e, hd, and kh = 0 also dAqk, kh = 1 dTv, dv,
-// dbeta's v part. V runs in 32-column sub-tiles, each one's loads in flight during the products of the one
-// before (thirteenth session); H, dh, v_new and dvn land as fp32 by cp.async and their mma fragments are built
-// with the same hi + lo split as the planes of grad_v (chunk_prep_v2's scheme), the B operands once per CTA as
-// planes; dO lands as hi + lo planes (bf16 dO: its own hi plane, and the products skip the zero lo term, as
-// for kh 1's bf16 v); Tinv stays as hi + lo planes for its transposed ldmatrix. Two passes over V: A (dh, H,
-// v_new): dk_e and hd; B (H, dO, dvn, v_new or v): the rest. One pass with all accumulators spilled at the 128-register cap of two CTAs per SM (ptxas
-// wanted ~155); the second pass re-reads H and v_new (L2 traffic, hidden by the other CTA).
-constexpr int kVS = 32;   // V columns per sub-tile
-constexpr int kP40 = 40;  // fp32 pitch of the sub-tiles: (g, t) float2 reads conflict-free
+// D1, grad_v4 (the default where dO and dv are 16-byte aligned; grad_v_kernel otherwise). The state passes write
+// dh[n], v_new and dvn as bf16 hi + lo planes and H_n as one plane where the inputs are bf16 (Params; fifteenth
+// session), so every operand is a ready bf16 plane that cp.async brings straight into ldmatrix tiles: no
+// conversions, and each product runs only the terms its planes have (bf16 inputs: dq_e = dO H^T one mma.sync per
+// tile, dw and dAqk / dTv two, dk_e three; grad_v3 split fp32 tiles into hi + lo planes and ran three everywhere).
+// Gen (inputs not all bf16): H_n has its lo plane, dO and v of any dtype come through registers as hi + lo planes
+// (after the sub-tile's barrier, one more barrier: the slow path), every product runs three terms, and two
+// buffers take ~142 KB at K = 128 (one CTA per SM). The grid
+// splits K in halves (blockIdx.x = 2 chunk + kh; the pair shares dO / v_new / dvn / v through L2): CTA kh owns
+// the columns k0 = kh K/2 .. of dq_e, dw, dk_e, hd, and kh = 0 also dAqk, kh = 1 dTv, dv and dbeta's v part. One
+// pass over V in 32-column sub-tiles, two buffers: sub-tile c + 1's loads fly during c's products.
+constexpr int kGvCols = 32;  // V columns per sub-tile
+constexpr int kGvP = 40;     // bf16 pitch of the sub-tiles (80-byte rows: ldmatrix and cp.async conflict-free)
 
-template <int K>
-struct GradV3Smem {
-  static constexpr int KH = K / 2;
-  alignas(16) float H[KH][kP40];  // H_n rows k0 .., sub-tile columns
-  alignas(16) float D[KH][kP40];  // dh[n]
-  alignas(16) float dO[kC][kP40];
-  alignas(16) float vn[kC][kP40];
-  alignas(16) float dvn[kC][kP40];
-  alignas(16) float dvn2[kC][kP40];  // dvn's second buffer (pass B loads sub-tile c + 1 during c's products)
-  alignas(16) float v[kC][kP40];
+template <int K, bool Gen>
+struct GradV4Smem {
+  static constexpr int KH = K / 2, NP = Gen ? 2 : 1;  // planes of H, dO and v
+  struct Stage {
+    alignas(16) bf16 H[NP][KH][kGvP];  // H_n rows k0 .., sub-tile columns (hi, Gen: lo)
+    alignas(16) bf16 D[2][KH][kGvP];   // dh[n] hi, lo
+    alignas(16) bf16 dO[NP][kC][kGvP];
+    alignas(16) bf16 vn[2][kC][kGvP];  // v_new hi, lo
+    alignas(16) bf16 dvn[2][kC][kGvP]; // dvn hi, lo
+    alignas(16) bf16 v[NP][kC][kGvP];  // kh = 1
+  };
+  Stage st[2];
   alignas(16) bf16 T[2][kC][72];  // Tinv hi / lo (kh = 1)
-  alignas(16) float b[kC][KH + 8];  // KDA: the gate cumsum of the CTA's K half, for the epilogues (pitch: (g, t) float2 reads conflict-free)
-  float bs[kC];                     // GDN: the scalar gate cumsum
+  float bs[kC];                   // GDN: the scalar gate cumsum
   float beta[kC];
   float dbp[kC];
 };
-static_assert(sizeof(GradV3Smem<128>) <= 113 * 1024, "grad_v3<128>: two CTAs per SM");
+static_assert(sizeof(GradV4Smem<128, false>) <= 113 * 1024, "grad_v4<128>: two CTAs per SM");
+static_assert(sizeof(GradV4Smem<128, true>) <= 227 * 1024, "grad_v4<128, Gen> over the sm_90 limit");
 
-template <int K>
-constexpr size_t grad_v3_smem() {
-  return sizeof(GradV3Smem<K>);
-}
-
-// hi + lo fragments from fp32 shared tiles (pitch P). A: rows m0 + g (+8), columns k0 + 2t (+8) of a
-// row-major [m][k] tile. B (kn): the n8 tile n0 of a row-major [k][n] tile.
-template <int P>
-__device__ __forceinline__ void frag_a_f32(std::uint32_t (&ah)[4], std::uint32_t (&al)[4], const float* A, int m0, int k0, int lane) {
-  const int g = lane >> 2, t = lane & 3;
-  const float* a = A + (m0 + g) * P + k0 + 2 * t;
-  const float2 x0 = ld2(a), x1 = ld2(a + 8 * P), x2 = ld2(a + 8), x3 = ld2(a + 8 * P + 8);
-  cuda_util::pack_bf16_split(x0.x, x0.y, ah[0], al[0]);
-  cuda_util::pack_bf16_split(x1.x, x1.y, ah[1], al[1]);
-  cuda_util::pack_bf16_split(x2.x, x2.y, ah[2], al[2]);
-  cuda_util::pack_bf16_split(x3.x, x3.y, ah[3], al[3]);
-}
-template <int P>
-__device__ __forceinline__ void frag_b_kn_f32(std::uint32_t (&b)[4], const float* B, int k0, int n0, int lane) {
-  const int g = lane >> 2, t = lane & 3;
-  const float* x = B + (k0 + 2 * t) * P + n0 + g;
-  cuda_util::pack_bf16_split(x[0], x[P], b[0], b[2]);
-  cuda_util::pack_bf16_split(x[8 * P], x[9 * P], b[1], b[3]);
-}
-__device__ __forceinline__ void mma_split_b4(float (&d)[4], const std::uint32_t (&ah)[4], const std::uint32_t (&al)[4],
-                                             const std::uint32_t (&b)[4]) {
-  cuda_util::mma_bf16_16816_split(d, ah, al, b[0], b[1], b[2], b[3]);
+template <int K, bool Gen>
+constexpr size_t grad_v4_smem() {
+  return sizeof(GradV4Smem<K, Gen>);
 }
 
-// Rows [0, R) x 32 columns of an fp32 sub-tile (pitch kP40) as bf16 hi + lo planes of the same pitch.
-template <int R>
-__device__ __forceinline__ void split_tile40(bf16* hi, bf16* lo, const float (*src)[kP40], int tid) {
-  static_assert(R * 8 % kNT == 0, "whole float4 pieces per thread");
-#pragma unroll
-  for (int u = 0; u < R * 8 / kNT; ++u) {
-    const int i = tid + u * kNT, r = i >> 3, c4 = 4 * (i & 7);
-    st_split4(hi, lo, r * kP40 + c4, ld4(&src[r][c4]));
-  }
-}
-
-template <int K>
-__global__ void __launch_bounds__(kNT, 2) grad_v3_kernel(const Params p) {
+template <int K, bool Gen>
+__global__ void __launch_bounds__(kNT, 2) grad_v4_kernel(const Params p) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  using S = GradV3Smem<K>;
+  using S = GradV4Smem<K, Gen>;
   auto& s = *reinterpret_cast<S*>(smem_raw);
   constexpr int KH = S::KH, NTK = KH / 16;  // n8 tiles of a warp's KH/2 columns
-  constexpr int PU = kC * 8 / kNT;           // 16-byte pieces of a [64][32] token sub-tile per thread (2)
   const int kh = blockIdx.x & 1, hv = blockIdx.y, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2,
             t = lane & 3;
   const int k0 = kh * KH;
@@ -1022,107 +989,39 @@ __global__ void __launch_bounds__(kNT, 2) grad_v3_kernel(const Params p) {
   const ChunkInfo ci = chunk_info(p, blockIdx.x >> 1);
   const i64 t0 = ci.t0;
   const int Cn = ci.Cn, V = p.V;
-  const float* Hg = p.Hs + ((static_cast<i64>(ci.gidx) * p.HV + hv) * K + k0) * V;
-  const float* Dg = p.dHs + ((static_cast<i64>(ci.gidx) * p.HV + hv) * K + k0) * V;
+  const bf16* Hg = p.Hs + ((static_cast<i64>(ci.gidx) * p.HV + hv) * K + k0) * V;
+  const bf16* Dg = p.dHs + ((static_cast<i64>(ci.gidx) * p.HV + hv) * K + k0) * V;
+  const bf16* dO = static_cast<const bf16*>(p.d_o);
+  const bf16* vin = static_cast<const bf16*>(p.v);
+  const i64 pk = p.plane_kv, pt = p.plane_tok;
   const auto off = [&](int r, int c) { return ((t0 + r) * p.HV + hv) * V + c; };
-  // cp.async of a [KH][32] state sub-tile and of a [64][32] fp32 token sub-tile (zero past Cn)
-  const auto ld_state = [&](float (*dst)[kP40], const float* src, int c0) {
-    for (int i = tid; i < KH * 8; i += kNT) {
-      const int r = i >> 3, c4 = 4 * (i & 7);
-      cuda_util::cp_async16(&dst[r][c4], src + static_cast<i64>(r) * V + c0 + c4, true);
+  // sub-tile c0's tiles into buffer st: 16-byte pieces, token rows past Cn zero-filled
+  const auto issue = [&](typename S::Stage& st, int c0) {
+    for (int i = tid; i < KH * 4; i += kNT) {
+      const int r = i >> 2, c8 = 8 * (i & 3);
+      const bf16* h = Hg + static_cast<i64>(r) * V + c0 + c8;
+      const bf16* d = Dg + static_cast<i64>(r) * V + c0 + c8;
+      cuda_util::cp_async16(&st.H[0][r][c8], h, true);
+      if constexpr (Gen) cuda_util::cp_async16(&st.H[1][r][c8], h + pk, true);
+      cuda_util::cp_async16(&st.D[0][r][c8], d, true);
+      cuda_util::cp_async16(&st.D[1][r][c8], d + pk, true);
+    }
+#pragma unroll
+    for (int u = 0; u < kC * 4 / kNT; ++u) {
+      const int i = tid + u * kNT, r = i >> 2, c8 = 8 * (i & 3);
+      const i64 o = off(min(r, Cn - 1), c0 + c8);
+      const bool ok = r < Cn;
+      if constexpr (!Gen) cuda_util::cp_async16(&st.dO[0][r][c8], dO + o, ok);
+      cuda_util::cp_async16(&st.vn[0][r][c8], p.vnb + o, ok);
+      cuda_util::cp_async16(&st.vn[1][r][c8], p.vnb + pt + o, ok);
+      cuda_util::cp_async16(&st.dvn[0][r][c8], p.dvn + o, ok);
+      cuda_util::cp_async16(&st.dvn[1][r][c8], p.dvn + pt + o, ok);
+      if (!Gen && kh == 1) cuda_util::cp_async16(&st.v[0][r][c8], vin + o, ok);
     }
   };
-  const auto ld_tok = [&](float (*dst)[kP40], const float* src, int c0) {
-#pragma unroll
-    for (int u = 0; u < PU; ++u) {
-      const int i = tid + u * kNT, r = i >> 3, c4 = 4 * (i & 7);
-      cuda_util::cp_async16(&dst[r][c4], src + off(min(r, Cn - 1), c0 + c4), r < Cn);
-    }
-  };
-  // the gate cumsum for both epilogues, in flight with pass A's first sub-tile (read after its barrier)
-  if (p.kda) {
-    for (int i = tid; i < kC * (KH / 4); i += kNT) {
-      const int r = i / (KH / 4), c4 = 4 * (i % (KH / 4));
-      cuda_util::cp_async16(&s.b[r][c4], p.b + ((t0 + min(r, Cn - 1)) * p.HV + hv) * K + k0 + c4, r < Cn);
-    }
-  } else if (tid < kC) {
-    s.bs[tid] = tid < Cn ? p.b[(t0 + tid) * p.HV + hv] : 0.f;
-  }
-  const auto gate2 = [&](int r, int c) { return p.kda ? ld2(&s.b[r][c]) : make_float2(s.bs[r], s.bs[r]); };
-  // The B operands read by four warps each (dh in pass A; H, and v_new (kh 0) or v (kh 1) in pass B) are
-  // split once per sub-tile into hi + lo planes (split_tile40) in token tiles' spaces the pass leaves
-  // free, and read by ldmatrix; they were built from fp32 by every warp (8 conversions of each H element
-  // per sub-tile).
-  static_assert(sizeof(S::dvn) >= 2 * KH * kP40 * sizeof(bf16) && sizeof(S::D) >= 2 * KH * kP40 * sizeof(bf16) &&
-                    sizeof(S::v) >= 2 * kC * kP40 * sizeof(bf16) && sizeof(S::vn) >= 2 * kC * kP40 * sizeof(bf16),
-                "grad_v3: a tile's space holds another tile's hi + lo planes");
-  bf16* const Ph = reinterpret_cast<bf16*>(&s.dvn[0][0]);  // pass A: dh's planes
-  bf16* const Pl = Ph + KH * kP40;
-  bf16* const Qh = reinterpret_cast<bf16*>(&s.D[0][0]);  // pass B: H's planes
-  bf16* const Ql = Qh + KH * kP40;
-  bf16* const Xh = reinterpret_cast<bf16*>(kh == 0 ? &s.v[0][0] : &s.vn[0][0]);  // pass B: v_new's (kh 0) or v's planes
-  bf16* const Xl = Xh + kC * kP40;
-
-  // ---- pass A over V: dk_e = v_new dh^T and hd = rowsum(H dh) (16 accumulators per thread). Sub-tile c + 1's
-  // H, dh and v_new are issued right after sub-tile c's split, so they fly during c's products: H and dh are
-  // dead by then, and v_new alternates between vn's and dO's space (pass A does not read dO).
-  const int nsub = V / kVS;
-  {
-    float ak[NTK][4] = {};
-    float hdsum = 0.f;
-    ld_state(s.H, Hg, 0);
-    ld_state(s.D, Dg, 0);
-    ld_tok(s.vn, p.vn, 0);
-    cuda_util::cp_async_commit();
-#pragma unroll 1
-    for (int it = 0; it < nsub; ++it) {
-      const int c0 = it * kVS;
-      cuda_util::cp_async_wait_all();
-      __syncthreads();  // sub-tile it has landed; it - 1's products are done (planes free)
-      if (tid < KH) {  // rowsum(H dh) in fp32
-#pragma unroll
-        for (int c = 0; c < kVS; c += 4) {
-          const float4 a = ld4(&s.H[tid][c]), d = ld4(&s.D[tid][c]);
-          hdsum += a.x * d.x + a.y * d.y + a.z * d.z + a.w * d.w;
-        }
-      }
-      split_tile40<KH>(Ph, Pl, s.D, tid);  // dh as hi + lo planes in dvn's space (pass A does not use dvn)
-      __syncthreads();
-      if (it + 1 < nsub) {
-        ld_state(s.H, Hg, c0 + kVS);
-        ld_state(s.D, Dg, c0 + kVS);
-        ld_tok(it & 1 ? s.vn : s.dO, p.vn, c0 + kVS);
-      } else {  // pass B's first H and dvn (dvn into dvn2: dh's planes in dvn's space are still being read)
-        ld_state(s.H, Hg, 0);
-        ld_tok(s.dvn2, p.dvn, 0);
-      }
-      cuda_util::cp_async_commit();
-      const float* vt = it & 1 ? &s.dO[0][0] : &s.vn[0][0];
-#pragma unroll
-      for (int ks = 0; ks < kVS / 16; ++ks) {
-        std::uint32_t ah[4], al[4];
-        frag_a_f32<kP40>(ah, al, vt, m0, 16 * ks, lane);
-        mma_b_planes<NTK, true>(ak, ah, al, Ph, Pl, kP40, nk0, 16 * ks, lane);
-      }
-    }
-    if (tid < KH) p.hd[(static_cast<i64>(ci.gidx) * p.HV + hv) * K + k0 + tid] = hdsum;
-#pragma unroll
-    for (int hf = 0; hf < 2; ++hf) {
-      const int r = m0 + g + 8 * hf;
-      if (r >= Cn) continue;
-      const i64 row = (t0 + r) * p.HV + hv;
-#pragma unroll
-      for (int nt = 0; nt < NTK; ++nt) {
-        const int cl = nk0 + nt * 8 + 2 * t;
-        const float2 br = gate2(r, cl), bL = gate2(Cn - 1, cl);
-        st2(p.dke + row * K + k0 + cl, __expf(fminf(bL.x - br.x, 0.f)) * ak[nt][2 * hf],
-            __expf(fminf(bL.y - br.y, 0.f)) * ak[nt][2 * hf + 1]);
-      }
-    }
-  }
-
-  // ---- pass B over V: dq_e += dO H^T, dw += dvn H^T; kh 0: dAqk += dO v_new^T; kh 1: dTv += dvn v^T,
-  // dv, dbeta's v part
+  issue(s.st[0], 0);
+  cuda_util::cp_async_commit();
+  if (!p.kda && tid < kC) s.bs[tid] = tid < Cn ? p.b[(t0 + tid) * p.HV + hv] : 0.f;
   if (kh == 1) {  // Tinv planes, beta
     constexpr int P6 = kC * 16 / kNT;
     float4 x[P6];
@@ -1141,116 +1040,105 @@ __global__ void __launch_bounds__(kNT, 2) grad_v3_kernel(const Params p) {
       st_split4(&s.T[0][0][0], &s.T[1][0][0], r * 72 + c, x[u]);
     }
   }
-  float aq[NTK][4] = {}, aw[NTK][4] = {}, aX[4][4] = {};  // aX: dAqk (kh 0) or dTv (kh 1)
-  // Sub-tile c + 1's H, dvn and (kh 0) v_new are issued after c's split, as in pass A; dvn alternates between dvn2
-  // and dvn (sub-tile 0's in dvn2 and its H, issued in pass A's last sub-tile). bf16 dO and (kh 1) v: sub-tile
-  // c + 1's raw 8-byte pieces are loaded into registers during c's products and stored at the top of c + 1;
-  // other dtypes load at the top. dO is kept as bf16 hi + lo planes in its fp32 tile's space (A fragments by
-  // ldmatrix, split once per CTA instead of per warp); bf16 dO is its own hi plane, and its products skip the
-  // zero lo term.
-  bf16* const Oh = reinterpret_cast<bf16*>(&s.dO[0][0]);
-  bf16* const Ol = Oh + kC * kP40;
-  static_assert(sizeof(S::dO) >= 2 * kC * kP40 * sizeof(bf16), "grad_v3: dO's space holds its hi + lo planes");
-  const auto al8 = [](const void* x) { return (reinterpret_cast<std::uintptr_t>(x) & 7) == 0; };
-  const bool dob = p.do_t == 2 && al8(p.d_o), vb = kh == 1 && p.v_t == 2 && al8(p.v);
-  const auto ld_raw = [&](uint2 (&x)[PU], const void* src, int c0) {
-#pragma unroll
-    for (int u = 0; u < PU; ++u) {
-      const int i = tid + u * kNT, r = i >> 3, c4 = 4 * (i & 7);
-      x[u] = r < Cn ? *reinterpret_cast<const uint2*>(static_cast<const bf16*>(src) + off(r, c0 + c4)) : make_uint2(0u, 0u);
-    }
-  };
-  const auto st_raw = [&](float (*dst)[kP40], const uint2 (&x)[PU]) {
-#pragma unroll
-    for (int u = 0; u < PU; ++u) {
-      const int i = tid + u * kNT, r = i >> 3, c4 = 4 * (i & 7);
-      const float2 a = cuda_util::unpack_bf16(x[u].x), b2 = cuda_util::unpack_bf16(x[u].y);
-      *reinterpret_cast<float4*>(&dst[r][c4]) = make_float4(a.x, a.y, b2.x, b2.y);
-    }
-  };
-  // the products' two forms (two, not three: a third spilled): bf16 dO and, in kh 1, bf16 v skip their zero lo
-  // terms; any other mix takes the three-term form (bf16 dO then gets a zero lo plane)
-  const bool exact = dob && (kh == 0 || p.v_t == 2);
-  uint2 nxo[PU], nxv[PU];
-  if (dob) ld_raw(nxo, p.d_o, 0);
-  if (vb) ld_raw(nxv, p.v, 0);
+
+  // dk_e = v_new dh^T, dq_e = dO H^T, dw = dvn H^T; aX: dAqk = dO v_new^T (kh 0) or dTv = dvn v^T (kh 1)
+  float ak[NTK][4] = {}, aq[NTK][4] = {}, aw[NTK][4] = {}, aX[4][4] = {};
+  float hdsum = 0.f;  // rowsum(H dh) of row k0 + tid (tid < KH)
+  const int nsub = V / kGvCols;
 #pragma unroll 1
   for (int it = 0; it < nsub; ++it) {
-    const int c0 = it * kVS;
-    const float* dvt = it & 1 ? &s.dvn[0][0] : &s.dvn2[0][0];
-    __syncthreads();  // the previous sub-tile (pass A's last one included) is consumed
-    if (kh == 0 && it == 0) ld_tok(s.vn, p.vn, 0);
-    if (kh == 1 && p.v_t == 1) ld_tok(s.v, static_cast<const float*>(p.v), c0);
+    typename S::Stage& st = s.st[it & 1];
+    cuda_util::cp_async_wait_all();
+    __syncthreads();  // sub-tile it has landed everywhere; it - 1's products are done (its buffer is free)
+    if (it + 1 < nsub) issue(s.st[(it + 1) & 1], (it + 1) * kGvCols);
     cuda_util::cp_async_commit();
-    if (dob) {
-#pragma unroll
-      for (int u = 0; u < PU; ++u) {
-        const int i = tid + u * kNT, r = i >> 3, c4 = 4 * (i & 7);
-        *reinterpret_cast<uint2*>(Oh + r * kP40 + c4) = nxo[u];
-        if (!exact) *reinterpret_cast<uint2*>(Ol + r * kP40 + c4) = make_uint2(0u, 0u);
-      }
-    }
-    if (vb) st_raw(s.v, nxv);
-    const bool ro = !dob, rv = kh == 1 && p.v_t != 1 && !vb;  // other dtypes through registers
-    if (ro || rv) {
-      float4 xo[PU], xv[PU];
+    if constexpr (Gen) {  // dO (and kh 1's v) of any dtype as hi + lo planes
+      constexpr int PU = kC * 8 / kNT;  // float4 pieces of a [64][32] tile per thread
       const auto at = [&](bool on) {
         return [&, on](int u) {
-          const int i = tid + u * kNT, r = i >> 3, c4 = 4 * (i & 7);
-          return on && r < Cn ? off(r, c0 + c4) : i64{-1};
+          const int i = tid + u * kNT, r = i >> 3;
+          return on && r < Cn ? off(r, it * kGvCols + 4 * (i & 7)) : i64{-1};
         };
       };
-      load4_batch<PU>(xo, p.d_o, p.do_t, at(ro));
-      load4_batch<PU>(xv, p.v, p.v_t, at(rv));
+      float4 xo[PU], xv[PU];
+      load4_batch<PU>(xo, p.d_o, p.do_t, at(true));
+      load4_batch<PU>(xv, p.v, p.v_t, at(kh == 1));
 #pragma unroll
       for (int u = 0; u < PU; ++u) {
         const int i = tid + u * kNT, r = i >> 3, c4 = 4 * (i & 7);
-        if (ro) st_split4(Oh, Ol, r * kP40 + c4, xo[u]);
-        if (rv) *reinterpret_cast<float4*>(&s.v[r][c4]) = xv[u];
+        st_split4(&st.dO[0][0][0], &st.dO[1][0][0], r * kGvP + c4, xo[u]);
+        if (kh == 1) st_split4(&st.v[0][0][0], &st.v[1][0][0], r * kGvP + c4, xv[u]);
       }
+      __syncthreads();
     }
-    cuda_util::cp_async_wait_all();
-    __syncthreads();
-    split_tile40<KH>(Qh, Ql, s.H, tid);  // H as hi + lo planes in dh's space (pass B does not use dh)
-    split_tile40<kC>(Xh, Xl, kh == 0 ? s.vn : s.v, tid);  // v_new (kh 0) in v's space, v (kh 1) in v_new's
-    __syncthreads();
-    if (it + 1 < nsub) {  // H and v_new (kh 0) are split, the other dvn buffer was read by sub-tile it - 1
-      ld_state(s.H, Hg, c0 + kVS);
-      ld_tok(it & 1 ? s.dvn2 : s.dvn, p.dvn, c0 + kVS);
-      if (kh == 0) ld_tok(s.vn, p.vn, c0 + kVS);
-      cuda_util::cp_async_commit();
-      if (dob) ld_raw(nxo, p.d_o, c0 + kVS);
-      if (vb) ld_raw(nxv, p.v, c0 + kVS);
-    }
-    const auto products = [&](auto exact_do, auto exact_v) {  // exact_v: kh 1's v is bf16 (its lo plane is zero)
-      constexpr bool EO = decltype(exact_do)::value, EV = decltype(exact_v)::value;
+    if (tid < KH) {  // H (dh_hi + dh_lo)
 #pragma unroll
-      for (int ks = 0; ks < kVS / 16; ++ks) {
-        std::uint32_t ah[4], al[4];
-        cuda_util::ldsm_frag_a(ah, Oh, kP40, m0, 16 * ks, lane);
-        if constexpr (!EO) cuda_util::ldsm_frag_a(al, Ol, kP40, m0, 16 * ks, lane);
-        mma_b_planes<NTK, true, EO>(aq, ah, al, Qh, Ql, kP40, nk0, 16 * ks, lane);  // dq_e += dO H^T
-        if (kh == 0) mma_b_planes<4, true, EO>(aX, ah, al, Xh, Xl, kP40, n64, 16 * ks, lane);  // dAqk += dO v_new^T
-        frag_a_f32<kP40>(ah, al, dvt, m0, 16 * ks, lane);
-        mma_b_planes<NTK, true>(aw, ah, al, Qh, Ql, kP40, nk0, 16 * ks, lane);  // dw += dvn H^T
-        if (kh == 1) mma_b_planes<4, true, false, EV>(aX, ah, al, Xh, Xl, kP40, n64, 16 * ks, lane);  // dTv += dvn v^T
+      for (int c = 0; c < kGvCols; c += 8) {
+        const uint4 a = *reinterpret_cast<const uint4*>(&st.H[0][tid][c]);
+        uint4 al = make_uint4(0u, 0u, 0u, 0u);
+        if constexpr (Gen) al = *reinterpret_cast<const uint4*>(&st.H[1][tid][c]);
+        const uint4 dh = *reinterpret_cast<const uint4*>(&st.D[0][tid][c]), dl = *reinterpret_cast<const uint4*>(&st.D[1][tid][c]);
+        const std::uint32_t av[4] = {a.x, a.y, a.z, a.w}, alv[4] = {al.x, al.y, al.z, al.w}, hv4[4] = {dh.x, dh.y, dh.z, dh.w},
+                            lv4[4] = {dl.x, dl.y, dl.z, dl.w};
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          float2 x = cuda_util::unpack_bf16(av[e]);
+          const float2 y = cuda_util::unpack_bf16(hv4[e]), z = cuda_util::unpack_bf16(lv4[e]);
+          if constexpr (Gen) {
+            const float2 xl = cuda_util::unpack_bf16(alv[e]);
+            x.x += xl.x, x.y += xl.y;
+          }
+          hdsum += x.x * (y.x + z.x) + x.y * (y.y + z.y);
+        }
       }
-    };
-    if (exact) products(std::true_type{}, std::true_type{});
-    else products(std::false_type{}, std::false_type{});
+    }
+#pragma unroll
+    for (int ks = 0; ks < kGvCols / 16; ++ks) {
+      // acc[NT] += A B^T over this k-step: A = the 16 rows m0 .. of a [row][k] tile as hi (+ lo), B = NT n8 tiles
+      // from row n0 of an [n][k] tile as hi (+ lo); the lo x lo term is left out (below the hi + lo precision)
+      const auto products = [&](float (*acc)[4], const bf16* ah_t, const bf16* al_t, const bf16* bh_t, const bf16* bl_t, int n0,
+                                auto nt) {
+        std::uint32_t ah[4], al[4];
+        cuda_util::ldsm_frag_a(ah, ah_t, kGvP, m0, 16 * ks, lane);
+        if (al_t) cuda_util::ldsm_frag_a(al, al_t, kGvP, m0, 16 * ks, lane);
+#pragma unroll
+        for (int np = 0; np < decltype(nt)::value / 2; ++np) {
+          std::uint32_t bh[4], bl[4];
+          cuda_util::ldsm_frag_b_nk(bh, bh_t, kGvP, n0 + 16 * np, 16 * ks, lane);
+          if (bl_t) cuda_util::ldsm_frag_b_nk(bl, bl_t, kGvP, n0 + 16 * np, 16 * ks, lane);
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            cuda_util::mma_bf16_16816(acc[2 * np + h], ah, bh[2 * h], bh[2 * h + 1]);
+            if (al_t) cuda_util::mma_bf16_16816(acc[2 * np + h], al, bh[2 * h], bh[2 * h + 1]);
+            if (bl_t) cuda_util::mma_bf16_16816(acc[2 * np + h], ah, bl[2 * h], bl[2 * h + 1]);
+          }
+        }
+      };
+      using NtK = std::integral_constant<int, NTK>;
+      using Nt4 = std::integral_constant<int, 4>;
+      // the lo planes of H, dO and v (Gen only; else nullptr: the term is not issued)
+      const bf16* const Hl = Gen ? &st.H[S::NP - 1][0][0] : nullptr;
+      const bf16* const dOl = Gen ? &st.dO[S::NP - 1][0][0] : nullptr;
+      const bf16* const vl = Gen ? &st.v[S::NP - 1][0][0] : nullptr;
+      products(ak, &st.vn[0][0][0], &st.vn[1][0][0], &st.D[0][0][0], &st.D[1][0][0], nk0, NtK{});  // dk_e += v_new dh^T
+      products(aq, &st.dO[0][0][0], dOl, &st.H[0][0][0], Hl, nk0, NtK{});                         // dq_e += dO H^T
+      products(aw, &st.dvn[0][0][0], &st.dvn[1][0][0], &st.H[0][0][0], Hl, nk0, NtK{});             // dw += dvn H^T
+      if (kh == 0) products(aX, &st.dO[0][0][0], dOl, &st.vn[0][0][0], &st.vn[1][0][0], n64, Nt4{});  // dAqk += dO v_new^T
+      else products(aX, &st.dvn[0][0][0], &st.dvn[1][0][0], &st.v[0][0][0], vl, n64, Nt4{});          // dTv += dvn v^T
+    }
     if (kh == 1) {  // dvb = Tinv^T dvn (rows r only meet m >= r); dv = dvb beta; dbeta += rowsum(dvb v)
       float acc[2][4] = {};
 #pragma unroll 1
       for (int ks = m0 >> 4; ks < kC / 16; ++ks) {
-        std::uint32_t ah[4], al[4], b[4];
+        std::uint32_t ah[4], al[4], bh[4], bl[4];
         cuda_util::ldsm_frag_a_trans(ah, &s.T[0][0][0], 72, m0, ks * 16, lane);
         cuda_util::ldsm_frag_a_trans(al, &s.T[1][0][0], 72, m0, ks * 16, lane);
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt) {
-          frag_b_kn_f32<kP40>(b, dvt, 16 * ks, nv0 + 8 * nt, lane);
-          mma_split_b4(acc[nt], ah, al, b);
-        }
+        cuda_util::ldsm_frag_b_kn(bh, &st.dvn[0][0][0], kGvP, 16 * ks, nv0, lane);
+        cuda_util::ldsm_frag_b_kn(bl, &st.dvn[1][0][0], kGvP, 16 * ks, nv0, lane);
+        cuda_util::mma_bf16_16816_split(acc[0], ah, al, bh[0], bh[1], bl[0], bl[1]);
+        cuda_util::mma_bf16_16816_split(acc[1], ah, al, bh[2], bh[3], bl[2], bl[3]);
       }
+      const int c0 = it * kGvCols;
 #pragma unroll
       for (int hf = 0; hf < 2; ++hf) {
         const int r = m0 + g + 8 * hf;
@@ -1259,7 +1147,11 @@ __global__ void __launch_bounds__(kNT, 2) grad_v3_kernel(const Params p) {
 #pragma unroll
         for (int nt = 0; nt < 2; ++nt) {
           const int c = nv0 + nt * 8 + 2 * t;
-          const float2 vv = ld2(&s.v[r][c]);
+          float2 vv = cuda_util::unpack_bf16(*reinterpret_cast<const std::uint32_t*>(&st.v[0][r][c]));
+          if constexpr (Gen) {
+            const float2 l = cuda_util::unpack_bf16(*reinterpret_cast<const std::uint32_t*>(&st.v[1][r][c]));
+            vv.x += l.x, vv.y += l.y;
+          }
           const float x0 = acc[nt][2 * hf], x1 = acc[nt][2 * hf + 1];
           sum += x0 * vv.x + x1 * vv.y;
           if (r < Cn) store2_as(p.dv, p.dv_t, off(r, c0 + c), x0 * br, x1 * br);
@@ -1270,6 +1162,14 @@ __global__ void __launch_bounds__(kNT, 2) grad_v3_kernel(const Params p) {
       }
     }
   }
+  if (tid < KH) p.hd[(static_cast<i64>(ci.gidx) * p.HV + hv) * K + k0 + tid] = hdsum;
+  if (kh == 1) {
+    __syncthreads();  // dbeta's row sums are complete
+    if (tid < Cn) p.dbp[(t0 + tid) * p.HV + hv] = s.dbp[tid];
+  }
+  // the gate cumsum (KDA: per channel, from L2 / HBM; GDN: staged scalars)
+  const i64 bLrow = (t0 + Cn - 1) * p.HV + hv;
+  const auto gate2 = [&](i64 row, int r, int c) { return p.kda ? ld2(p.b + row * K + c) : make_float2(s.bs[r], s.bs[r]); };
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) {
     const int r = m0 + g + 8 * hf;
@@ -1277,8 +1177,9 @@ __global__ void __launch_bounds__(kNT, 2) grad_v3_kernel(const Params p) {
     const i64 row = (t0 + r) * p.HV + hv;
 #pragma unroll
     for (int nt = 0; nt < NTK; ++nt) {
-      const int cl = nk0 + nt * 8 + 2 * t, c = k0 + cl;
-      const float2 br = gate2(r, cl);
+      const int c = k0 + nk0 + nt * 8 + 2 * t;
+      const float2 br = gate2(row, r, c), bL = gate2(bLrow, Cn - 1, c);
+      st2(p.dke + row * K + c, __expf(fminf(bL.x - br.x, 0.f)) * ak[nt][2 * hf], __expf(fminf(bL.y - br.y, 0.f)) * ak[nt][2 * hf + 1]);
       st2(p.dqe + row * K + c, p.scale * __expf(br.x) * aq[nt][2 * hf], p.scale * __expf(br.y) * aq[nt][2 * hf + 1]);
       st2(p.dw + row * K + c, -aw[nt][2 * hf], -aw[nt][2 * hf + 1]);
     }
@@ -1290,9 +1191,5 @@ __global__ void __launch_bounds__(kNT, 2) grad_v3_kernel(const Params p) {
       else
         st2(p.dTv + row * kC + c, c < r ? aX[nt][2 * hf] : 0.f, c + 1 < r ? aX[nt][2 * hf + 1] : 0.f);
     }
-  }
-  if (kh == 1) {
-    __syncthreads();
-    if (tid < Cn) p.dbp[(t0 + tid) * p.HV + hv] = s.dbp[tid];
   }
 }

@@ -8,8 +8,8 @@
 //     accumulator of an m64nK wgmma (thread (warp w, lane g8 = lane / 4, t4 = lane % 4) holds
 //     st[4 nt + e] = S^T(v = 16 w + g8 + 8 (e >= 2), ch = 8 nt + 2 t4 + (e & 1))), so every product with
 //     the state or a per-chunk [64 V][64 tok] result on the left is RS (A from registers), as in the
-//     forward's state kernel. It publishes S_n in fp32 (the [K][V] layout grad_v reads), runs the
-//     wgmmas and writes v_new / dvn.
+//     forward's state kernel. It publishes S_n as bf16 planes (the [K][V] layout grad_v reads), runs the
+//     wgmmas and writes v_new / dvn (bf16 hi + lo planes).
 //   warpgroup 1, the producer, one chunk ahead: the chunk's operand tiles (w, kg, qg, Aqk, e^bL) are
 //     ready-made shared-memory images in HBM (ChunkImage, written by chunk_prep_v2), so thread 0 brings
 //     them in by bulk copies (cp.async.bulk, transaction bytes on the full barrier); all 128 threads
@@ -35,24 +35,47 @@ struct WgRows {
   __device__ int row(int u) const { return r0 + RS * u; }
 };
 
-// Consumer: the state accumulator (m64nK, S^T) to HBM as S [K][V] rows (row ch at out[ch * V]).
+// Consumer: rows r and r + 1 of a [rows][V] bf16 plane pair from an accumulator element pair (a at (r, v), b at
+// (r + 1, v); lanes l and l ^ 4 hold v and v + 1 of the same rows). One shuffle gives each lane a 4-byte pair:
+// the even-v lane stores (r, v .. v + 1), the odd-v lane (r + 1, v - 1 .. v). `at` points at (r, v) of the hi plane,
+// the lo plane (x - hi) is lo_off elements further (0: no lo plane); rs is the row stride; store_r / store_r1 say
+// whether the rows exist.
+__device__ __forceinline__ void wg_store_pair(bf16* at, i64 lo_off, i64 rs, float a, float b, int g8, bool store_r,
+                                              bool store_r1) {
+  const bool odd = g8 & 1;
+  const float other = __shfl_xor_sync(0xffffffffu, odd ? a : b, 4);
+  bf16* const dst = odd ? at + rs - 1 : at;
+  if (odd ? store_r1 : store_r) {
+    std::uint32_t hi, lo;
+    cuda_util::pack_bf16_split(odd ? other : a, odd ? b : other, hi, lo);
+    *reinterpret_cast<std::uint32_t*>(dst) = hi;
+    if (lo_off) *reinterpret_cast<std::uint32_t*>(dst + lo_off) = lo;
+  }
+}
+
+// Consumer: the state accumulator (m64nK, S^T) to HBM as S [K][V] bf16 planes (row ch at out[ch * V]).
 template <int K>
-__device__ __forceinline__ void wg_publish(float* out, int V, const float (&st)[K / 2], int vrow, int t4) {
-  float* pt = out + static_cast<i64>(2 * t4) * V + vrow;  // + compile-time multiples of V below
+__device__ __forceinline__ void wg_publish(bf16* out, i64 lo_off, int V, const float (&st)[K / 2], int vrow, int t4) {
+  bf16* pt = out + static_cast<i64>(2 * t4) * V + vrow;  // + compile-time multiples of V below
 #pragma unroll
-  for (int i = 0; i < K / 2; ++i) pt[static_cast<i64>(8 * (i >> 2) + (i & 1)) * V + ((i & 2) << 2)] = st[i];
+  for (int i = 0; i < K / 2; i += 2)
+    wg_store_pair(pt + static_cast<i64>(8 * (i >> 2)) * V + ((i & 2) << 2), lo_off, V, st[i], st[i + 1], vrow & 7, true, true);
 }
 
 // Consumer: a per-chunk [64 V][64 tok] accumulator (v_new^T, dvn^T) to HBM rows t0 + r (r < Cn) of the
-// [R][HV][V] scratch at column vc0 + v; padded rows are zeroed in x (the next product reads it). One
-// base pointer per thread: the 32 stores differ by compile-time multiples of the row stride.
-__device__ __forceinline__ void wg_store_tok(float* base, i64 rs, int Cn, float (&x)[32], int vrow, int t4) {
-  float* pt = base + 2 * t4 * rs + vrow;
+// [R][HV][V] bf16 hi + lo planes at column vc0 + v; padded rows are zeroed in x (the next product reads it). One
+// base pointer per thread: the stores differ by compile-time multiples of the row stride.
+__device__ __forceinline__ void wg_store_tok(bf16* base, i64 lo_off, i64 rs, int Cn, float (&x)[32], int vrow, int t4) {
+  bf16* pt = base + 2 * t4 * rs + vrow;
 #pragma unroll
   for (int i = 0; i < 32; ++i) {
     const int r = 8 * (i >> 2) + 2 * t4 + (i & 1);
-    if (r < Cn) pt[(8 * (i >> 2) + (i & 1)) * rs + ((i & 2) << 2)] = x[i];
-    else x[i] = 0.f;
+    if (r >= Cn) x[i] = 0.f;
+  }
+#pragma unroll
+  for (int i = 0; i < 32; i += 2) {
+    const int r = 8 * (i >> 2) + 2 * t4;
+    wg_store_pair(pt + (8 * (i >> 2)) * rs + ((i & 2) << 2), lo_off, rs, x[i], x[i + 1], vrow & 7, r < Cn, r + 1 < Cn);
   }
 }
 
@@ -158,7 +181,7 @@ __global__ void __launch_bounds__(256, 1) state_fwd_wg_kernel(const Params p) {
     const int Cn = min(kC, sd.length - lc * kC);
     const int gidx = sd.chunk_off + lc;
     wg_wait(&s.full[b], lc >> 1);
-    wg_publish<K>(p.Hs + (static_cast<i64>(gidx) * p.HV + hv) * K * V + vc0, V, ht, vrow, t4);
+    wg_publish<K>(p.Hs + (static_cast<i64>(gidx) * p.HV + hv) * K * V + vc0, p.h_lo ? p.plane_kv : 0, V, ht, vrow, t4);
 
     // v_new^T = u^T - H^T w^T (A = -H^T as hi + lo)
     std::uint32_t ah[K / 16][4], al[K / 16][4];
@@ -183,7 +206,7 @@ __global__ void __launch_bounds__(256, 1) state_fwd_wg_kernel(const Params p) {
     wgb::fence_regs<K / 4>(&ah[0][0]);
     wgb::fence_regs<K / 4>(&al[0][0]);
     // v_new -> HBM (rows < Cn); padded rows (zero already: w and u are) set to zero as in state_fwd_kernel
-    wg_store_tok(p.vn + (t0 * p.HV + hv) * V + vc0, static_cast<i64>(p.HV) * V, Cn, vacc, vrow, t4);
+    wg_store_tok(p.vnb + (t0 * p.HV + hv) * V + vc0, p.plane_tok, static_cast<i64>(p.HV) * V, Cn, vacc, vrow, t4);
     std::uint32_t vh[4][4], vl[4][4];
     wg_split_frags<64>(vacc, 1.f, vh, vl);
 #pragma unroll
@@ -323,7 +346,7 @@ __global__ void __launch_bounds__(256, 1) state_bwd_wg_kernel(const Params p) {
     const int gidx = sd.chunk_off + lc;
     auto& X = s.x[b];
     wg_wait(&s.full_x[b], i >> 1);
-    wg_publish<K>(p.dHs + (static_cast<i64>(gidx) * p.HV + hv) * K * V + vc0, V, dacc, vrow, t4);
+    wg_publish<K>(p.dHs + (static_cast<i64>(gidx) * p.HV + hv) * K * V + vc0, p.plane_kv, V, dacc, vrow, t4);
 
     std::uint32_t ah[K / 16][4], al[K / 16][4];
     wg_split_frags<K>(dacc, 1.f, ah, al);
@@ -375,7 +398,7 @@ __global__ void __launch_bounds__(256, 1) state_bwd_wg_kernel(const Params p) {
     cuda_util::mbar_arrive(&s.empty_x[b]);
     // dvn -> HBM (rows < Cn); padded rows zeroed for batch 2, as in state_bwd_kernel (they would be zero
     // only if Aqk were zero above the diagonal of its valid rows; w's padded rows are zero anyway)
-    wg_store_tok(p.dvn + (t0 * p.HV + hv) * V + vc0, static_cast<i64>(p.HV) * V, Cn, vacc, vrow, t4);
+    wg_store_tok(p.dvn + (t0 * p.HV + hv) * V + vc0, p.plane_tok, static_cast<i64>(p.HV) * V, Cn, vacc, vrow, t4);
     std::uint32_t vh[4][4], vl[4][4];
     wg_split_frags<64>(vacc, -1.f, vh, vl);  // -dvn^T: the image holds w, not -w
     wg_wait(&s.full_w, i);
