@@ -1019,7 +1019,19 @@ __global__ void __launch_bounds__(kNT, 2) grad_v4_kernel(const Params p) {
       if (!Gen && kh == 1) cuda_util::cp_async16(&st.v[0][r][c8], vin + o, ok);
     }
   };
+  // KDA, kh 0 (no T): the gate cumsum of the CTA's K half for the epilogue in T's space, in the first load group; pitch
+  // KH + 8: (g, t) float2 reads conflict-free. kh 1 reads it from L2 / HBM in the epilogue (staging it after the loop
+  // spilled at the 128-register cap)
+  float (*const gb)[KH + 8] = reinterpret_cast<float (*)[KH + 8]>(&s.T[0][0][0]);
+  static_assert(sizeof(float) * kC * (KH + 8) <= sizeof(S::T), "the gate cumsum fits T's space");
+  const auto stage_gate = [&] {
+    for (int i = tid; i < kC * (KH / 4); i += kNT) {
+      const int r = i / (KH / 4), c4 = 4 * (i % (KH / 4));
+      cuda_util::cp_async16(&gb[r][c4], p.b + ((t0 + min(r, Cn - 1)) * p.HV + hv) * K + k0 + c4, r < Cn);
+    }
+  };
   issue(s.st[0], 0);
+  if (p.kda && kh == 0) stage_gate();
   cuda_util::cp_async_commit();
   if (!p.kda && tid < kC) s.bs[tid] = tid < Cn ? p.b[(t0 + tid) * p.HV + hv] : 0.f;
   if (kh == 1) {  // Tinv planes, beta
@@ -1167,9 +1179,11 @@ __global__ void __launch_bounds__(kNT, 2) grad_v4_kernel(const Params p) {
     __syncthreads();  // dbeta's row sums are complete
     if (tid < Cn) p.dbp[(t0 + tid) * p.HV + hv] = s.dbp[tid];
   }
-  // the gate cumsum (KDA: per channel, from L2 / HBM; GDN: staged scalars)
+  // the gate cumsum: GDN's scalars and kh 0's KDA rows from shared memory, kh 1's KDA rows from L2 / HBM
   const i64 bLrow = (t0 + Cn - 1) * p.HV + hv;
-  const auto gate2 = [&](i64 row, int r, int c) { return p.kda ? ld2(p.b + row * K + c) : make_float2(s.bs[r], s.bs[r]); };
+  const auto gate2 = [&](i64 row, int r, int cl) {
+    return !p.kda ? make_float2(s.bs[r], s.bs[r]) : kh == 0 ? ld2(&gb[r][cl]) : ld2(p.b + row * K + k0 + cl);
+  };
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) {
     const int r = m0 + g + 8 * hf;
@@ -1177,8 +1191,8 @@ __global__ void __launch_bounds__(kNT, 2) grad_v4_kernel(const Params p) {
     const i64 row = (t0 + r) * p.HV + hv;
 #pragma unroll
     for (int nt = 0; nt < NTK; ++nt) {
-      const int c = k0 + nk0 + nt * 8 + 2 * t;
-      const float2 br = gate2(row, r, c), bL = gate2(bLrow, Cn - 1, c);
+      const int cl = nk0 + nt * 8 + 2 * t, c = k0 + cl;
+      const float2 br = gate2(row, r, cl), bL = gate2(bLrow, Cn - 1, cl);
       st2(p.dke + row * K + c, __expf(fminf(bL.x - br.x, 0.f)) * ak[nt][2 * hf], __expf(fminf(bL.y - br.y, 0.f)) * ak[nt][2 * hf + 1]);
       st2(p.dqe + row * K + c, p.scale * __expf(br.x) * aq[nt][2 * hf], p.scale * __expf(br.y) * aq[nt][2 * hf + 1]);
       st2(p.dw + row * K + c, -aw[nt][2 * hf], -aw[nt][2 * hf + 1]);
