@@ -35,48 +35,39 @@ struct WgRows {
   __device__ int row(int u) const { return r0 + RS * u; }
 };
 
-// Consumer: rows r and r + 1 of a [rows][V] bf16 plane pair from an accumulator element pair (a at (r, v), b at
-// (r + 1, v); lanes l and l ^ 4 hold v and v + 1 of the same rows). One shuffle gives each lane a 4-byte pair:
-// the even-v lane stores (r, v .. v + 1), the odd-v lane (r + 1, v - 1 .. v). `at` points at (r, v) of the hi plane,
-// the lo plane (x - hi) is lo_off elements further (0: no lo plane); rs is the row stride; store_r / store_r1 say
-// whether the rows exist.
-__device__ __forceinline__ void wg_store_pair(bf16* at, i64 lo_off, i64 rs, float a, float b, int g8, bool store_r,
-                                              bool store_r1) {
-  const bool odd = g8 & 1;
-  const float other = __shfl_xor_sync(0xffffffffu, odd ? a : b, 4);
-  bf16* const dst = odd ? at + rs - 1 : at;
-  if (odd ? store_r1 : store_r) {
-    std::uint32_t hi, lo;
-    cuda_util::pack_bf16_split(odd ? other : a, odd ? b : other, hi, lo);
-    *reinterpret_cast<std::uint32_t*>(dst) = hi;
-    if (lo_off) *reinterpret_cast<std::uint32_t*>(dst + lo_off) = lo;
-  }
+// Consumer: an accumulator split by wg_split_frags (below) into bf16 words, to HBM rows of [rows][V] bf16 planes.
+// Word f[s][j] packs x(r, v) (low half) and x(r + 1, v), r = 8 (2 s + j / 2) + 2 t4, v = vrow + 8 (j & 1); lanes l
+// and l ^ 4 hold v and v + 1 of the same rows. One shuffle and one byte permute per word give the even-v lane row r's
+// pair (v, v + 1) and the odd-v lane row r + 1's (v - 1, v): 4-byte stores, and the split the wgmma operands need
+// anyway is the stored hi / lo (lo plane lo_off elements further; 0: none). flip = 0x80008000 undoes a sign the split
+// applied. `base` points at (row 0, column vrow's V tile start); rows at or past nrows are not stored.
+template <int NS>
+__device__ __forceinline__ void wg_store_frags(bf16* base, i64 lo_off, i64 rs, int nrows, const std::uint32_t (&fh)[NS][4],
+                                               const std::uint32_t (&fl)[NS][4], std::uint32_t flip, int vrow, int t4) {
+  const int odd = vrow & 1;
+  const std::uint32_t sel = odd ? 0x3276u : 0x5410u;  // even: (own lo, other lo); odd: (other hi, own hi)
+  bf16* const pt = base + (2 * t4 + odd) * rs + vrow - odd;  // + compile-time multiples of rs below
+#pragma unroll
+  for (int s = 0; s < NS; ++s)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int r = 8 * (2 * s + (j >> 1));
+      const std::uint32_t h = fh[s][j] ^ flip, hx = __shfl_xor_sync(0xffffffffu, h, 4);
+      const bool st = r + 2 * t4 + odd < nrows;
+      if (st) *reinterpret_cast<std::uint32_t*>(pt + r * rs + 8 * (j & 1)) = __byte_perm(h, hx, sel);
+      if (lo_off) {
+        const std::uint32_t l = fl[s][j] ^ flip, lx = __shfl_xor_sync(0xffffffffu, l, 4);
+        if (st) *reinterpret_cast<std::uint32_t*>(pt + lo_off + r * rs + 8 * (j & 1)) = __byte_perm(l, lx, sel);
+      }
+    }
 }
 
-// Consumer: the state accumulator (m64nK, S^T) to HBM as S [K][V] bf16 planes (row ch at out[ch * V]).
-template <int K>
-__device__ __forceinline__ void wg_publish(bf16* out, i64 lo_off, int V, const float (&st)[K / 2], int vrow, int t4) {
-  bf16* pt = out + static_cast<i64>(2 * t4) * V + vrow;  // + compile-time multiples of V below
+// Consumer: padded token rows (r >= Cn) of a per-chunk [64 V][64 tok] accumulator (v_new^T, dvn^T) set to zero (the
+// next product reads it).
+__device__ __forceinline__ void wg_zero_padded(float (&x)[32], int Cn, int t4) {
 #pragma unroll
-  for (int i = 0; i < K / 2; i += 2)
-    wg_store_pair(pt + static_cast<i64>(8 * (i >> 2)) * V + ((i & 2) << 2), lo_off, V, st[i], st[i + 1], vrow & 7, true, true);
-}
-
-// Consumer: a per-chunk [64 V][64 tok] accumulator (v_new^T, dvn^T) to HBM rows t0 + r (r < Cn) of the
-// [R][HV][V] bf16 hi + lo planes at column vc0 + v; padded rows are zeroed in x (the next product reads it). One
-// base pointer per thread: the stores differ by compile-time multiples of the row stride.
-__device__ __forceinline__ void wg_store_tok(bf16* base, i64 lo_off, i64 rs, int Cn, float (&x)[32], int vrow, int t4) {
-  bf16* pt = base + 2 * t4 * rs + vrow;
-#pragma unroll
-  for (int i = 0; i < 32; ++i) {
-    const int r = 8 * (i >> 2) + 2 * t4 + (i & 1);
-    if (r >= Cn) x[i] = 0.f;
-  }
-#pragma unroll
-  for (int i = 0; i < 32; i += 2) {
-    const int r = 8 * (i >> 2) + 2 * t4;
-    wg_store_pair(pt + (8 * (i >> 2)) * rs + ((i & 2) << 2), lo_off, rs, x[i], x[i + 1], vrow & 7, r < Cn, r + 1 < Cn);
-  }
+  for (int i = 0; i < 32; ++i)
+    if (8 * (i >> 2) + 2 * t4 + (i & 1) >= Cn) x[i] = 0.f;
 }
 
 // Consumer: k-step s of an RS product whose left operand is the m64nN accumulator x (times sign), as
@@ -181,11 +172,11 @@ __global__ void __launch_bounds__(256, 1) state_fwd_wg_kernel(const Params p) {
     const int Cn = min(kC, sd.length - lc * kC);
     const int gidx = sd.chunk_off + lc;
     wg_wait(&s.full[b], lc >> 1);
-    wg_publish<K>(p.Hs + (static_cast<i64>(gidx) * p.HV + hv) * K * V + vc0, p.h_lo ? p.plane_kv : 0, V, ht, vrow, t4);
-
-    // v_new^T = u^T - H^T w^T (A = -H^T as hi + lo)
+    // v_new^T = u^T - H^T w^T (A = -H^T as hi + lo); H_n to HBM from the same split
     std::uint32_t ah[K / 16][4], al[K / 16][4];
     wg_split_frags<K>(ht, -1.f, ah, al);
+    wg_store_frags<K / 16>(p.Hs + (static_cast<i64>(gidx) * p.HV + hv) * K * V + vc0, p.h_lo ? p.plane_kv : 0, V, K, ah, al,
+                           0x80008000u, vrow, t4);
     float vacc[32];
 #pragma unroll
     for (int i = 0; i < 32; ++i) vacc[i] = s.u[b][8 * (i >> 2) + 2 * t4 + (i & 1)][vrow + ((i & 2) << 2)];
@@ -206,9 +197,10 @@ __global__ void __launch_bounds__(256, 1) state_fwd_wg_kernel(const Params p) {
     wgb::fence_regs<K / 4>(&ah[0][0]);
     wgb::fence_regs<K / 4>(&al[0][0]);
     // v_new -> HBM (rows < Cn); padded rows (zero already: w and u are) set to zero as in state_fwd_kernel
-    wg_store_tok(p.vnb + (t0 * p.HV + hv) * V + vc0, p.plane_tok, static_cast<i64>(p.HV) * V, Cn, vacc, vrow, t4);
+    wg_zero_padded(vacc, Cn, t4);
     std::uint32_t vh[4][4], vl[4][4];
     wg_split_frags<64>(vacc, 1.f, vh, vl);
+    wg_store_frags<4>(p.vnb + (t0 * p.HV + hv) * V + vc0, p.plane_tok, static_cast<i64>(p.HV) * V, Cn, vh, vl, 0u, vrow, t4);
 #pragma unroll
     for (int i = 0; i < K / 2; i += 2) {
       const float2 e = *reinterpret_cast<const float2*>(&s.el[b][8 * (i >> 2) + 2 * t4]);
@@ -346,10 +338,9 @@ __global__ void __launch_bounds__(256, 1) state_bwd_wg_kernel(const Params p) {
     const int gidx = sd.chunk_off + lc;
     auto& X = s.x[b];
     wg_wait(&s.full_x[b], i >> 1);
-    wg_publish<K>(p.dHs + (static_cast<i64>(gidx) * p.HV + hv) * K * V + vc0, p.plane_kv, V, dacc, vrow, t4);
-
     std::uint32_t ah[K / 16][4], al[K / 16][4];
     wg_split_frags<K>(dacc, 1.f, ah, al);
+    wg_store_frags<K / 16>(p.dHs + (static_cast<i64>(gidx) * p.HV + hv) * K * V + vc0, p.plane_kv, V, K, ah, al, 0u, vrow, t4);  // dh[n]
 #pragma unroll
     for (int j = 0; j < K / 2; j += 2) {
       const float2 e = *reinterpret_cast<const float2*>(&s.el[b][8 * (j >> 2) + 2 * t4]);
@@ -398,9 +389,10 @@ __global__ void __launch_bounds__(256, 1) state_bwd_wg_kernel(const Params p) {
     cuda_util::mbar_arrive(&s.empty_x[b]);
     // dvn -> HBM (rows < Cn); padded rows zeroed for batch 2, as in state_bwd_kernel (they would be zero
     // only if Aqk were zero above the diagonal of its valid rows; w's padded rows are zero anyway)
-    wg_store_tok(p.dvn + (t0 * p.HV + hv) * V + vc0, p.plane_tok, static_cast<i64>(p.HV) * V, Cn, vacc, vrow, t4);
+    wg_zero_padded(vacc, Cn, t4);
     std::uint32_t vh[4][4], vl[4][4];
     wg_split_frags<64>(vacc, -1.f, vh, vl);  // -dvn^T: the image holds w, not -w
+    wg_store_frags<4>(p.dvn + (t0 * p.HV + hv) * V + vc0, p.plane_tok, static_cast<i64>(p.HV) * V, Cn, vh, vl, 0x80008000u, vrow, t4);
     wg_wait(&s.full_w, i);
     const std::uint32_t aw = cuda_util::smem_u32(s.w.x);  // one plane
     wgb::fence_regs<K / 2>(dacc);
