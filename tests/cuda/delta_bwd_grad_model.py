@@ -1,6 +1,8 @@
-# Host-side models of ops/delta/cuda/chunk_delta_bwd_grad.cuh (run: python3 tests/cuda/delta_bwd_grad_model.py).
-# 1. Lane-level emulation of grad_v3_kernel's index logic (fragments, warp tiles, epilogue masks, CTA roles)
-# against the direct formulas. fp64, no bf16 rounding (the hi + lo split is modelled as exact).
+# Host-side models of ops/delta/cuda/chunk_delta_bwd_grad.cuh and of the state passes' stores in delta_bwd_state_wg.cuh
+# (run: python3 tests/cuda/delta_bwd_grad_model.py; exit status 1 on a mismatch).
+# 1. Lane-level emulation of grad_v4_kernel's index logic (fragments, warp tiles, epilogue masks, CTA roles; the
+# same as grad_v3's, which it replaced) against the direct formulas. fp64, no bf16 rounding (the planes are modelled
+# as exact).
 import numpy as np
 rng = np.random.default_rng(1)
 kC, kVS, P40 = 64, 32, 40
@@ -120,7 +122,7 @@ def run(K, V, Cn, kda=True):
     return ok
 
 res_v3 = [run(K, V, Cn) for K, V, Cn in [(64, 64, 64), (128, 64, 17), (64, 128, 1), (128, 128, 40), (64, 192, 63)]]
-print('grad_v3:', sum(res_v3), '/', len(res_v3))
+print('grad_v4:', sum(res_v3), '/', len(res_v3))
 
 # 2. grad_k_v2: transposes (lane x reads a float4 of row x, writes dAt[j4+e][x]) and the tail's float4 reads,
 # per (channel c, x0), against the direct intra formulas. fp64.
@@ -177,4 +179,39 @@ def run_k2(Cn):
     print('Cn', Cn, 'match' if ok else 'FAIL'); return ok
 res_k2 = [run_k2(Cn) for Cn in (1, 17, 40, 63, 64)]
 print('grad_k_v2 tail:', sum(res_k2), '/', len(res_k2))
-raise SystemExit(0 if all(res_v3) and all(res_k2) else 1)
+
+# 3. delta_bwd_state_wg.cuh's wg_store_frags: the state passes' m64nN accumulator (S^T [64 V][N rows]: lane (warp w,
+# g8 = lane / 4, t4 = lane % 4) holds x[i] at v = 16 w + g8 + 8 ((i >> 1) & 1), row = 8 (i >> 2) + 2 t4 + (i & 1)),
+# split into words f[s][j] = (x[8 s + 2 j], x[8 s + 2 j + 1]) (low, high half), stored as [rows][V] pieces of two
+# elements after one shuffle with lane ^ 4 and one byte permute (even g8: (own low, other low); odd: (other high, own
+# high)). Every element of the rows below nrows must land once, at its own (row, v); nothing at or past nrows.
+def run_store(N, nrows):
+    S = rng.standard_normal((N, 64))  # S[row][v]
+    x = {}
+    for w in range(4):
+        for lane in range(32):
+            g8, t4 = lane >> 2, lane & 3
+            x[(w, lane)] = [S[8*(i >> 2) + 2*t4 + (i & 1), 16*w + g8 + 8*((i >> 1) & 1)] for i in range(N // 2)]
+    out = np.full((N, 64), np.nan); cnt = np.zeros((N, 64), int)
+    for w in range(4):
+        for lane in range(32):
+            g8, t4 = lane >> 2, lane & 3
+            vrow = 16*w + g8; odd = vrow & 1
+            own, other = x[(w, lane)], x[(w, lane ^ 4)]
+            base_r, base_c = 2*t4 + odd, vrow - odd  # pt = base + (2 t4 + odd) rs + vrow - odd
+            for s_ in range(N // 16):
+                for j in range(4):
+                    i = 8*s_ + 2*j
+                    h, hx = (own[i], own[i + 1]), (other[i], other[i + 1])
+                    piece = (hx[1], h[1]) if odd else (h[0], hx[0])
+                    r = 8*(2*s_ + (j >> 1))
+                    if r + 2*t4 + odd < nrows:
+                        R, C = base_r + r, base_c + 8*(j & 1)
+                        for e in range(2):
+                            out[R, C + e] = piece[e]; cnt[R, C + e] += 1
+    ok = np.all(cnt[:nrows] == 1) and np.allclose(out[:nrows], S[:nrows]) and cnt[nrows:].sum() == 0
+    print(f"wg_store_frags N={N} nrows={nrows}: {'match' if ok else 'FAIL'}")
+    return ok
+res_st = [run_store(N, n) for N, n in [(128, 128), (64, 64), (64, 1), (64, 17), (64, 63)]]
+print('wg_store_frags:', sum(res_st), '/', len(res_st))
+raise SystemExit(0 if all(res_v3) and all(res_k2) and all(res_st) else 1)

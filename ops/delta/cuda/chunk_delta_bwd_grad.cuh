@@ -1,4 +1,4 @@
-// Stages D1 / D2 of the chunk_kda / chunk_gdn backward on tensor cores: grad_v3_kernel<K> and
+// Stages D1 / D2 of the chunk_kda / chunk_gdn backward on tensor cores: grad_v4_kernel<K, Gen> and
 // grad_k_v2_kernel<K>, plus the vectorised P / E1 kernels prep_qk_v2 / post_qk_v2
 // (docs/kernels/chunk_delta_bwd.md, "grad_v2 / grad_k_v2 and prep_qk_v2 / post_qk_v2"). Included by
 // chunk_delta_bwd.cu inside its anonymous namespace, after the helpers it uses (Params, ChunkInfo,
@@ -13,8 +13,9 @@
 //    fragments prefetched into registers), instead of ~18 dependent batches. The intra-chunk loop
 //    reads 16 rows of dA / dAkk as four float4 broadcasts (row-major for the later-rows loop and the
 //    diagonal blocks, from transposed copies for the earlier-keys loop) instead of 16 scalar loads.
-//  - grad_v3: two CTAs per SM (below). An intermediate grad_v2 (one CTA per SM, the six per-tile fills
-//    as one load group) measured between grad_v and grad_v3 and was removed.
+//  - grad_v4 (below; it replaced grad_v3 in the fifteenth session): two CTAs per SM over the state passes' bf16
+//    planes. The intermediate grad_v2 (one CTA per SM, the six per-tile fills as one load group) and grad_v3 (fp32
+//    tiles split into hi + lo planes after loading) were removed.
 
 // Two consecutive outputs (element index i even) in the output dtype: one 4- or 8-byte store for
 // bf16 / f32.
