@@ -91,7 +91,7 @@ struct Params {
                   // (InlineQkRows), prep_qk does not run and qn / kn are not allocated
   int qk_v2;      // the vectorised prep_qk_v2 / post_qk_v2 run (dq, dk 16-byte aligned; LINA_DELTA_BWD_QK)
   int safe;  // KDA safe_gate with lower_bound >= -5: chunk_prep_v2's diagonal blocks through their middle row
-  // fp32 scratch
+  // scratch (fp32, except the bf16 planes below)
   float *qn, *kn, *rq, *rk;   // [R,H,K], [R,H]
   float *b, *bt;              // chunk-local gate cumsum [R,HV,Kg]; beta after the sigmoid [R,HV]
   float* Tinv;                // [R,HV,64]
@@ -557,8 +557,9 @@ struct StateBlock {
 };
 
 // ---------------------------------------------------------------------------------------------
-// D1 (the general-dtype fallback of grad_v4): per (chunk, value head), products over V on tensor cores
-// (operands as bf16 hi + lo, fp32 accumulators; H_n, dh[n], v_new and dvn arrive as the state passes' planes). Warp tiles: rows m0 = 16 (warp % 4) of the chunk; columns nk0 (K/2 of K) for the
+// D1, grad_v (where dO or dv is not 16-byte aligned, and under LINA_DELTA_BWD_SIMT; grad_v4 otherwise): per (chunk,
+// value head), products over V on tensor cores (operands as bf16 hi + lo, fp32 accumulators; H_n, dh[n], v_new and
+// dvn arrive as the state passes' planes). Warp tiles: rows m0 = 16 (warp % 4) of the chunk; columns nk0 (K/2 of K) for the
 // [64][K] products, n64 (32 of 64) for the [64][64] ones.
 //   pass 1 over V tiles: dq_e += dO H^T, dw += dvn H^T, dAqk += dO vn^T, dTv += dvn v^T,
 //                        dv = beta Tinv^T dvn (final), dbeta += rowsum((Tinv^T dvn) v), hd += rowsum(H dh)
@@ -1123,8 +1124,8 @@ bool stage_timing() {
   return on;
 }
 
-// LINA_DELTA_BWD_SIMT=1 runs the fp32 SIMT grad_v / grad_k kernels instead of the tensor-core ones
-// (the comparison for accuracy and time).
+// LINA_DELTA_BWD_SIMT=1 runs grad_v (instead of grad_v4) and the SIMT grad_k kernel (instead of grad_k_v2), the
+// comparison for accuracy and time.
 bool simt_chunk_kernels() {
   static const bool on = [] {
     const char* e = std::getenv("LINA_DELTA_BWD_SIMT");
@@ -1349,9 +1350,10 @@ RunInfo backward(const Problem& p, const DeltaRuleArgs& a, const AttentionGradIn
   const cuda_util::DeviceSeqs seqs = cuda_util::upload_sequences(p, st);
   const int total_chunks = seqs.total_chunks;
 
-  // fp32 scratch, carved from one allocation
+  // scratch (fp32 slices and the state passes' bf16 planes), carved from one allocation
   const i64 R = prm.R, H = p.H, HV = p.HV, K = p.K, V = p.V, Kg = prm.Kg, NT = total_chunks;
-  // H_n as one bf16 plane where every input grad_v4 multiplies is bf16 (q / k, v, dO), else hi + lo
+  // H_n as one bf16 plane where every input grad_v4 multiplies is bf16 (q / k, v, dO), else hi + lo. h_lo == 0 also
+  // selects grad_v4<K, false>, which reads dO and v as bf16 by cp.async: the two must keep the same rule.
   const i64 h_lo = (prm.qk_t == 2 && prm.v_t == 2 && prm.do_t == 2) ? 0 : 1;
   prm.h_lo = static_cast<int>(h_lo);
   prm.plane_kv = NT * HV * K * V;

@@ -1,13 +1,13 @@
 // Stages D1 / D2 of the chunk_kda / chunk_gdn backward on tensor cores: grad_v4_kernel<K, Gen> and
 // grad_k_v2_kernel<K>, plus the vectorised P / E1 kernels prep_qk_v2 / post_qk_v2
 // (docs/kernels/chunk_delta_bwd.md, "grad_v2 / grad_k_v2 and prep_qk_v2 / post_qk_v2"). Included by
-// chunk_delta_bwd.cu inside its anonymous namespace, after the helpers it uses (Params, ChunkInfo,
-// GradVSmem, warp_mma_split, mma_b_planes, store_split, st_split4, load4_batch, ld2 / ld4 / st2 / st_u32); not a
-// standalone header.
+// chunk_delta_bwd.cu inside its anonymous namespace, after the helpers it uses (Params, ChunkInfo, warp_mma_split,
+// store_split, st_split4, load4_batch, ld2 / ld4 / st2 / st_u32); not a standalone header.
 //
-// Same math, operands and outputs as the kernels they replaced (mma.sync with every operand as a bf16
-// hi + lo pair, fp32 accumulators, fp32 scratch). What differs is latency: the replaced kernels ran
-// one CTA per SM with dependent global round trips that left the SM idle.
+// Same math and outputs as the kernels they replaced (mma.sync, fp32 accumulators). grad_k_v2 keeps every operand as
+// a bf16 hi + lo pair; grad_v4 takes the state passes' bf16 planes as they are (one plane for H_n, dO and v where the
+// inputs are bf16). What differs is latency: the replaced kernels ran one CTA per SM with dependent global round
+// trips that left the SM idle.
 //  - grad_k_v2: every prologue load in flight at once (q, k, b, dAqk, dTv by cp.async into 16-byte
 //    aligned fp32 rows; dw and Tinv through registers into hi + lo planes; the db epilogue's dq_e / dk_e
 //    fragments prefetched into registers), instead of ~18 dependent batches. The intra-chunk loop

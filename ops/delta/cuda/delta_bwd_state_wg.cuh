@@ -196,7 +196,7 @@ __global__ void __launch_bounds__(256, 1) state_fwd_wg_kernel(const Params p) {
     wgb::fence_regs<32>(vacc);
     wgb::fence_regs<K / 4>(&ah[0][0]);
     wgb::fence_regs<K / 4>(&al[0][0]);
-    // v_new -> HBM (rows < Cn); padded rows (zero already: w and u are) set to zero as in state_fwd_kernel
+    // v_new -> HBM (rows < Cn); padded rows (zero already: w and u are) set to zero for the state update
     wg_zero_padded(vacc, Cn, t4);
     std::uint32_t vh[4][4], vl[4][4];
     wg_split_frags<64>(vacc, 1.f, vh, vl);
@@ -387,7 +387,7 @@ __global__ void __launch_bounds__(256, 1) state_bwd_wg_kernel(const Params p) {
     wgb::fence_regs<K / 4>(&ah[0][0]);
     wgb::fence_regs<K / 4>(&al[0][0]);
     cuda_util::mbar_arrive(&s.empty_x[b]);
-    // dvn -> HBM (rows < Cn); padded rows zeroed for batch 2, as in state_bwd_kernel (they would be zero
+    // dvn -> HBM (rows < Cn); padded rows zeroed for batch 2 (they would be zero
     // only if Aqk were zero above the diagonal of its valid rows; w's padded rows are zero anyway)
     wg_zero_padded(vacc, Cn, t4);
     std::uint32_t vh[4][4], vl[4][4];
