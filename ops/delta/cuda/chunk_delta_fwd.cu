@@ -4,15 +4,15 @@
 // 1. A prep kernel per (chunk, value head) item, fully parallel, persistent grid (as many CTAs as fit;
 //    each walks items with the next item's loads in flight): the gate cumsum, the q/k norms, L and
 //    Aqk, (I+L)^-1, and only what the state recurrence cannot form from the raw inputs.
-//    - GDN (gdn_thin_prep_kernel, chunk_delta_thin_fwd.cuh): T' = (I+A)^-1 diag(beta) and Q' as bf16
-//      hi + lo and four per-token factor rows: the scalar gate and the norms stay per-token factors.
+//    - GDN (gdn_wg_prep_kernel, gdn_prep_wg.cuh: one warpgroup per CTA, wgmma): T' = (I+A)^-1 diag(beta)
+//      and Q' as bf16 hi + lo and four per-token factor rows: the scalar gate and the norms stay per-token factors.
 //    - KDA (kda_prep_kernel, below): the per-channel gate must be applied to q and k here, so it writes
 //      the gated tiles q e^b, k e^b, k e^(bL-b), Aqk (hi + lo), e^bL and T' (hi + lo).
 // 2. delta_thin_state_kernel<KDA, K, VW> (chunk_delta_thin_fwd.cuh): one warpgroup per (sequence, value
 //    head, 64-column V tile; two splitting the channels at K = 256; VW = 2: two V tiles of a head per CTA
 //    sharing the operand tiles) walks the chunks in order with H^T in wgmma accumulators:
 //    v_new = T' (v - k1 H), o = q1 H + Aqk v_new, H = e^bL H + k3^T v_new (with GDN's factors).
-// Tensor-core products use mma.sync m16n8k16 bf16 -> fp32 in the preps and wgmma in the state kernel;
+// Tensor-core products use mma.sync m16n8k16 bf16 -> fp32 in the KDA prep and wgmma in the GDN prep and the state kernel;
 // the (I+L)^-1 block merges use mma.sync m16n8k8 tf32 (FLA's precision). Gates are kept as log2
 // cumsums and only non-positive differences are exponentiated, except KDA's safe_gate diagonal
 // sub-blocks, whose middle reference row bounds the factors by 2^(8*|lower_bound|*log2e) <= e^40
@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <type_traits>
@@ -268,8 +269,9 @@ __device__ __forceinline__ void merge_inverse_blocks(const float (*L)[68], float
 // Every thread of the CTA: T' = X diag(beta) (lower incl., zero above) as bf16 hi + lo into the
 // swizzled [2][C][C] workspace tile Tg. One bf16 rounding of the inverse costs the g = 0 cases more
 // than the tolerance allows.
+template <int NT = kThreads>
 __device__ __forceinline__ void store_t_prime(const float (*X)[68], const float* beta, bf16* Tg, int tid) {
-  constexpr int PR = kThreads / (kC / 2);  // rows per pass (8)
+  constexpr int PR = NT / (kC / 2);  // rows per pass (8 with 256 threads)
   const unsigned u = static_cast<unsigned>(tid);
   const int j = static_cast<int>(u % (kC / 2)) * 2, r1 = static_cast<int>(u / (kC / 2));
   const float bj0 = beta[j], bj1 = beta[j + 1];
@@ -660,6 +662,7 @@ __global__ void __launch_bounds__(kThreads, kPrepMinBlocks<K>) kda_prep_kernel(c
 }
 
 #include "ops/delta/cuda/chunk_delta_thin_fwd.cuh"
+#include "ops/delta/cuda/gdn_prep_wg.cuh"
 
 [[noreturn]] void cuda_fail(const char* what, cudaError_t e) {
   throw Error(ErrorCode::runtime, "", std::string("chunk_delta cuda: ") + what + ": " + cudaGetErrorString(e));
@@ -678,13 +681,24 @@ void launch_smem(void (*kern)(Params), std::size_t grid, int threads, std::size_
 // A prep launch: a persistent grid of as many CTAs as fit at once, each striding over the (chunk, value
 // head) items.
 void launch_prep(void (*kern)(Params), std::size_t smem, std::size_t items, int sms, const Params& prm, cudaStream_t st,
-                 const char* name) {
+                 const char* name, int threads = kThreads) {
   set_max_dynamic_smem(kern, static_cast<int>(smem), name);  // before the occupancy query
-  const int per_sm = std::max(1, max_active_blocks(kern, kThreads, smem, name));
+  const int per_sm = std::max(1, max_active_blocks(kern, threads, smem, name));
   const std::size_t grid = std::min(items, static_cast<std::size_t>(per_sm) * static_cast<std::size_t>(sms > 0 ? sms : 1));
-  launch_smem(kern, grid, kThreads, smem, prm, st, name);
+  launch_smem(kern, grid, threads, smem, prm, st, name);
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) cuda_fail("prep kernel launch", e);
+}
+
+// LINA_DELTA_GDN_PREP=wgseq (K = 128, measurement only): the GDN prep as one CTA per (sequence, value head) walking
+// its chunks in order, the timeline of a fused kernel's prep warpgroup (docs/kernels/chunk_delta_fwd.md, "GDN prep on
+// one warpgroup"). Read once per process.
+bool gdn_prep_sequential() {
+  static const bool v = [] {
+    const char* e = std::getenv("LINA_DELTA_GDN_PREP");
+    return e && std::string(e) == "wgseq";
+  }();
+  return v;
 }
 
 // One forward call: the sequence table (varlen only), the workspace from lina's pool (kept mapped
@@ -703,6 +717,13 @@ int run(Params prm, const Problem& p, cudaStream_t st) {
   prm.fd_nch = FastDiv(static_cast<std::uint32_t>((seqs.view.uniform_len + kC - 1) / kC));
   const size_t nch = static_cast<size_t>(seqs.total_chunks) * p.HV;
   unsigned char* ws = nullptr;
+  // LINA_DELTA_FWD_STAGES=1: the prep's and the state kernel's times by events (synchronises; measurement only)
+  static const bool stages = std::getenv("LINA_DELTA_FWD_STAGES") != nullptr;
+  cudaEvent_t ev[3] = {};
+  if (stages) {
+    for (auto& e : ev) cudaEventCreate(&e);
+    cudaEventRecord(ev[0], st);
+  }
   if (nch > 0) {
     if (nch > static_cast<size_t>(INT32_MAX)) throw_unsupported("q", "more than 2^31 chunk-heads", "fewer chunk-heads");
     prm.nitems = static_cast<int>(nch);
@@ -718,7 +739,13 @@ int run(Params prm, const Problem& p, cudaStream_t st) {
       const size_t b_sc = align256(nch * 4 * kC * sizeof(float));
       ws = static_cast<unsigned char*>(workspace_alloc(2 * b_a + b_sc, st, "delta fwd workspace"));
       prm.tw = {reinterpret_cast<bf16*>(ws), reinterpret_cast<bf16*>(ws + b_a), reinterpret_cast<float*>(ws + 2 * b_a)};
-      launch_prep(gdn_thin_prep_kernel<K>, sizeof(ThinPrepSmem<K>), nch, sms, prm, st, "gdn_thin_prep_kernel");
+      // One warpgroup per CTA, wgmma q k^T / k k^T (gdn_prep_wg.cuh; sixteenth session): H200 B1_T8192_H96_D128 prep
+      // 0.364 -> 0.318 ms against the 8-warp mma.sync gdn_thin_prep_kernel it replaced, whole forward 0.766 -> 0.720
+      if (K == 128 && gdn_prep_sequential())
+        launch_smem(gdn_wg_prep_kernel<K, true>, static_cast<std::size_t>(p.N * p.HV), kWgThreads, kWgPrepSmemBytes<K>, prm,
+                    st, "gdn_wg_prep_kernel seq");
+      else
+        launch_prep(gdn_wg_prep_kernel<K, false>, kWgPrepSmemBytes<K>, nch, sms, prm, st, "gdn_wg_prep_kernel", kWgThreads);
     }
   }
   // KDA: V-tile pairs (one read of the chunk's 80.5 KB of operand tiles per head instead of one per V tile)
@@ -726,6 +753,7 @@ int run(Params prm, const Problem& p, cudaStream_t st) {
   // CTA (the pair would halve the SMs that run the latency-bound chains). H200, B1_T8192_H96_D128: KDA
   // forward 1.214 -> 1.179 ms, B4_T4096_H64 1.483 -> 1.467; GDN's pairs (raw q / k and 33 KB per head) were
   // 0.5-2 % slower, so GDN keeps one tile per CTA (docs/kernels/chunk_delta_fwd.md, "Fourteenth session").
+  if (stages) cudaEventRecord(ev[1], st);
   const long tiles = p.N * p.HV * prm.nvt;
   const int vw = KDA && K <= 128 && prm.nvt % 2 == 0 && tiles > sms ? 2 : 1;
   if (tiles > 0) {
@@ -739,6 +767,15 @@ int run(Params prm, const Problem& p, cudaStream_t st) {
                   kThinStateSmemBytes<KDA, K, 1>, prm, st, "delta_thin_state_kernel");
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) cuda_fail("state kernel launch", e);
+  }
+  if (stages) {
+    cudaEventRecord(ev[2], st);
+    cudaEventSynchronize(ev[2]);
+    float t_prep = 0.f, t_state = 0.f;
+    cudaEventElapsedTime(&t_prep, ev[0], ev[1]);
+    cudaEventElapsedTime(&t_state, ev[1], ev[2]);
+    std::fprintf(stderr, "delta_fwd stages (ms): prep %.4f state %.4f\n", t_prep, t_state);
+    for (auto& e : ev) cudaEventDestroy(e);
   }
   workspace_free(ws, st, "delta fwd workspace");
   workspace_free(seqs.ptr, st, "delta fwd sequence table");
@@ -755,7 +792,7 @@ std::vector<std::string> dispatch(const Params& prm, const Problem& p, cudaStrea
     default: vw = run<KDA, 256>(prm, p, st); break;
   }
   const std::string args = std::string(KDA ? "kda," : "gdn,") + std::to_string(p.K);
-  return {std::string(KDA ? "lina::kda_prep_kernel<" : "lina::gdn_thin_prep_kernel<") + std::to_string(p.K) + ">",
+  return {std::string(KDA ? "lina::kda_prep_kernel<" : "lina::gdn_wg_prep_kernel<") + std::to_string(p.K) + ">",
           "lina::delta_thin_state_kernel<" + args + "," + std::to_string(vw) + ">"};
 }
 

@@ -1,0 +1,221 @@
+// chunk_gdn forward: the thin GDN prep on one warpgroup (sixteenth session; docs/kernels/chunk_delta_fwd.md,
+// "GDN prep on one warpgroup"). Included by chunk_delta_fwd.cu after chunk_delta_thin_fwd.cuh, inside its
+// anonymous namespace.
+//
+// Why one warpgroup: a fused GDN forward (a prep warpgroup one chunk ahead of the state warpgroups, T' / Q'
+// in shared memory, no workspace round trip) is the only design whose HBM traffic fits the 0.6 ns per
+// token-head bar, and it needs one chunk's prep on one warpgroup within about one state-chain step. This
+// kernel is that warpgroup's work with the thin workspace as its output, so the state kernel consumes it:
+//   S0  beta, gate cumsum (log2)                      warps 0-1 / warp 2
+//   S1  inverse norms, one q or k row per thread       SIMT over SW128 tiles
+//   S2  q k^T and k k^T on wgmma (m64n64k16 SS, both operands K-major from the same SW128 tiles the state
+//       kernel uses), factors and decay in the epilogue; Q' as bf16 hi + lo, the strict-lower A in fp32
+//   S3  (I + A)^-1: diagonal 16 x 16 blocks by forward substitution, three tf32 merge levels (the thin
+//       prep's stages, which already run on warps 0-3)
+//   S4  T' = (I + A)^-1 diag(beta) as bf16 hi + lo; the factor rows c1, c2, c3, 2^bL
+// SEQ = false (the forward's GDN prep): a persistent grid strides over the (chunk, value head) items,
+// three CTAs per SM at K = 128, the next item's q / k in flight during this item's inverse.
+// SEQ = true (K = 128, LINA_DELTA_GDN_PREP=wgseq, measurement only): one CTA per (sequence, value head)
+// walks its chunks in order: a fused kernel's prep warpgroup's timeline without the state warpgroups.
+// It replaced gdn_thin_prep_kernel (8 warps, mma.sync q k^T / k k^T over a job table of n8 tiles): the
+// same outputs and formats; values differ only in the products' summation order.
+
+template <int K>
+struct WgPrepSmem {
+  bf16 q[kC * K];  // SW128 tiles [K / 64][C][64] (1 KB aligned: the struct sits at a 1 KB boundary)
+  bf16 k[kC * K];
+  alignas(16) float L[kC][68];  // strict-lower A; the inverted diagonal blocks over its diagonal
+  alignas(16) float X[kC][68];  // (I + A)^-1, upper blocks as merge scratch
+  alignas(16) float beta[kC];
+  alignas(16) float bs[kC];  // log2 cumsum of the gate
+  alignas(16) float rq[kC];
+  alignas(16) float rk[kC];  // 0 past the sequence end
+};
+constexpr int kWgThreads = 128;
+template <int K>
+constexpr std::size_t kWgPrepSmemBytes = sizeof(WgPrepSmem<K>) + 1024;  // + manual 1 KB alignment
+template <int K>
+constexpr int kWgPrepMinBlocks = K == 64 ? 4 : K == 128 ? 3 : 2;
+static_assert(4 * kWgPrepSmemBytes<64> <= 227 * 1024 && 3 * kWgPrepSmemBytes<128> <= 227 * 1024 &&
+                  2 * kWgPrepSmemBytes<256> <= 227 * 1024,
+              "one-warpgroup GDN prep: four / three / two CTAs per SM at K = 64 / 128 / 256");
+
+template <int K, bool SEQ>
+__global__ void __launch_bounds__(kWgThreads, SEQ ? 1 : kWgPrepMinBlocks<K>) gdn_wg_prep_kernel(const Params p) {
+  using wgmma::Major;
+  using S = WgPrepSmem<K>;
+  static_assert(offsetof(S, k) % 1024 == 0, "SW128 tiles 1 KB aligned");
+  extern __shared__ __align__(16) unsigned char wg_prep_smem_raw[];
+  unsigned char* const sm_base = wg_prep_smem_raw + ((1024u - (smem_u32(wg_prep_smem_raw) & 1023u)) & 1023u);
+  S& s = *reinterpret_cast<S*>(sm_base);
+
+  // The items this CTA runs: SEQ, chunk ci of (sequence n, value head hv) = blockIdx.x; else item i of the
+  // strided list.
+  int first = blockIdx.x, count = p.nitems, stride = gridDim.x;
+  SeqDesc sd{};
+  int seq_hv = 0;
+  if constexpr (SEQ) {
+    seq_hv = static_cast<int>(blockIdx.x) % p.HV;
+    sd = p.seqs.at(static_cast<int>(blockIdx.x) / p.HV);
+    first = 0, count = (sd.length + kC - 1) / kC, stride = 1;
+  }
+  auto item_at = [&](int i, long& ch) {
+    if constexpr (SEQ) {
+      ch = (static_cast<long>(sd.chunk_off) + i) * p.HV + seq_hv;
+      return PrepItem{sd.row_begin + static_cast<long>(i) * kC, min(kC, sd.length - i * kC),
+                      static_cast<int>(p.fd_g.div(static_cast<std::uint32_t>(seq_hv))), seq_hv};
+    } else {
+      ch = i;
+      return prep_item(p, i);
+    }
+  };
+  auto issue_qk = [&](int tid, const PrepItem& it) {
+    constexpr int QV = K / 8;  // 16-byte pieces per row
+#pragma unroll
+    for (int j = 0; j < kC * QV / kWgThreads; ++j) {
+      const int i = tid + kWgThreads * j, r = i / QV, c8 = i % QV;
+      const long row = (it.t0 + min(r, it.Cn - 1)) * p.H + it.h;
+      const int off = wgmma::sw128_blocked<kC>(r, 8 * c8);
+      cp_async16(s.q + off, p.q + row * K + 8 * c8, r < it.Cn);
+      cp_async16(s.k + off, p.k + row * K + 8 * c8, r < it.Cn);
+    }
+  };
+  if (first >= count) return;
+  {
+    long ch0;
+    issue_qk(threadIdx.x, item_at(first, ch0));
+  }
+  cp_async_commit();
+  const std::uint32_t a_q = smem_u32(s.q), a_k = smem_u32(s.k);
+#pragma unroll 1
+  for (int i = first; i < count; i += stride) {
+    const int tid = item_tid();
+    const int warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
+    long ch;
+    const PrepItem it = item_at(i, ch);
+    const long t0 = it.t0;
+    const int Cn = it.Cn, hv = it.hv;
+
+    // ---- S0: beta (warps 0-1), gate cumsum in log2 units (warp 2); rows past the end: gate 0, beta 0
+    if (tid < kC) {
+      float bt = (tid < Cn) ? load_any(p.beta, (t0 + tid) * p.HV + hv, p.beta_f32) : 0.f;
+      if (p.beta_sigmoid && tid < Cn) bt = p.beta_mult / (1.f + __expf(-bt));
+      s.beta[tid] = bt;
+    } else if (warp == 2) {
+      const float decay_a = (p.gate_mode != kGateGiven && p.A_log) ? __expf(p.A_log[hv]) : 1.f;
+      const float bias = p.dt_bias ? p.dt_bias[hv] : 0.f;
+      float gv[2];
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int r = 2 * lane + e;
+        gv[e] = 0.f;
+        if (r < Cn) {
+          gv[e] = load_any(p.g, (t0 + r) * p.HV + hv, p.g_f32);
+          if (p.gate_mode == kGateSoftplus) gv[e] = -decay_a * softplus(gv[e] + bias);
+        }
+        gv[e] *= kLog2e;
+      }
+      float x = gv[0] + gv[1];
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) {
+        const float y = __shfl_up_sync(0xffffffffu, x, o);
+        if (lane >= o) x += y;
+      }
+      s.bs[2 * lane] = x - gv[1];
+      s.bs[2 * lane + 1] = x;
+    }
+    cp_async_wait<0>();  // this item's q, k
+    wgmma::fence_proxy_async_smem();
+    __syncthreads();
+
+    // ---- S1: inverse norms, thread = one row (q rows 0-63, k rows 64-127), 16-byte pieces of the SW128 tiles
+    {
+      const int r = tid & (kC - 1);
+      if (p.l2norm) {
+        const bf16* const src = tid < kC ? s.q : s.k;
+        float ss[2] = {0.f, 0.f};
+#pragma unroll
+        for (int c8 = 0; c8 < K / 8; ++c8) {
+          const uint4 u = *reinterpret_cast<const uint4*>(src + wgmma::sw128_blocked<kC>(r, 8 * c8));
+          const float2 x0 = unpack_bf16_bits(u.x), x1 = unpack_bf16_bits(u.y), x2 = unpack_bf16_bits(u.z),
+                       x3 = unpack_bf16_bits(u.w);
+          ss[c8 & 1] += x0.x * x0.x + x0.y * x0.y + x1.x * x1.x + x1.y * x1.y + x2.x * x2.x + x2.y * x2.y + x3.x * x3.x +
+                        x3.y * x3.y;
+        }
+        (tid < kC ? s.rq : s.rk)[r] = r < Cn ? rsqrtf(ss[0] + ss[1] + 1e-6f) : 0.f;
+      } else {
+        (tid < kC ? s.rq : s.rk)[r] = r < Cn ? 1.f : 0.f;
+      }
+    }
+
+    // ---- S2: acc_q = q k^T, acc_k = k k^T (raw rows) on wgmma while S1's stores land
+    float acc_q[32], acc_k[32];
+#pragma unroll
+    for (int e = 0; e < 32; ++e) acc_q[e] = acc_k[e] = 0.f;
+    wgmma::fence_regs<32>(acc_q);
+    wgmma::fence_regs<32>(acc_k);
+    cute::warpgroup_arrive();
+#pragma unroll
+    for (int ks = 0; ks < K / 16; ++ks) {  // channels 16 ks ..: SW128 tile ks / 4, 32 bytes per k-step in it
+      const std::uint32_t off = static_cast<std::uint32_t>((ks >> 2) * 8192 + (ks & 3) * 32);
+      wgmma::mma_ss<wgmma::M64N64_SS<Major::K, Major::K>>(wgmma::desc_k(a_q + off), wgmma::desc_k(a_k + off), acc_q);
+      wgmma::mma_ss<wgmma::M64N64_SS<Major::K, Major::K>>(wgmma::desc_k(a_k + off), wgmma::desc_k(a_k + off), acc_k);
+    }
+    cute::warpgroup_commit_batch();
+    cute::warpgroup_wait<0>();
+    wgmma::fence_regs<32>(acc_q);
+    wgmma::fence_regs<32>(acc_k);
+    __syncthreads();  // rq, rk, beta, bs visible; every wgmma read of q, k done
+    {
+      long chn;
+      if (i + stride < count) issue_qk(tid, item_at(i + stride, chn));
+    }
+    cp_async_commit();
+
+    // Epilogue: element (r, j) of accumulator entry 4 nt + e: r = 16 warp + g8 + 8 (e >= 2), j = 8 nt + 2 t4 + (e & 1).
+    //   Q'_rj = scale rq_r rk_j 2^(b_r - b_j) (q k^T)_rj (j <= r),  A_rj = beta_r rk_r rk_j 2^(b_r - b_j) (k k^T)_rj (j < r)
+    {
+      bf16* const Ag = p.tw.a + ch * 2 * kC * kC;  // hi [C][C], then lo
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        const int r = 16 * warp + g8 + 8 * hf;
+        const float br = s.bs[r], fq = p.scale * s.rq[r], fk = s.beta[r] * s.rk[r];
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt) {
+          const int j = 8 * nt + 2 * t4;
+          const float2 bj = *reinterpret_cast<const float2*>(&s.bs[j]);
+          const float2 kj = *reinterpret_cast<const float2*>(&s.rk[j]);
+          const float f0 = ex2(fminf(br - bj.x, 0.f)) * kj.x, f1 = ex2(fminf(br - bj.y, 0.f)) * kj.y;
+          const float* const aq = &acc_q[4 * nt + 2 * hf];
+          const float* const ak = &acc_k[4 * nt + 2 * hf];
+          uint32_t hi, lo;
+          pack_bf16_split(j <= r ? fq * aq[0] * f0 : 0.f, j + 1 <= r ? fq * aq[1] * f1 : 0.f, hi, lo);
+          st_u32(Ag + swz<kC>(r, j), hi);
+          st_u32(Ag + kC * kC + swz<kC>(r, j), lo);
+          *reinterpret_cast<float2*>(&s.L[r][j]) =
+              make_float2(j < r ? fk * ak[0] * f0 : 0.f, j + 1 < r ? fk * ak[1] * f1 : 0.f);
+        }
+      }
+    }
+    __syncthreads();  // L complete
+
+    // ---- S3a: diagonal blocks (warp w: block w); S3b: the merges (three CTA barriers inside)
+    invert_diagonal_block(s.L, s.X, warp, lane);
+    __syncthreads();
+    merge_inverse_blocks(s.L, s.X, warp, lane);
+
+    // ---- S4: T' as bf16 hi + lo; the factor rows
+    store_t_prime<kWgThreads>(s.X, s.beta, p.tw.t + ch * 2 * kC * kC, tid);
+    if (tid < kC) {
+      const int r = tid;
+      const float br = s.bs[r], bl = s.bs[kC - 1], e = ex2(br);
+      float* const sc = p.tw.sc + ch * 4 * kC;
+      sc[r] = e * s.rk[r];
+      sc[kC + r] = p.scale * e * s.rq[r];
+      sc[2 * kC + r] = s.rk[r] * ex2(fminf(bl - br, 0.f));
+      sc[3 * kC + r] = ex2(bl);
+    }
+    __syncthreads();  // beta, bs, X consumed before the next item's S0
+  }
+  cp_async_wait_all();
+}
