@@ -42,6 +42,18 @@ __device__ __forceinline__ void bulk_copy_g2s(void* dst, const void* src, std::u
                "l"(src), "r"(bytes), "r"(smem_u32(bar))
                : "memory");
 }
+// One bulk copy shared -> global (the TMA engine, no tensor map; `bytes` a multiple of 16, both addresses
+// 16-byte aligned), in this thread's bulk async-group. The threads that wrote src fence
+// (wgmma::fence_proxy_async_smem / fence.proxy.async) before the barrier behind which one thread issues it.
+__device__ __forceinline__ void bulk_copy_s2g(void* dst, const void* src, std::uint32_t bytes) {
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst), "r"(smem_u32(src)), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+// Until this thread's committed bulk copies have read their shared-memory sources (the space may be rewritten).
+__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
+// Until they have completed (their global writes done).
+__device__ __forceinline__ void bulk_wait() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
 // Wait (acquire) until the phase with this parity has completed.
 __device__ __forceinline__ void mbar_wait(std::uint64_t* bar, std::uint32_t parity) {
   while (!mbar_try_wait(bar, parity)) {

@@ -190,6 +190,12 @@ __device__ __forceinline__ void blk_store(float* D, const float acc[2][4], float
 __device__ __forceinline__ float load_any(const void* p, long i, int is_f32) {
   return is_f32 ? static_cast<const float*>(p)[i] : __bfloat162float(static_cast<const bf16*>(p)[i]);
 }
+// load_any in two halves, for loads issued well ahead of their use: the bits now, the float at the use.
+__device__ __forceinline__ std::uint32_t load_bits(const void* p, long i, int is_f32) {
+  return is_f32 ? __float_as_uint(static_cast<const float*>(p)[i])
+                : static_cast<std::uint32_t>(__bfloat16_as_ushort(static_cast<const bf16*>(p)[i]));
+}
+__device__ __forceinline__ float bits_to_float(std::uint32_t b, int is_f32) { return __uint_as_float(is_f32 ? b : b << 16); }
 
 // Sum of squares of K / 2 consecutive bf16 (16-byte aligned): half a q / k row, for the l2 norms of
 // the preps (two threads per row, one shuffle).
@@ -245,26 +251,39 @@ __device__ __forceinline__ void invert_diagonal_block(const float (*L)[68], floa
     for (int i = 0; i < 16; ++i) D[o16 + i][o16 + c] = xs[i];
   }
 }
-// Every thread of the CTA (three CTA barriers inside): X's strictly lower blocks from its inverted
-// diagonal blocks, X_ij = -X_ii sum_{m=j}^{i-1} L_im X_mj (tf32 mma.sync), one block diagonal d per
-// round, on warps d..3; the upper block X_ji is the round's scratch. (Splitting each block's two n8
-// column halves over warps w and w + 4 measured 1-1.5 % slower at the D128 shapes: the rounds are
-// bound by the dependent shared-memory loads, not by the mma count.)
+// Every thread of the CTA (warps 0-3 work; three CTA barriers inside): X's strictly lower blocks from its inverted
+// diagonal blocks (tf32 mma.sync) in two levels of the 2 x 2 block inverse: (a) X_10 = -X_11 L_10 X_00 and
+// X_32 = -X_33 L_32 X_22 (warps 0, 1); (b) Z = L_[23][01] X_[01][01], block (i, j) on warp 2 (i - 2) + j; (c)
+// X_[23][01] = -X_[23][23] Z; X's upper blocks hold the scratch. Six dependent 16 x 16 x 16 products on the longest
+// path and all four warps busy in (b) and (c). (Until the sixteenth session: one block diagonal d per round on warps
+// d..3, nine on the longest path; the GDN prep on one warpgroup 0.318 -> 0.274 ms at B1_T8192_H96_D128 with this and
+// its scalar prefetch, the KDA prep unchanged within noise. Splitting the blocks' n8 halves over eight warps measured
+// 1-1.5 % slower in the ninth session: the rounds are bound by dependent shared-memory loads.)
 __device__ __forceinline__ void merge_inverse_blocks(const float (*L)[68], float (*X)[68], int warp, int lane) {
-#pragma unroll 1
-  for (int d = 1; d < 4; ++d) {
-    if (warp >= d && warp < 4) {
-      const int i = warp, jc = warp - d;
-      float acc[2][4] = {};
-      for (int m = jc; m < i; ++m) blk_mma_tf32(acc, &L[16 * i][16 * m], &X[16 * m][16 * jc], lane);
-      blk_store(&X[16 * jc][16 * i], acc, 1.f, lane);  // scratch: an upper block
-      __syncwarp();
-      float acc2[2][4] = {};
-      blk_mma_tf32(acc2, &X[16 * i][16 * i], &X[16 * jc][16 * i], lane);
-      blk_store(&X[16 * i][16 * jc], acc2, -1.f, lane);
-    }
-    __syncthreads();
+  if (warp < 2) {
+    const int i = 2 * warp + 1, j = 2 * warp;
+    float acc[2][4] = {};
+    blk_mma_tf32(acc, &L[16 * i][16 * j], &X[16 * j][16 * j], lane);
+    blk_store(&X[16 * j][16 * i], acc, 1.f, lane);  // scratch: the upper block (j, i)
+    __syncwarp();
+    float acc2[2][4] = {};
+    blk_mma_tf32(acc2, &X[16 * i][16 * i], &X[16 * j][16 * i], lane);
+    blk_store(&X[16 * i][16 * j], acc2, -1.f, lane);
   }
+  __syncthreads();
+  const int i = 2 + (warp >> 1), j = warp & 1;
+  if (warp < 4) {  // Z_ij = sum_{m = j}^{1} L_im X_mj into the upper block (j, i)
+    float acc[2][4] = {};
+    for (int m = j; m < 2; ++m) blk_mma_tf32(acc, &L[16 * i][16 * m], &X[16 * m][16 * j], lane);
+    blk_store(&X[16 * j][16 * i], acc, 1.f, lane);
+  }
+  __syncthreads();
+  if (warp < 4) {  // X_ij = -sum_{n = 2}^{i} X_in Z_nj
+    float acc[2][4] = {};
+    for (int n = 2; n <= i; ++n) blk_mma_tf32(acc, &X[16 * i][16 * n], &X[16 * j][16 * n], lane);
+    blk_store(&X[16 * i][16 * j], acc, -1.f, lane);
+  }
+  __syncthreads();
 }
 // Every thread of the CTA: T' = X diag(beta) (lower incl., zero above) as bf16 hi + lo into the
 // swizzled [2][C][C] workspace tile Tg. One bf16 rounding of the inverse costs the g = 0 cases more
@@ -741,10 +760,14 @@ int run(Params prm, const Problem& p, cudaStream_t st) {
       prm.tw = {reinterpret_cast<bf16*>(ws), reinterpret_cast<bf16*>(ws + b_a), reinterpret_cast<float*>(ws + 2 * b_a)};
       // One warpgroup per CTA, wgmma q k^T / k k^T (gdn_prep_wg.cuh; sixteenth session): H200 B1_T8192_H96_D128 prep
       // 0.364 -> 0.318 ms against the 8-warp mma.sync gdn_thin_prep_kernel it replaced, whole forward 0.766 -> 0.720
-      if (K == 128 && gdn_prep_sequential())
-        launch_smem(gdn_wg_prep_kernel<K, true>, static_cast<std::size_t>(p.N * p.HV), kWgThreads, kWgPrepSmemBytes<K>, prm,
-                    st, "gdn_wg_prep_kernel seq");
-      else
+      bool sequential = false;
+      if constexpr (K == 128) {
+        sequential = gdn_prep_sequential();
+        if (sequential)
+          launch_smem(gdn_wg_prep_kernel<K, true>, static_cast<std::size_t>(p.N * p.HV), kWgThreads, kWgPrepSmemBytes<K>,
+                      prm, st, "gdn_wg_prep_kernel seq");
+      }
+      if (!sequential)
         launch_prep(gdn_wg_prep_kernel<K, false>, kWgPrepSmemBytes<K>, nch, sms, prm, st, "gdn_wg_prep_kernel", kWgThreads);
     }
   }

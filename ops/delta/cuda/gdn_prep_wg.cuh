@@ -6,13 +6,15 @@
 // in shared memory, no workspace round trip) is the only design whose HBM traffic fits the 0.6 ns per
 // token-head bar, and it needs one chunk's prep on one warpgroup within about one state-chain step. This
 // kernel is that warpgroup's work with the thin workspace as its output, so the state kernel consumes it:
-//   S0  beta, gate cumsum (log2)                      warps 0-1 / warp 2
+//   S0  beta, gate cumsum (log2)                      warps 0-1 / warp 2, from registers loaded one item ahead
 //   S1  inverse norms, one q or k row per thread       SIMT over SW128 tiles
 //   S2  q k^T and k k^T on wgmma (m64n64k16 SS, both operands K-major from the same SW128 tiles the state
 //       kernel uses), factors and decay in the epilogue; Q' as bf16 hi + lo, the strict-lower A in fp32
-//   S3  (I + A)^-1: diagonal 16 x 16 blocks by forward substitution, three tf32 merge levels (the thin
-//       prep's stages, which already run on warps 0-3)
+//   S3  (I + A)^-1: diagonal 16 x 16 blocks by forward substitution, two tf32 merge levels (merge_inverse_blocks)
 //   S4  T' = (I + A)^-1 diag(beta) as bf16 hi + lo; the factor rows c1, c2, c3, 2^bL
+// Q', T' and the factor rows are written to shared memory in their workspace layout (4-byte stores without bank
+// conflicts) and leave by bulk copies (one thread, cp.async.bulk shared -> global): the scattered 4-byte global
+// stores they replace held the epilogue's registers on the long scoreboard (ncu, device call 3).
 // SEQ = false (the forward's GDN prep): a persistent grid strides over the (chunk, value head) items,
 // three CTAs per SM at K = 128, the next item's q / k in flight during this item's inverse.
 // SEQ = true (K = 128, LINA_DELTA_GDN_PREP=wgseq, measurement only): one CTA per (sequence, value head)
@@ -23,13 +25,14 @@
 template <int K>
 struct WgPrepSmem {
   bf16 q[kC * K];  // SW128 tiles [K / 64][C][64] (1 KB aligned: the struct sits at a 1 KB boundary)
-  bf16 k[kC * K];
-  alignas(16) float L[kC][68];  // strict-lower A; the inverted diagonal blocks over its diagonal
+  bf16 k[kC * K];  // (q, then k) from S2's end to S3a's: Q' hi + lo (16 KB) on its way out by bulk copy
+  alignas(16) float L[kC][68];  // strict-lower A, the inverted diagonal blocks; after the merges T' hi + lo (16 KB) on its way out
   alignas(16) float X[kC][68];  // (I + A)^-1, upper blocks as merge scratch
   alignas(16) float beta[kC];
   alignas(16) float bs[kC];  // log2 cumsum of the gate
   alignas(16) float rq[kC];
   alignas(16) float rk[kC];  // 0 past the sequence end
+  alignas(16) float sc[4][kC];  // the factor rows c1, c2, c3, 2^bL on their way out
 };
 constexpr int kWgThreads = 128;
 template <int K>
@@ -44,7 +47,9 @@ template <int K, bool SEQ>
 __global__ void __launch_bounds__(kWgThreads, SEQ ? 1 : kWgPrepMinBlocks<K>) gdn_wg_prep_kernel(const Params p) {
   using wgmma::Major;
   using S = WgPrepSmem<K>;
-  static_assert(offsetof(S, k) % 1024 == 0, "SW128 tiles 1 KB aligned");
+  static_assert(offsetof(S, k) % 1024 == 0 && offsetof(S, k) == offsetof(S, q) + kC * K * sizeof(bf16),
+                "SW128 tiles 1 KB aligned; q, k contiguous (the Q' staging)");
+  static_assert(2 * kC * K * sizeof(bf16) >= kATileBytes && sizeof(S::L) >= kATileBytes, "Q' / T' staging space");
   extern __shared__ __align__(16) unsigned char wg_prep_smem_raw[];
   unsigned char* const sm_base = wg_prep_smem_raw + ((1024u - (smem_u32(wg_prep_smem_raw) & 1023u)) & 1023u);
   S& s = *reinterpret_cast<S*>(sm_base);
@@ -80,39 +85,53 @@ __global__ void __launch_bounds__(kWgThreads, SEQ ? 1 : kWgPrepMinBlocks<K>) gdn
       cp_async16(s.k + off, p.k + row * K + 8 * c8, r < it.Cn);
     }
   };
+  // An item's raw beta (threads 0-63, row = tid) and gate (warp 2, rows 2 lane, 2 lane + 1) as their bits, with the
+  // value head's A_log / dt_bias, loaded one item ahead into registers: S0 then waits on no global load, and nothing
+  // waits on these loads before S0 (a conversion right after them did: +3,400 cycles per item in the merges). 0 past the end.
+  std::uint32_t pre_beta = 0u, pre_g[2] = {0u, 0u};
+  float pre_alog = 0.f, pre_bias = 0.f;
+  auto prefetch_scalars = [&](int tid, const PrepItem& it) {
+    if (tid < kC) {
+      pre_beta = tid < it.Cn ? load_bits(p.beta, (it.t0 + tid) * p.HV + it.hv, p.beta_f32) : 0u;
+    } else if ((tid >> 5) == 2) {
+      const int lane = tid & 31;
+#pragma unroll
+      for (int e = 0; e < 2; ++e) pre_g[e] = 2 * lane + e < it.Cn ? load_bits(p.g, (it.t0 + 2 * lane + e) * p.HV + it.hv, p.g_f32) : 0u;
+      pre_alog = (p.gate_mode != kGateGiven && p.A_log) ? p.A_log[it.hv] : 0.f;
+      pre_bias = p.dt_bias ? p.dt_bias[it.hv] : 0.f;
+    }
+  };
   if (first >= count) return;
   {
     long ch0;
-    issue_qk(threadIdx.x, item_at(first, ch0));
+    const PrepItem it0 = item_at(first, ch0);
+    issue_qk(threadIdx.x, it0);
+    prefetch_scalars(threadIdx.x, it0);
   }
   cp_async_commit();
   const std::uint32_t a_q = smem_u32(s.q), a_k = smem_u32(s.k);
+  bf16* const q_stage = s.q;                          // Q' hi, lo on their way out
+  bf16* const t_stage = reinterpret_cast<bf16*>(&s.L[0][0]);  // T' hi, lo on their way out
 #pragma unroll 1
   for (int i = first; i < count; i += stride) {
     const int tid = item_tid();
     const int warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
     long ch;
     const PrepItem it = item_at(i, ch);
-    const long t0 = it.t0;
-    const int Cn = it.Cn, hv = it.hv;
+    const int Cn = it.Cn;
 
     // ---- S0: beta (warps 0-1), gate cumsum in log2 units (warp 2); rows past the end: gate 0, beta 0
     if (tid < kC) {
-      float bt = (tid < Cn) ? load_any(p.beta, (t0 + tid) * p.HV + hv, p.beta_f32) : 0.f;
+      float bt = bits_to_float(pre_beta, p.beta_f32);
       if (p.beta_sigmoid && tid < Cn) bt = p.beta_mult / (1.f + __expf(-bt));
       s.beta[tid] = bt;
     } else if (warp == 2) {
-      const float decay_a = (p.gate_mode != kGateGiven && p.A_log) ? __expf(p.A_log[hv]) : 1.f;
-      const float bias = p.dt_bias ? p.dt_bias[hv] : 0.f;
+      const float decay_a = (p.gate_mode != kGateGiven && p.A_log) ? __expf(pre_alog) : 1.f;
       float gv[2];
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        const int r = 2 * lane + e;
-        gv[e] = 0.f;
-        if (r < Cn) {
-          gv[e] = load_any(p.g, (t0 + r) * p.HV + hv, p.g_f32);
-          if (p.gate_mode == kGateSoftplus) gv[e] = -decay_a * softplus(gv[e] + bias);
-        }
+        gv[e] = bits_to_float(pre_g[e], p.g_f32);
+        if (p.gate_mode == kGateSoftplus && 2 * lane + e < Cn) gv[e] = -decay_a * softplus(gv[e] + pre_bias);
         gv[e] *= kLog2e;
       }
       float x = gv[0] + gv[1];
@@ -165,57 +184,71 @@ __global__ void __launch_bounds__(kWgThreads, SEQ ? 1 : kWgPrepMinBlocks<K>) gdn
     cute::warpgroup_wait<0>();
     wgmma::fence_regs<32>(acc_q);
     wgmma::fence_regs<32>(acc_k);
-    __syncthreads();  // rq, rk, beta, bs visible; every wgmma read of q, k done
-    {
-      long chn;
-      if (i + stride < count) issue_qk(tid, item_at(i + stride, chn));
-    }
-    cp_async_commit();
+    if (tid == 0) bulk_wait_read();  // the previous item's T' / factor copies have read L and sc
+    __syncthreads();  // rq, rk, beta, bs visible; every read of q, k done; L and sc free
 
     // Epilogue: element (r, j) of accumulator entry 4 nt + e: r = 16 warp + g8 + 8 (e >= 2), j = 8 nt + 2 t4 + (e & 1).
     //   Q'_rj = scale rq_r rk_j 2^(b_r - b_j) (q k^T)_rj (j <= r),  A_rj = beta_r rk_r rk_j 2^(b_r - b_j) (k k^T)_rj (j < r)
-    {
-      bf16* const Ag = p.tw.a + ch * 2 * kC * kC;  // hi [C][C], then lo
+    // Q' goes to the q / k space in its workspace layout (conflict-free 4-byte stores), then out in one bulk copy.
 #pragma unroll
-      for (int hf = 0; hf < 2; ++hf) {
-        const int r = 16 * warp + g8 + 8 * hf;
-        const float br = s.bs[r], fq = p.scale * s.rq[r], fk = s.beta[r] * s.rk[r];
+    for (int hf = 0; hf < 2; ++hf) {
+      const int r = 16 * warp + g8 + 8 * hf;
+      const float br = s.bs[r], fq = p.scale * s.rq[r], fk = s.beta[r] * s.rk[r];
 #pragma unroll
-        for (int nt = 0; nt < 8; ++nt) {
-          const int j = 8 * nt + 2 * t4;
-          const float2 bj = *reinterpret_cast<const float2*>(&s.bs[j]);
-          const float2 kj = *reinterpret_cast<const float2*>(&s.rk[j]);
-          const float f0 = ex2(fminf(br - bj.x, 0.f)) * kj.x, f1 = ex2(fminf(br - bj.y, 0.f)) * kj.y;
-          const float* const aq = &acc_q[4 * nt + 2 * hf];
-          const float* const ak = &acc_k[4 * nt + 2 * hf];
-          uint32_t hi, lo;
-          pack_bf16_split(j <= r ? fq * aq[0] * f0 : 0.f, j + 1 <= r ? fq * aq[1] * f1 : 0.f, hi, lo);
-          st_u32(Ag + swz<kC>(r, j), hi);
-          st_u32(Ag + kC * kC + swz<kC>(r, j), lo);
-          *reinterpret_cast<float2*>(&s.L[r][j]) =
-              make_float2(j < r ? fk * ak[0] * f0 : 0.f, j + 1 < r ? fk * ak[1] * f1 : 0.f);
-        }
+      for (int nt = 0; nt < 8; ++nt) {
+        const int j = 8 * nt + 2 * t4;
+        const float2 bj = *reinterpret_cast<const float2*>(&s.bs[j]);
+        const float2 kj = *reinterpret_cast<const float2*>(&s.rk[j]);
+        const float f0 = ex2(fminf(br - bj.x, 0.f)) * kj.x, f1 = ex2(fminf(br - bj.y, 0.f)) * kj.y;
+        const float* const aq = &acc_q[4 * nt + 2 * hf];
+        const float* const ak = &acc_k[4 * nt + 2 * hf];
+        uint32_t hi, lo;
+        pack_bf16_split(j <= r ? fq * aq[0] * f0 : 0.f, j + 1 <= r ? fq * aq[1] * f1 : 0.f, hi, lo);
+        st_u32(q_stage + swz<kC>(r, j), hi);
+        st_u32(q_stage + kC * kC + swz<kC>(r, j), lo);
+        *reinterpret_cast<float2*>(&s.L[r][j]) = make_float2(j < r ? fk * ak[0] * f0 : 0.f, j + 1 < r ? fk * ak[1] * f1 : 0.f);
       }
     }
-    __syncthreads();  // L complete
+    wgmma::fence_proxy_async_smem();  // the Q' stores before the bulk copy reads them
+    __syncthreads();  // L, Q' complete
+    if (tid == 0) {
+      bulk_copy_s2g(p.tw.a + ch * 2 * kC * kC, q_stage, kATileBytes);
+      bulk_commit();
+    }
 
-    // ---- S3a: diagonal blocks (warp w: block w); S3b: the merges (three CTA barriers inside)
+    // ---- S3a: diagonal blocks (warp w: block w); the next item's loads once the Q' copy has read q / k's space
     invert_diagonal_block(s.L, s.X, warp, lane);
+    if (tid == 0) bulk_wait_read();
     __syncthreads();
+    if (i + stride < count) {
+      long chn;
+      const PrepItem nx = item_at(i + stride, chn);
+      issue_qk(tid, nx);
+      prefetch_scalars(tid, nx);
+    }
+    cp_async_commit();
+
+    // ---- S3b: the merges (three CTA barriers inside)
     merge_inverse_blocks(s.L, s.X, warp, lane);
 
-    // ---- S4: T' as bf16 hi + lo; the factor rows
-    store_t_prime<kWgThreads>(s.X, s.beta, p.tw.t + ch * 2 * kC * kC, tid);
+    // ---- S4: T' as bf16 hi + lo over L (dead after the merges) and the factor rows, out in two bulk copies
+    store_t_prime<kWgThreads>(s.X, s.beta, t_stage, tid);
     if (tid < kC) {
       const int r = tid;
       const float br = s.bs[r], bl = s.bs[kC - 1], e = ex2(br);
-      float* const sc = p.tw.sc + ch * 4 * kC;
-      sc[r] = e * s.rk[r];
-      sc[kC + r] = p.scale * e * s.rq[r];
-      sc[2 * kC + r] = s.rk[r] * ex2(fminf(bl - br, 0.f));
-      sc[3 * kC + r] = ex2(bl);
+      s.sc[0][r] = e * s.rk[r];
+      s.sc[1][r] = p.scale * e * s.rq[r];
+      s.sc[2][r] = s.rk[r] * ex2(fminf(bl - br, 0.f));
+      s.sc[3][r] = ex2(bl);
     }
-    __syncthreads();  // beta, bs, X consumed before the next item's S0
+    wgmma::fence_proxy_async_smem();
+    __syncthreads();  // T', factors complete; beta, bs, X consumed before the next item's S0
+    if (tid == 0) {
+      bulk_copy_s2g(p.tw.t + ch * 2 * kC * kC, t_stage, kATileBytes);
+      bulk_copy_s2g(p.tw.sc + ch * 4 * kC, &s.sc[0][0], 4 * kC * sizeof(float));
+      bulk_commit();
+    }
   }
   cp_async_wait_all();
+  if (threadIdx.x == 0) bulk_wait();
 }
