@@ -297,9 +297,10 @@ __device__ __forceinline__ void store_t_prime(const float (*X)[68], const float*
 #pragma unroll
   for (int it = 0; it < kC / PR; ++it) {
     const int r = r1 + it * PR;
+    const float2 x = *reinterpret_cast<const float2*>(&X[r][j]);  // j even, rows of 272 bytes: 8-byte aligned
     float tu[2];
-    tu[0] = (j <= r) ? X[r][j] * bj0 : 0.f;
-    tu[1] = (j + 1 <= r) ? X[r][j + 1] * bj1 : 0.f;
+    tu[0] = (j <= r) ? x.x * bj0 : 0.f;
+    tu[1] = (j + 1 <= r) ? x.y * bj1 : 0.f;
     uint32_t thi, tlo;
     pack_bf16_split(tu[0], tu[1], thi, tlo);
     st_u32(Tg + swz<kC>(r, j), thi);

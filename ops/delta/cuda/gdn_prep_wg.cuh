@@ -147,7 +147,22 @@ __global__ void __launch_bounds__(kWgThreads, SEQ ? 1 : kWgPrepMinBlocks<K>) gdn
     wgmma::fence_proxy_async_smem();
     __syncthreads();
 
-    // ---- S1: inverse norms, thread = one row (q rows 0-63, k rows 64-127), 16-byte pieces of the SW128 tiles
+    // ---- S2: acc_q = q k^T, acc_k = k k^T (raw rows) on wgmma, issued first: S1 runs while they do
+    float acc_q[32], acc_k[32];
+#pragma unroll
+    for (int e = 0; e < 32; ++e) acc_q[e] = acc_k[e] = 0.f;
+    wgmma::fence_regs<32>(acc_q);
+    wgmma::fence_regs<32>(acc_k);
+    cute::warpgroup_arrive();
+#pragma unroll
+    for (int ks = 0; ks < K / 16; ++ks) {  // channels 16 ks ..: SW128 tile ks / 4, 32 bytes per k-step in it
+      const std::uint32_t off = static_cast<std::uint32_t>((ks >> 2) * 8192 + (ks & 3) * 32);
+      wgmma::mma_ss<wgmma::M64N64_SS<Major::K, Major::K>>(wgmma::desc_k(a_q + off), wgmma::desc_k(a_k + off), acc_q);
+      wgmma::mma_ss<wgmma::M64N64_SS<Major::K, Major::K>>(wgmma::desc_k(a_k + off), wgmma::desc_k(a_k + off), acc_k);
+    }
+    cute::warpgroup_commit_batch();
+    // ---- S1 (during S2's wgmma): inverse norms, thread = one row (q rows 0-63, k rows 64-127), 16-byte pieces of the
+    // SW128 tiles
     {
       const int r = tid & (kC - 1);
       if (p.l2norm) {
@@ -167,20 +182,6 @@ __global__ void __launch_bounds__(kWgThreads, SEQ ? 1 : kWgPrepMinBlocks<K>) gdn
       }
     }
 
-    // ---- S2: acc_q = q k^T, acc_k = k k^T (raw rows) on wgmma while S1's stores land
-    float acc_q[32], acc_k[32];
-#pragma unroll
-    for (int e = 0; e < 32; ++e) acc_q[e] = acc_k[e] = 0.f;
-    wgmma::fence_regs<32>(acc_q);
-    wgmma::fence_regs<32>(acc_k);
-    cute::warpgroup_arrive();
-#pragma unroll
-    for (int ks = 0; ks < K / 16; ++ks) {  // channels 16 ks ..: SW128 tile ks / 4, 32 bytes per k-step in it
-      const std::uint32_t off = static_cast<std::uint32_t>((ks >> 2) * 8192 + (ks & 3) * 32);
-      wgmma::mma_ss<wgmma::M64N64_SS<Major::K, Major::K>>(wgmma::desc_k(a_q + off), wgmma::desc_k(a_k + off), acc_q);
-      wgmma::mma_ss<wgmma::M64N64_SS<Major::K, Major::K>>(wgmma::desc_k(a_k + off), wgmma::desc_k(a_k + off), acc_k);
-    }
-    cute::warpgroup_commit_batch();
     cute::warpgroup_wait<0>();
     wgmma::fence_regs<32>(acc_q);
     wgmma::fence_regs<32>(acc_k);
