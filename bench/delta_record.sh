@@ -8,25 +8,11 @@
 # chunk_kda and chunk_gdn against the session start (.carry/base.tar.xz); chunk_kda fwdbwd vs FLA 0.6.0
 # (do_bench timer, same process) with FLA's autotune from scratch (no cache was carried), B1_T8192_H96_D128 first.
 #   bash bench/delta_record.sh   carry [".carry/bin.tar.xz", ".carry/base.tar.xz", ".carry/lina.bundle", ".whl"]
-set -u
-R=$PWD
-mkdir -p /tmp/l /tmp/b && tar -xJf $R/.carry/bin.tar.xz -C /tmp/l && tar -xJf $R/.carry/base.tar.xz -C /tmp/b
-BIN=/tmp/l/bin; C=$OUT/correct.txt
-nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,driver_version,memory.total --format=csv,noheader | tee $OUT/machine.txt
-echo "lina $(cat $BIN/SHA), base $(cat /tmp/b/bin/SHA)" | tee $C
-LD_LIBRARY_PATH=$BIN timeout 150 $BIN/lina_unit_tests --gtest_filter='*Cuda*' --gtest_brief=1 > /tmp/unit.log 2>&1 &
-timeout 150 $BIN/lina_chunk_kda_gate --gtest_filter='*Cuda*' > /tmp/gk.log 2>&1 &
-timeout 150 $BIN/lina_chunk_gdn_gate --gtest_filter='*Cuda*' > /tmp/gg.log 2>&1 &
-OUT=/tmp timeout 150 $BIN/lina_cuda_delta_bwd_check --no-time > /tmp/ck.log 2>&1 &
-OUT=/tmp timeout 150 $BIN/lina_cuda_delta_check --no-time > /tmp/fck.log 2>&1 &
+source bench/delta_record_setup.sh  # R, BIN, C; the correctness jobs in the background
 (for t in memcheck racecheck synccheck initcheck; do OUT=/tmp timeout 150 compute-sanitizer --tool $t $BIN/lina_cuda_delta_bwd_check --small --no-time > /tmp/san_$t.log 2>&1; echo "bwd $t rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' /tmp/san_$t.log | tail -1)"; done > /tmp/san.txt
  for t in memcheck racecheck; do OUT=/tmp timeout 150 compute-sanitizer --tool $t $BIN/lina_cuda_delta_check --no-time --match pairs > /tmp/fsan_$t.log 2>&1; echo "fwd (V-tile pairs) $t rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' /tmp/fsan_$t.log | tail -1)"; done >> /tmp/san.txt) &
 wait
-{ echo "unit *Cuda*: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' /tmp/unit.log | tr '\n' ' ')"
-  for f in gk gg; do echo "gate $f: $(grep -E '^\[  (PASSED|FAILED) ' /tmp/$f.log | tr '\n' ' ')"; done
-  echo "delta_bwd_check: $(grep -c ' PASS$' /tmp/ck.log) PASS, $(grep -c ' FAIL$' /tmp/ck.log) FAIL; $(grep 'ALL CHECKS\|FAILED' /tmp/ck.log)"
-  echo "delta_check (forward): $(grep -c '  PASS ' /tmp/fck.log) PASS; $(tail -1 /tmp/fck.log)"
-  cat /tmp/san.txt
+{ correctness_summary
   for op in kda gdn; do for sh in 0 1 2 3; do echo "stages $op $sh $(OUT=/tmp LINA_DELTA_BWD_STAGES=1 timeout 20 $BIN/lina_cuda_delta_bwd_check --no-check --op $op --shape $sh 2>&1 | grep stages | tail -1)"; done; done
   OUT=/tmp timeout 60 $BIN/lina_cuda_delta_bwd_check --no-check 2>&1 | grep " ms "
   OUT=/tmp timeout 60 $BIN/lina_cuda_delta_check --no-check 2>&1 | grep " ms "
@@ -34,18 +20,12 @@ wait
 cp /tmp/ck.log $OUT/delta_bwd_check.log; cp /tmp/fck.log $OUT/delta_check.log
 cat $C | head -12
 echo "correctness ${SECONDS}s"
-rm -rf /tmp/vr && git clone -q $R/.carry/lina.bundle /tmp/vr
-v() {  # op tag
-  timeout 150 $BIN/lina verify --op $1 --base $(cat /tmp/b/bin/SHA) --base-exe /tmp/b/bin/lina --repo /tmp/vr --modes fwdbwd --shapes B1_T8192_H96_D128,B4_T2048_H16_D128,B8_T1024_H8_D64 --rounds 2 --json $OUT/verify_$2.json >> /tmp/verify.log 2>&1
-  echo "verify $2 rc=$?"; grep -vE '^round ' /tmp/verify.log | grep -E "geomean|full gate|refused" | tail -3
-}
-v chunk_kda kda-fwdbwd | tee -a $C
-v chunk_gdn gdn-fwdbwd | tee -a $C
+setup_verify_repo
+verify_op chunk_kda fwdbwd kda-fwdbwd 150 | tee -a $C
+verify_op chunk_gdn fwdbwd gdn-fwdbwd 150 | tee -a $C
 cp /tmp/verify.log $OUT/verify.log
 echo "verify done ${SECONDS}s"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site $R/.whl/*.whl
-mkdir -p /tmp/triton-cache
-export PYTHONPATH=/tmp/site TRITON_CACHE_DIR=/tmp/triton-cache LINA_LIB=$BIN/liblina_c.so PYTHONUNBUFFERED=1 LINA_GIT_SHA=$(cat $BIN/SHA)
+setup_fla
 S="python3 bench/fla_side_by_side.py --append --budget-s 0.3 --out $OUT/side_delta_bwd_h200"
 left=$((560 - SECONDS)); timeout $left $S --ops chunk_kda --modes fwdbwd --shapes B1_T8192_H96_D128 --varlen-tokens 0 > $OUT/side.log 2>&1; echo "kda fwdbwd B1 rc=$? at ${SECONDS}s"
 left=$((560 - SECONDS)); [ $left -gt 40 ] && { timeout $left $S --ops chunk_kda --modes fwdbwd --shapes B4_T2048_H16_D128,B2_T16384_H16_D128,B4_T4096_H64_D128 --varlen-tokens 0 >> $OUT/side.log 2>&1; echo "kda fwdbwd rest rc=$? at ${SECONDS}s"; }
