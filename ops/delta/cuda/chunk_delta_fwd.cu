@@ -764,9 +764,12 @@ int run(Params prm, const Problem& p, cudaStream_t st) {
       bool sequential = false;
       if constexpr (K == 128) {
         sequential = gdn_prep_sequential();
-        if (sequential)
+        if (sequential) {
           launch_smem(gdn_wg_prep_kernel<K, true>, static_cast<std::size_t>(p.N * p.HV), kWgThreads, kWgPrepSmemBytes<K>,
                       prm, st, "gdn_wg_prep_kernel seq");
+          cudaError_t e = cudaGetLastError();
+          if (e != cudaSuccess) cuda_fail("prep kernel launch", e);
+        }
       }
       if (!sequential)
         launch_prep(gdn_wg_prep_kernel<K, false>, kWgPrepSmemBytes<K>, nch, sms, prm, st, "gdn_wg_prep_kernel", kWgThreads);
