@@ -9,6 +9,6 @@ mkdir -p /tmp/l && tar -xJf $R/.carry/bin.tar.xz -C /tmp/l
 BIN=/tmp/l/bin
 source bench/delta_record_lib.sh
 setup_fla
-timeout 570 python3 bench/fla_side_by_side.py --append --budget-s 0.3 --out $OUT/side_kda_fwd_h200 --ops chunk_kda --modes fwd --gpu-time > $OUT/side.log 2>&1
+timeout 420 python3 bench/fla_side_by_side.py --append --budget-s 0.3 --out $OUT/side_kda_fwd_h200 --ops chunk_kda --modes fwd --gpu-time > $OUT/side.log 2>&1
 echo "kda fwd side-by-side rc=$? at ${SECONDS}s"
 grep -E '^\||eomean' $OUT/side_kda_fwd_h200.md | cut -c1-220
