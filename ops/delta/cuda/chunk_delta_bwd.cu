@@ -22,7 +22,6 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -36,6 +35,7 @@
 #include "ops/common/cuda/launch_setup.h"
 #include "ops/common/cuda/mbarrier.cuh"
 #include "ops/common/cuda/mma_primitives.cuh"
+#include "ops/common/cuda/stage_timer.h"
 #include "ops/common/cuda/wgmma_sm90.cuh"
 #include "ops/common/cuda/workspace.h"
 
@@ -1117,20 +1117,14 @@ void launch(Kern kern, dim3 grid, int threads, size_t smem, cudaStream_t st, con
 
 // LINA_DELTA_BWD_STAGES=1 prints the time of each stage (CUDA events; synchronises the stream).
 bool stage_timing() {
-  static const bool on = [] {
-    const char* e = std::getenv("LINA_DELTA_BWD_STAGES");
-    return e && *e && *e != '0';
-  }();
+  static const bool on = cuda_util::env_flag("LINA_DELTA_BWD_STAGES");
   return on;
 }
 
 // LINA_DELTA_BWD_SIMT=1 runs grad_v (instead of grad_v4) and the SIMT grad_k kernel (instead of grad_k_v2), the
 // comparison for accuracy and time.
 bool simt_chunk_kernels() {
-  static const bool on = [] {
-    const char* e = std::getenv("LINA_DELTA_BWD_SIMT");
-    return e && *e && *e != '0';
-  }();
+  static const bool on = cuda_util::env_flag("LINA_DELTA_BWD_SIMT");
   return on;
 }
 
@@ -1167,17 +1161,8 @@ void run_pipeline(const Params& prm, int total_chunks, cudaStream_t st) {
   const dim3 chunk_grid(static_cast<unsigned>(total_chunks), static_cast<unsigned>(prm.HV));
   const dim3 seq_grid(static_cast<unsigned>(static_cast<i64>(prm.N) * prm.HV * prm.nvt));
   const auto warps = [](i64 n) { return dim3(static_cast<unsigned>((n + 7) / 8)); };
-  const bool timed = stage_timing();
-  std::vector<cudaEvent_t> ev;
-  std::vector<const char*> names;
-  auto mark = [&](const char* name) {
-    if (!timed) return;
-    cudaEvent_t e;
-    cuda_util::check(cudaEventCreate(&e), "cudaEventCreate");
-    cuda_util::check(cudaEventRecord(e, st), "cudaEventRecord");
-    ev.push_back(e);
-    names.push_back(name);
-  };
+  cuda_util::StageTimer timer(stage_timing(), st, "delta_bwd");
+  auto mark = [&](const char* name) { timer.mark(name); };
   mark("start");
   const bool qk_v2 = prm.qk_v2 != 0, simt = simt_chunk_kernels();
   if (!prm.qk_inline) {
@@ -1244,17 +1229,7 @@ void run_pipeline(const Params& prm, int total_chunks, cudaStream_t st) {
   mark("post_gate");
   if (prm.dA_log || prm.ddt) launch(param_reduce_kernel, dim3(static_cast<unsigned>(prm.HV)), 256, 0, st, prm, "delta_bwd param_reduce");
   mark("param_reduce");
-  if (timed) {
-    cuda_util::check(cudaEventSynchronize(ev.back()), "cudaEventSynchronize");
-    std::fprintf(stderr, "delta_bwd stages (ms):");
-    for (size_t i = 1; i < ev.size(); ++i) {
-      float ms = 0.f;
-      cudaEventElapsedTime(&ms, ev[i - 1], ev[i]);
-      std::fprintf(stderr, " %s %.3f", names[i], ms);
-    }
-    std::fprintf(stderr, "\n");
-    for (cudaEvent_t e : ev) cudaEventDestroy(e);
-  }
+  timer.report();
 }
 
 int code(DType d) { return static_cast<int>(d); }

@@ -24,7 +24,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <type_traits>
@@ -38,6 +37,7 @@
 #include "ops/common/cuda/launch_setup.h"
 #include "ops/common/cuda/mbarrier.cuh"
 #include "ops/common/cuda/mma_primitives.cuh"
+#include "ops/common/cuda/stage_timer.h"
 #include "ops/common/cuda/wgmma_sm90.cuh"
 #include "ops/common/cuda/workspace.h"
 
@@ -738,12 +738,9 @@ int run(Params prm, const Problem& p, cudaStream_t st) {
   const size_t nch = static_cast<size_t>(seqs.total_chunks) * p.HV;
   unsigned char* ws = nullptr;
   // LINA_DELTA_FWD_STAGES=1: the prep's and the state kernel's times by events (synchronises; measurement only)
-  static const bool stages = std::getenv("LINA_DELTA_FWD_STAGES") != nullptr;
-  cudaEvent_t ev[3] = {};
-  if (stages) {
-    for (auto& e : ev) cudaEventCreate(&e);
-    cudaEventRecord(ev[0], st);
-  }
+  static const bool stages = env_flag("LINA_DELTA_FWD_STAGES");
+  StageTimer timer(stages, st, "delta_fwd");
+  timer.mark("start");
   if (nch > 0) {
     if (nch > static_cast<size_t>(INT32_MAX)) throw_unsupported("q", "more than 2^31 chunk-heads", "fewer chunk-heads");
     prm.nitems = static_cast<int>(nch);
@@ -780,7 +777,7 @@ int run(Params prm, const Problem& p, cudaStream_t st) {
   // CTA (the pair would halve the SMs that run the latency-bound chains). H200, B1_T8192_H96_D128: KDA
   // forward 1.214 -> 1.179 ms, B4_T4096_H64 1.483 -> 1.467; GDN's pairs (raw q / k and 33 KB per head) were
   // 0.5-2 % slower, so GDN keeps one tile per CTA (docs/kernels/chunk_delta_fwd.md, "Fourteenth session").
-  if (stages) cudaEventRecord(ev[1], st);
+  timer.mark("prep");
   const long tiles = p.N * p.HV * prm.nvt;
   const int vw = KDA && K <= 128 && prm.nvt % 2 == 0 && tiles > sms ? 2 : 1;
   if (tiles > 0) {
@@ -795,15 +792,8 @@ int run(Params prm, const Problem& p, cudaStream_t st) {
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) cuda_fail("state kernel launch", e);
   }
-  if (stages) {
-    cudaEventRecord(ev[2], st);
-    cudaEventSynchronize(ev[2]);
-    float t_prep = 0.f, t_state = 0.f;
-    cudaEventElapsedTime(&t_prep, ev[0], ev[1]);
-    cudaEventElapsedTime(&t_state, ev[1], ev[2]);
-    std::fprintf(stderr, "delta_fwd stages (ms): prep %.4f state %.4f\n", t_prep, t_state);
-    for (auto& e : ev) cudaEventDestroy(e);
-  }
+  timer.mark("state");
+  timer.report();
   workspace_free(ws, st, "delta fwd workspace");
   workspace_free(seqs.ptr, st, "delta fwd sequence table");
   return vw;
