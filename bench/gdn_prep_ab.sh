@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Branch gdn-prep-tma (sixteenth session; compiled, NOT run on a GPU): the GDN prep's q / k by TMA tensor maps instead
-# of 16 cp.async per thread (the item's loads took 650-1,300 cycles to issue on one warpgroup, device call 7 of the
-# sixteenth session). One device call: DIR holds xz-compressed lina_cuda_delta_check builds of main (base_fwd_check)
-# and of this branch (new_fwd_check). Forward checks (all 29: the GDN cases cover varlen with a zero-length sequence,
-# partial chunks, T = 1, D64 / D256), prep / state times alternating, whole-forward timing, memcheck / racecheck /
-# synccheck on the GDN cases; text to $OUT.
+# A/B of a GDN-prep branch against main (sixteenth session: branches gdn-prep-tma, the q / k loads by TMA, and
+# gdn-prep-n128, q k^T and k k^T as one N = 128 wgmma with a balanced epilogue; both compiled, NOT run on a GPU; the
+# item's load issue and the epilogue measured 650-1,300 and 2,050 cycles in device call 7). One device call: DIR holds
+# xz-compressed lina_cuda_delta_check builds of main (base_fwd_check) and of the branch (new_fwd_check). Forward checks
+# (all 29: the GDN cases cover varlen with a zero-length sequence, partial chunks, T = 1, D64 / D256), prep / state
+# times alternating (also the one-CTA-per-head prep), whole-forward timing, memcheck / racecheck / synccheck on the GDN
+# cases; text to $OUT.
 #   build: ninja -C build tests/lina_cuda_delta_check in each tree, strip, xz into DIR
-#   bash bench/gdn_prep_tma_verify.sh .carry/tma
+#   bash bench/gdn_prep_ab.sh .carry/DIR
 set -u
 C=$(cd "${1:?DIR}" && pwd)
 cd "$C" && for f in *.xz; do xz -d -k -f "$f"; done; chmod +x *_check
