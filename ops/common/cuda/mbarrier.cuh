@@ -42,6 +42,15 @@ __device__ __forceinline__ void bulk_copy_g2s(void* dst, const void* src, std::u
                "l"(src), "r"(bytes), "r"(smem_u32(bar))
                : "memory");
 }
+// One TMA box of a 3-D tensor map (coordinates innermost first) into shared memory, completing its bytes on `bar`. The
+// map lives in a __grid_constant__ kernel parameter (its generic address is passed).
+__device__ __forceinline__ void tma_load_3d(void* dst, const void* tensor_map, int c0, int c1, int c2, std::uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(
+          smem_u32(dst)),
+      "l"(reinterpret_cast<std::uint64_t>(tensor_map)), "r"(c0), "r"(c1), "r"(c2), "r"(smem_u32(bar))
+      : "memory");
+}
 // One bulk copy shared -> global (the TMA engine, no tensor map; `bytes` a multiple of 16, both addresses
 // 16-byte aligned), in this thread's bulk async-group. The threads that wrote src fence
 // (wgmma::fence_proxy_async_smem / fence.proxy.async) before the barrier behind which one thread issues it.

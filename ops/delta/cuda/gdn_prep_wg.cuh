@@ -33,6 +33,7 @@ struct WgPrepSmem {
   alignas(16) float rq[kC];
   alignas(16) float rk[kC];  // 0 past the sequence end
   alignas(16) float sc[4][kC];  // the factor rows c1, c2, c3, 2^bL on their way out
+  std::uint64_t bar_qk;  // the item's q, k boxes (TMA)
 };
 constexpr int kWgThreads = 128;
 template <int K>
@@ -44,7 +45,7 @@ static_assert(4 * kWgPrepSmemBytes<64> <= 227 * 1024 && 3 * kWgPrepSmemBytes<128
               "one-warpgroup GDN prep: four / three / two CTAs per SM at K = 64 / 128 / 256");
 
 template <int K, bool SEQ>
-__global__ void __launch_bounds__(kWgThreads, SEQ ? 1 : kWgPrepMinBlocks<K>) gdn_wg_prep_kernel(const Params p) {
+__global__ void __launch_bounds__(kWgThreads, SEQ ? 1 : kWgPrepMinBlocks<K>) gdn_wg_prep_kernel(const __grid_constant__ Params p) {
   using wgmma::Major;
   using S = WgPrepSmem<K>;
   static_assert(offsetof(S, k) % 1024 == 0 && offsetof(S, k) == offsetof(S, q) + kC * K * sizeof(bf16),
@@ -74,15 +75,14 @@ __global__ void __launch_bounds__(kWgThreads, SEQ ? 1 : kWgPrepMinBlocks<K>) gdn
       return prep_item(p, i);
     }
   };
-  auto issue_qk = [&](int tid, const PrepItem& it) {
-    constexpr int QV = K / 8;  // 16-byte pieces per row
+  // q and k of an item: K / 64 TMA boxes each (64 channels x 64 rows, SW128), thread 0 only. Rows past the sequence
+  // end hold the next sequence's rows (past the last row: zeros); the epilogue's selects keep them out of Q' and A.
+  auto issue_qk = [&](const PrepItem& it) {
+    mbar_arrive_expect_tx(&s.bar_qk, 2u * kC * K * sizeof(bf16));
 #pragma unroll
-    for (int j = 0; j < kC * QV / kWgThreads; ++j) {
-      const int i = tid + kWgThreads * j, r = i / QV, c8 = i % QV;
-      const long row = (it.t0 + min(r, it.Cn - 1)) * p.H + it.h;
-      const int off = wgmma::sw128_blocked<kC>(r, 8 * c8);
-      cp_async16(s.q + off, p.q + row * K + 8 * c8, r < it.Cn);
-      cp_async16(s.k + off, p.k + row * K + 8 * c8, r < it.Cn);
+    for (int c = 0; c < K / 64; ++c) {
+      tma_load_3d(s.q + c * kC * 64, &p.tm_q, 64 * c, it.h, static_cast<int>(it.t0), &s.bar_qk);
+      tma_load_3d(s.k + c * kC * 64, &p.tm_k, 64 * c, it.h, static_cast<int>(it.t0), &s.bar_qk);
     }
   };
   // An item's raw beta (threads 0-63, row = tid) and gate (warp 2, rows 2 lane, 2 lane + 1) as their bits, with the
@@ -102,13 +102,18 @@ __global__ void __launch_bounds__(kWgThreads, SEQ ? 1 : kWgPrepMinBlocks<K>) gdn
     }
   };
   if (first >= count) return;
+  if (threadIdx.x == 0) {
+    mbar_init(&s.bar_qk, 1);
+    mbar_init_fence();
+  }
+  __syncthreads();
   {
     long ch0;
     const PrepItem it0 = item_at(first, ch0);
-    issue_qk(threadIdx.x, it0);
+    if (threadIdx.x == 0) issue_qk(it0);
     prefetch_scalars(threadIdx.x, it0);
   }
-  cp_async_commit();
+  std::uint32_t qk_phase = 0;
   const std::uint32_t a_q = smem_u32(s.q), a_k = smem_u32(s.k);
   bf16* const q_stage = s.q;                          // Q' hi, lo on their way out
   bf16* const t_stage = reinterpret_cast<bf16*>(&s.L[0][0]);  // T' hi, lo on their way out
@@ -143,8 +148,8 @@ __global__ void __launch_bounds__(kWgThreads, SEQ ? 1 : kWgPrepMinBlocks<K>) gdn
       s.bs[2 * lane] = x - gv[1];
       s.bs[2 * lane + 1] = x;
     }
-    cp_async_wait<0>();  // this item's q, k
-    wgmma::fence_proxy_async_smem();
+    mbar_wait(&s.bar_qk, qk_phase);  // this item's q, k
+    qk_phase ^= 1u;
     __syncthreads();
 
     // ---- S2: acc_q = q k^T, acc_k = k k^T (raw rows) on wgmma, issued first: S1 runs while they do
@@ -204,10 +209,11 @@ __global__ void __launch_bounds__(kWgThreads, SEQ ? 1 : kWgPrepMinBlocks<K>) gdn
         const float* const aq = &acc_q[4 * nt + 2 * hf];
         const float* const ak = &acc_k[4 * nt + 2 * hf];
         uint32_t hi, lo;
-        pack_bf16_split(j <= r ? fq * aq[0] * f0 : 0.f, j + 1 <= r ? fq * aq[1] * f1 : 0.f, hi, lo);
+        pack_bf16_split(j <= r && r < Cn ? fq * aq[0] * f0 : 0.f, j + 1 <= r && r < Cn ? fq * aq[1] * f1 : 0.f, hi, lo);
         st_u32(q_stage + swz<kC>(r, j), hi);
         st_u32(q_stage + kC * kC + swz<kC>(r, j), lo);
-        *reinterpret_cast<float2*>(&s.L[r][j]) = make_float2(j < r ? fk * ak[0] * f0 : 0.f, j + 1 < r ? fk * ak[1] * f1 : 0.f);
+        *reinterpret_cast<float2*>(&s.L[r][j]) =
+            make_float2(j < r && r < Cn ? fk * ak[0] * f0 : 0.f, j + 1 < r && r < Cn ? fk * ak[1] * f1 : 0.f);
       }
     }
     wgmma::fence_proxy_async_smem();  // the Q' stores before the bulk copy reads them
@@ -224,10 +230,9 @@ __global__ void __launch_bounds__(kWgThreads, SEQ ? 1 : kWgPrepMinBlocks<K>) gdn
     if (i + stride < count) {
       long chn;
       const PrepItem nx = item_at(i + stride, chn);
-      issue_qk(tid, nx);
+      if (tid == 0) issue_qk(nx);
       prefetch_scalars(tid, nx);
     }
-    cp_async_commit();
 
     // ---- S3b: the merges (three CTA barriers inside)
     merge_inverse_blocks(s.L, s.X, warp, lane);
@@ -250,6 +255,5 @@ __global__ void __launch_bounds__(kWgThreads, SEQ ? 1 : kWgPrepMinBlocks<K>) gdn
       bulk_commit();
     }
   }
-  cp_async_wait_all();
   if (threadIdx.x == 0) bulk_wait();
 }
