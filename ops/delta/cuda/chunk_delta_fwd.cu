@@ -762,10 +762,12 @@ int run(Params prm, const Problem& p, cudaStream_t st) {
       // One warpgroup per CTA, wgmma q k^T / k k^T (gdn_prep_wg.cuh; sixteenth session): H200 B1_T8192_H96_D128 prep
       // 0.364 -> 0.318 ms against the 8-warp mma.sync gdn_thin_prep_kernel it replaced, whole forward 0.766 -> 0.720.
       // q / k reach it as TMA boxes (seventeenth session): prep 0.270 -> 0.243 ms at the same shape
-      prm.tm_q = tensor_map_bf16_rows_heads_cols(prm.q, static_cast<std::uint64_t>(p.B * p.T), static_cast<std::uint64_t>(p.H),
-                                                 static_cast<std::uint64_t>(K), 64, kC, "q");
-      prm.tm_k = tensor_map_bf16_rows_heads_cols(prm.k, static_cast<std::uint64_t>(p.B * p.T), static_cast<std::uint64_t>(p.H),
-                                                 static_cast<std::uint64_t>(K), 64, kC, "k");
+      if constexpr (K >= 128) {  // the prep takes q / k by TMA boxes there (gdn_prep_wg.cuh)
+        prm.tm_q = tensor_map_bf16_rows_heads_cols(prm.q, static_cast<std::uint64_t>(p.B * p.T), static_cast<std::uint64_t>(p.H),
+                                                   static_cast<std::uint64_t>(K), 64, kC, "q");
+        prm.tm_k = tensor_map_bf16_rows_heads_cols(prm.k, static_cast<std::uint64_t>(p.B * p.T), static_cast<std::uint64_t>(p.H),
+                                                   static_cast<std::uint64_t>(K), 64, kC, "k");
+      }
       bool sequential = false;
       if constexpr (K == 128) {
         sequential = gdn_prep_sequential();

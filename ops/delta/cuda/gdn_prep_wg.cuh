@@ -75,14 +75,31 @@ __global__ void __launch_bounds__(kWgThreads, SEQ ? 1 : kWgPrepMinBlocks<K>) gdn
       return prep_item(p, i);
     }
   };
-  // q and k of an item: K / 64 TMA boxes each (64 channels x 64 rows, SW128), thread 0 only. Rows past the sequence
-  // end hold the next sequence's rows (past the last row: zeros); the epilogue's selects keep them out of Q' and A.
-  auto issue_qk = [&](const PrepItem& it) {
-    mbar_arrive_expect_tx(&s.bar_qk, 2u * kC * K * sizeof(bf16));
+  // q and k of an item. K >= 128: K / 64 TMA boxes each (64 channels x 64 rows, SW128), thread 0 only; rows past the
+  // sequence end hold the next sequence's rows (past the last row: zeros), and the epilogue's selects keep them out of
+  // Q' and A. K = 64: 16-byte cp.async pieces from every thread, zero-filled past the end (one 8 KB box each measured
+  // slower there, and the host then encodes no tensor maps).
+  constexpr bool kTmaQk = K >= 128;
+  auto issue_qk = [&](int tid, const PrepItem& it) {
+    if constexpr (kTmaQk) {
+      if (tid != 0) return;
+      mbar_arrive_expect_tx(&s.bar_qk, 2u * kC * K * sizeof(bf16));
 #pragma unroll
-    for (int c = 0; c < K / 64; ++c) {
-      tma_load_3d(s.q + c * kC * 64, &p.tm_q, 64 * c, it.h, static_cast<int>(it.t0), &s.bar_qk);
-      tma_load_3d(s.k + c * kC * 64, &p.tm_k, 64 * c, it.h, static_cast<int>(it.t0), &s.bar_qk);
+      for (int c = 0; c < K / 64; ++c) {
+        tma_load_3d(s.q + c * kC * 64, &p.tm_q, 64 * c, it.h, static_cast<int>(it.t0), &s.bar_qk);
+        tma_load_3d(s.k + c * kC * 64, &p.tm_k, 64 * c, it.h, static_cast<int>(it.t0), &s.bar_qk);
+      }
+    } else {
+      constexpr int QV = K / 8;  // 16-byte pieces per row
+#pragma unroll
+      for (int j = 0; j < kC * QV / kWgThreads; ++j) {
+        const int i = tid + kWgThreads * j, r = i / QV, c8 = i % QV;
+        const long row = (it.t0 + min(r, it.Cn - 1)) * p.H + it.h;
+        const int off = wgmma::sw128_blocked<kC>(r, 8 * c8);
+        cp_async16(s.q + off, p.q + row * K + 8 * c8, r < it.Cn);
+        cp_async16(s.k + off, p.k + row * K + 8 * c8, r < it.Cn);
+      }
+      cp_async_commit();
     }
   };
   // An item's raw beta (threads 0-63, row = tid) and gate (warp 2, rows 2 lane, 2 lane + 1) as their bits, with the
@@ -110,7 +127,7 @@ __global__ void __launch_bounds__(kWgThreads, SEQ ? 1 : kWgPrepMinBlocks<K>) gdn
   {
     long ch0;
     const PrepItem it0 = item_at(first, ch0);
-    if (threadIdx.x == 0) issue_qk(it0);
+    issue_qk(threadIdx.x, it0);
     prefetch_scalars(threadIdx.x, it0);
   }
   std::uint32_t qk_phase = 0;
@@ -148,8 +165,13 @@ __global__ void __launch_bounds__(kWgThreads, SEQ ? 1 : kWgPrepMinBlocks<K>) gdn
       s.bs[2 * lane] = x - gv[1];
       s.bs[2 * lane + 1] = x;
     }
-    mbar_wait(&s.bar_qk, qk_phase);  // this item's q, k
-    qk_phase ^= 1u;
+    if constexpr (kTmaQk) {  // this item's q, k
+      mbar_wait(&s.bar_qk, qk_phase);
+      qk_phase ^= 1u;
+    } else {
+      cp_async_wait<0>();
+      wgmma::fence_proxy_async_smem();  // the cp.async writes before wgmma reads them
+    }
     __syncthreads();
 
     // ---- S2: acc_q = q k^T, acc_k = k k^T (raw rows) on wgmma, issued first: S1 runs while they do
@@ -230,7 +252,7 @@ __global__ void __launch_bounds__(kWgThreads, SEQ ? 1 : kWgPrepMinBlocks<K>) gdn
     if (i + stride < count) {
       long chn;
       const PrepItem nx = item_at(i + stride, chn);
-      if (tid == 0) issue_qk(nx);
+      issue_qk(tid, nx);
       prefetch_scalars(tid, nx);
     }
 
