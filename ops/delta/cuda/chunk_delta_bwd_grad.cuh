@@ -972,6 +972,11 @@ struct GradV4Smem {
 static_assert(sizeof(GradV4Smem<128, false>) <= 113 * 1024, "grad_v4<128>: two CTAs per SM");
 static_assert(sizeof(GradV4Smem<128, true>) <= 227 * 1024, "grad_v4<128, Gen> over the sm_90 limit");
 
+// CTAs per chunk (K parts). TEMP until the K = 256 grad_v4 lands from bwd-k256-grad.
+template <int K>
+constexpr int grad_v4_parts() {
+  return 2;
+}
 template <int K, bool Gen>
 constexpr size_t grad_v4_smem() {
   return sizeof(GradV4Smem<K, Gen>);
