@@ -342,12 +342,14 @@ void time_one(bool kda, const Shape4& s, std::FILE* log) {
 int main(int argc, char** argv) {
   bool do_time = true, do_check = true, small_only = false;
   int only_op = -1, only_shape = -1;  // --op kda|gdn, --shape INDEX
+  const char* match = nullptr;         // --match TEXT: only the checks whose name contains TEXT (sanitizer runs)
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--op") && i + 1 < argc) only_op = !std::strcmp(argv[++i], "kda") ? 1 : 0;
     if (!std::strcmp(argv[i], "--shape") && i + 1 < argc) only_shape = std::atoi(argv[++i]);
     if (!std::strcmp(argv[i], "--no-time")) do_time = false;
     if (!std::strcmp(argv[i], "--no-check")) do_check = false;
     if (!std::strcmp(argv[i], "--small")) small_only = true;  // for compute-sanitizer
+    if (!std::strcmp(argv[i], "--match") && i + 1 < argc) match = argv[++i];
   }
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
@@ -398,11 +400,14 @@ int main(int argc, char** argv) {
       c = {"gdn B2 T2048 H4 D64 gate (gpu ref)", false, 2, 2048, 4, 4, 64}; c.gate = kSoftplus; c.gpu_ref = true; add(c);
     }
     std::uint64_t seed = 42;
-    for (const auto& cc : cases) fails += run_case(cc, seed++);
+    for (const auto& cc : cases) {
+      const std::uint64_t cs = seed++;
+      if (!match || std::strstr(cc.name, match)) fails += run_case(cc, cs);
+    }
     for (bool kda : {true, false}) {  // head dims outside {64, 128, 256} are refused by name
       Case r{kda ? "kda D96 (refused)" : "gdn D96 (refused)", kda, 1, 64, 1, 1, 96};
       r.refuse = true;
-      fails += run_case(r, 7);
+      if (!match) fails += run_case(r, 7);
     }
   }
   if (do_time) {
