@@ -946,15 +946,23 @@ __global__ void post_qk_v2_kernel(const Params p) {
 // Gen (inputs not all bf16): H_n has its lo plane, dO and v of any dtype come through registers as hi + lo planes
 // (after the sub-tile's barrier, one more barrier: the slow path), every product runs three terms, and two
 // buffers take ~142 KB at K = 128 (one CTA per SM). The grid
-// splits K in halves (blockIdx.x = 2 chunk + kh; the pair shares dO / v_new / dvn / v through L2): CTA kh owns
-// the columns k0 = kh K/2 .. of dq_e, dw, dk_e, hd, and kh = 0 also dAqk, kh = 1 dTv, dv and dbeta's v part. One
+// splits K in NKP parts of KH columns (blockIdx.x = NKP chunk + kh; the CTAs of a chunk share dO / v_new / dvn / v
+// through L2): halves at K = 64 and 128, 64-column quarters at K = 256 (a 128-column half would double the
+// accumulators past the 128-register cap of two CTAs per SM). CTA kh owns the columns k0 = kh KH .. of dq_e, dw,
+// dk_e, hd, and kh = 0 also dAqk, kh = 1 dTv, dv and dbeta's v part (Tinv); kh >= 2 only the K-column products. One
 // pass over V in 32-column sub-tiles, two buffers: sub-tile c + 1's loads fly during c's products.
 constexpr int kGvCols = 32;  // V columns per sub-tile
 constexpr int kGvP = 40;     // bf16 pitch of the sub-tiles (80-byte rows: ldmatrix and cp.async conflict-free)
 
+// CTAs per (chunk, value head): the host launches grid (grad_v4_parts<K>() * chunks, HV)
+template <int K>
+constexpr int grad_v4_parts() {
+  return K > 128 ? K / 64 : 2;
+}
+
 template <int K, bool Gen>
 struct GradV4Smem {
-  static constexpr int KH = K / 2, NP = Gen ? 2 : 1;  // planes of H, dO and v
+  static constexpr int KH = K / grad_v4_parts<K>(), NP = Gen ? 2 : 1;  // planes of H, dO and v
   struct Stage {
     alignas(16) bf16 H[NP][KH][kGvP];  // H_n rows k0 .., sub-tile columns (hi, Gen: lo)
     alignas(16) bf16 D[2][KH][kGvP];   // dh[n] hi, lo
@@ -971,6 +979,8 @@ struct GradV4Smem {
 };
 static_assert(sizeof(GradV4Smem<128, false>) <= 113 * 1024, "grad_v4<128>: two CTAs per SM");
 static_assert(sizeof(GradV4Smem<128, true>) <= 227 * 1024, "grad_v4<128, Gen> over the sm_90 limit");
+static_assert(sizeof(GradV4Smem<256, false>) <= 113 * 1024, "grad_v4<256>: two CTAs per SM");
+static_assert(sizeof(GradV4Smem<256, true>) <= 227 * 1024, "grad_v4<256, Gen> over the sm_90 limit");
 
 template <int K, bool Gen>
 constexpr size_t grad_v4_smem() {
@@ -982,12 +992,17 @@ __global__ void __launch_bounds__(kNT, 2) grad_v4_kernel(const Params p) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   using S = GradV4Smem<K, Gen>;
   auto& s = *reinterpret_cast<S*>(smem_raw);
-  constexpr int KH = S::KH, NTK = KH / 16;  // n8 tiles of a warp's KH/2 columns
-  const int kh = blockIdx.x & 1, hv = blockIdx.y, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2,
+  constexpr int KH = S::KH, NTK = KH / 16, NKP = grad_v4_parts<K>();  // n8 tiles of a warp's KH/2 columns; parts
+  static_assert(NKP == 2 || NKP == 4, "K parts: a power of two");
+  const int kh = blockIdx.x & (NKP - 1), hv = blockIdx.y, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2,
             t = lane & 3;
   const int k0 = kh * KH;
   const int m0 = 16 * (warp & 3), nk0 = (KH / 2) * (warp >> 2), n64 = 32 * (warp >> 2), nv0 = 16 * (warp >> 2);
-  const ChunkInfo ci = chunk_info(p, blockIdx.x >> 1);
+  const ChunkInfo ci = chunk_info(p, blockIdx.x / NKP);
+  // the 64 x 64 product aX: kh 0 dAqk, kh 1 dTv, none for kh >= 2 (NKP == 2: every CTA has one)
+  const bool has_aX = NKP == 2 || kh < 2;
+  // KDA: the CTAs without Tinv (kh != 1) stage their gate cumsum columns in T's space
+  const auto gate_in_smem = [&] { return NKP == 2 ? kh == 0 : kh != 1; };
   const i64 t0 = ci.t0;
   const int Cn = ci.Cn, V = p.V;
   const bf16* Hg = p.Hs + ((static_cast<i64>(ci.gidx) * p.HV + hv) * K + k0) * V;
@@ -1020,9 +1035,9 @@ __global__ void __launch_bounds__(kNT, 2) grad_v4_kernel(const Params p) {
       if (!Gen && kh == 1) cuda_util::cp_async16(&st.v[0][r][c8], vin + o, ok);
     }
   };
-  // KDA, kh 0 (no T): the gate cumsum of the CTA's K half for the epilogue in T's space, in the first load group; pitch
-  // KH + 8: (g, t) float2 reads conflict-free. kh 1 reads it from L2 / HBM in the epilogue (staging it after the loop
-  // spilled at the 128-register cap)
+  // KDA, kh != 1 (no T): the gate cumsum of the CTA's K columns for the epilogue in T's space, in the first load group;
+  // pitch KH + 8: (g, t) float2 reads conflict-free. kh 1 reads it from L2 / HBM in the epilogue (staging it after the
+  // loop spilled at the 128-register cap)
   float (*const gb)[KH + 8] = reinterpret_cast<float (*)[KH + 8]>(&s.T[0][0][0]);
   static_assert(sizeof(float) * kC * (KH + 8) <= sizeof(S::T), "the gate cumsum fits T's space");
   const auto stage_gate = [&] {
@@ -1032,7 +1047,7 @@ __global__ void __launch_bounds__(kNT, 2) grad_v4_kernel(const Params p) {
     }
   };
   issue(s.st[0], 0);
-  if (p.kda && kh == 0) stage_gate();
+  if (p.kda && gate_in_smem()) stage_gate();
   cuda_util::cp_async_commit();
   if (!p.kda && tid < kC) s.bs[tid] = tid < Cn ? p.b[(t0 + tid) * p.HV + hv] : 0.f;
   if (kh == 1) {  // Tinv planes, beta
@@ -1137,7 +1152,7 @@ __global__ void __launch_bounds__(kNT, 2) grad_v4_kernel(const Params p) {
       products(aq, &st.dO[0][0][0], dOl, &st.H[0][0][0], Hl, nk0, NtK{});                         // dq_e += dO H^T
       products(aw, &st.dvn[0][0][0], &st.dvn[1][0][0], &st.H[0][0][0], Hl, nk0, NtK{});             // dw += dvn H^T
       if (kh == 0) products(aX, &st.dO[0][0][0], dOl, &st.vn[0][0][0], &st.vn[1][0][0], n64, Nt4{});  // dAqk += dO v_new^T
-      else products(aX, &st.dvn[0][0][0], &st.dvn[1][0][0], &st.v[0][0][0], vl, n64, Nt4{});          // dTv += dvn v^T
+      else if (has_aX) products(aX, &st.dvn[0][0][0], &st.dvn[1][0][0], &st.v[0][0][0], vl, n64, Nt4{});  // dTv += dvn v^T
     }
     if (kh == 1) {  // dvb = Tinv^T dvn (rows r only meet m >= r); dv = dvb beta; dbeta += rowsum(dvb v)
       float acc[2][4] = {};
@@ -1180,10 +1195,10 @@ __global__ void __launch_bounds__(kNT, 2) grad_v4_kernel(const Params p) {
     __syncthreads();  // dbeta's row sums are complete
     if (tid < Cn) p.dbp[(t0 + tid) * p.HV + hv] = s.dbp[tid];
   }
-  // the gate cumsum: GDN's scalars and kh 0's KDA rows from shared memory, kh 1's KDA rows from L2 / HBM
+  // the gate cumsum: GDN's scalars and the staged KDA rows (kh != 1) from shared memory, kh 1's KDA rows from L2 / HBM
   const i64 bLrow = (t0 + Cn - 1) * p.HV + hv;
   const auto gate2 = [&](i64 row, int r, int cl) {
-    return !p.kda ? make_float2(s.bs[r], s.bs[r]) : kh == 0 ? ld2(&gb[r][cl]) : ld2(p.b + row * K + k0 + cl);
+    return !p.kda ? make_float2(s.bs[r], s.bs[r]) : gate_in_smem() ? ld2(&gb[r][cl]) : ld2(p.b + row * K + k0 + cl);
   };
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) {
@@ -1198,6 +1213,7 @@ __global__ void __launch_bounds__(kNT, 2) grad_v4_kernel(const Params p) {
       st2(p.dqe + row * K + c, p.scale * __expf(br.x) * aq[nt][2 * hf], p.scale * __expf(br.y) * aq[nt][2 * hf + 1]);
       st2(p.dw + row * K + c, -aw[nt][2 * hf], -aw[nt][2 * hf + 1]);
     }
+    if (!has_aX) continue;
 #pragma unroll
     for (int nt = 0; nt < 4; ++nt) {
       const int c = n64 + nt * 8 + 2 * t;
@@ -1208,3 +1224,7 @@ __global__ void __launch_bounds__(kNT, 2) grad_v4_kernel(const Params p) {
     }
   }
 }
+
+// TEMP-K256-INSTANTIATIONS (removed when the host dispatches K = 256)
+template __global__ void grad_v4_kernel<256, true>(const Params);
+template __global__ void grad_v4_kernel<256, false>(const Params);
