@@ -31,19 +31,28 @@ __device__ __forceinline__ void store2_as(void* dst, int dtype, i64 i, float a, 
   }
 }
 
-// A lane's CPL consecutive values: fp32 to fp32 (st_lane), to the output dtype (store_lane; grad_k's
-// fused post_qk and post_qk_v2).
+// A lane's CPL consecutive values (CPL = 8: K = 256's prep_qk_v2 / post_qk_v2): fp32 to fp32 (st_lane), to the
+// output dtype (store_lane; grad_k's fused post_qk and post_qk_v2).
 template <int CPL>
 __device__ __forceinline__ void st_lane(float* d, const float (&x)[CPL]) {
-  if constexpr (CPL == 4) *reinterpret_cast<float4*>(d) = make_float4(x[0], x[1], x[2], x[3]);
-  else st2(d, x[0], x[1]);
+  if constexpr (CPL == 8) {
+    *reinterpret_cast<float4*>(d) = make_float4(x[0], x[1], x[2], x[3]);
+    *reinterpret_cast<float4*>(d + 4) = make_float4(x[4], x[5], x[6], x[7]);
+  } else if constexpr (CPL == 4) {
+    *reinterpret_cast<float4*>(d) = make_float4(x[0], x[1], x[2], x[3]);
+  } else {
+    st2(d, x[0], x[1]);
+  }
 }
 
 template <int CPL>
 __device__ __forceinline__ void store_lane(void* dst, int dtype, i64 i, const float (&x)[CPL]) {
   if (dtype == 2) {
     bf16* d = static_cast<bf16*>(dst) + i;
-    if constexpr (CPL == 4) *reinterpret_cast<uint2*>(d) = make_uint2(cuda_util::pack_bf16(x[0], x[1]), cuda_util::pack_bf16(x[2], x[3]));
+    if constexpr (CPL == 8)
+      *reinterpret_cast<uint4*>(d) = make_uint4(cuda_util::pack_bf16(x[0], x[1]), cuda_util::pack_bf16(x[2], x[3]),
+                                                cuda_util::pack_bf16(x[4], x[5]), cuda_util::pack_bf16(x[6], x[7]));
+    else if constexpr (CPL == 4) *reinterpret_cast<uint2*>(d) = make_uint2(cuda_util::pack_bf16(x[0], x[1]), cuda_util::pack_bf16(x[2], x[3]));
     else *reinterpret_cast<std::uint32_t*>(d) = cuda_util::pack_bf16(x[0], x[1]);
   } else if (dtype == 1) {
     st_lane<CPL>(static_cast<float*>(dst) + i, x);
@@ -106,7 +115,10 @@ __device__ __forceinline__ std::uint32_t peer_smem(const void* local, int rank) 
 }
 __device__ __forceinline__ float4 ld4_peer(std::uint32_t a) {
   float4 x;
-  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n" : "=f"(x.x), "=f"(x.y), "=f"(x.z), "=f"(x.w) : "r"(a) : "memory");
+  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+               : "=f"(x.x), "=f"(x.y), "=f"(x.z), "=f"(x.w)
+               : "r"(a)
+               : "memory");
   return x;
 }
 __device__ __forceinline__ void st_peer(std::uint32_t a, float x) {
@@ -155,7 +167,7 @@ struct GradKV2Smem {
   float bL[KS], cs[KS];
 };
 static_assert(sizeof(GradKV2Smem<128>) <= 227 * 1024, "grad_k_v2_kernel<128> shared memory over the sm_90 limit");
-static_assert(sizeof(GradKV2Smem<256>) <= 227 * 1024, "grad_k_v2_kernel<256> shared memory (a CTA of the pair) over the sm_90 limit");
+static_assert(sizeof(GradKV2Smem<256>) <= 227 * 1024, "grad_k_v2_kernel<256>: a CTA of the pair over the sm_90 limit");
 static_assert(offsetof(GradKV2Smem<256>::R2, pair.part) >= sizeof(GradKV2Smem<256>::R2::dT) &&
                   offsetof(GradKV2Smem<256>::R2, pair.part) >= sizeof(GradKV2Smem<256>::R2::X) &&
                   sizeof(GradKV2Smem<256>::R2::pair) <= sizeof(GradKV2Smem<256>::R2),
@@ -945,16 +957,25 @@ __global__ void __launch_bounds__(kNT, 1) grad_k_v2_kernel(const Params p) {
 
 // ---------------------------------------------------------------------------------------------
 // P / E1, second versions prep_qk_v2<K> / post_qk_v2<K> (default; LINA_DELTA_BWD_QK=old selects
-// prep_qk_kernel / post_qk_kernel). Same math; lane owns the CPL = K / 32 consecutive channels
-// CPL lane .. (one vector load / store per tensor instead of CPL scalar ones) and q and k (dq_e and
+// prep_qk_kernel / post_qk_kernel; at K = 256 they always run: grad_k_v2 fuses neither there). Same math; lane
+// owns the CPL = K / 32 consecutive channels CPL lane .. (one vector load / store per tensor, two fp32 ones at K = 256,
+// instead of CPL scalar ones) and q and k (dq_e and
 // dk_e) are loaded together, so twice the bytes are in flight per warp. Needs 16-byte aligned q, k,
 // dq, dk (q and k are, by the front door's refusal; for dq, dk the old kernels run otherwise).
 template <int CPL>
 __device__ __forceinline__ void load_lane(float (&x)[CPL], const void* src, int dtype, i64 i) {
-  static_assert(CPL == 2 || CPL == 4, "K in {64, 128}");
+  static_assert(CPL == 2 || CPL == 4 || CPL == 8, "K in {64, 128, 256}");
   if (dtype == 2) {
     const bf16* s = static_cast<const bf16*>(src) + i;
-    if constexpr (CPL == 4) {
+    if constexpr (CPL == 8) {
+      const uint4 u = *reinterpret_cast<const uint4*>(s);
+      const std::uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float2 a = cuda_util::unpack_bf16(w[e]);
+        x[2 * e] = a.x, x[2 * e + 1] = a.y;
+      }
+    } else if constexpr (CPL == 4) {
       const uint2 u = *reinterpret_cast<const uint2*>(s);
       const float2 a = cuda_util::unpack_bf16(u.x), b = cuda_util::unpack_bf16(u.y);
       x[0] = a.x, x[1] = a.y, x[2] = b.x, x[3] = b.y;
@@ -964,7 +985,10 @@ __device__ __forceinline__ void load_lane(float (&x)[CPL], const void* src, int 
     }
   } else if (dtype == 1) {
     const float* s = static_cast<const float*>(src) + i;
-    if constexpr (CPL == 4) {
+    if constexpr (CPL == 8) {
+      const float4 a = ld4(s), b = ld4(s + 4);
+      x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w, x[4] = b.x, x[5] = b.y, x[6] = b.z, x[7] = b.w;
+    } else if constexpr (CPL == 4) {
       const float4 a = ld4(s);
       x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w;
     } else {
@@ -979,7 +1003,10 @@ __device__ __forceinline__ void load_lane(float (&x)[CPL], const void* src, int 
 
 template <int CPL>
 __device__ __forceinline__ void ld_lane(float (&x)[CPL], const float* s) {
-  if constexpr (CPL == 4) {
+  if constexpr (CPL == 8) {
+    const float4 a = ld4(s), b = ld4(s + 4);
+    x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w, x[4] = b.x, x[5] = b.y, x[6] = b.z, x[7] = b.w;
+  } else if constexpr (CPL == 4) {
     const float4 a = ld4(s);
     x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w;
   } else {
@@ -1366,3 +1393,5 @@ template __global__ void grad_k_v2_kernel<256, TailTcRefRows>(const Params);
 template __global__ void grad_k_v2_kernel<256, TailSimtExact>(const Params);
 template __global__ void grad_v4_kernel<256, true>(const Params);
 template __global__ void grad_v4_kernel<256, false>(const Params);
+template __global__ void prep_qk_v2_kernel<256>(const Params);
+template __global__ void post_qk_v2_kernel<256>(const Params);
