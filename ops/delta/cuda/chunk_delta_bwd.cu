@@ -1168,11 +1168,9 @@ void choose_fusions(Params& prm) {
   // the v2 element-wise kernels use vector loads / stores of q, k, dq, dk (K / 32 elements per lane); q, k
   // (and v, g) are 16-byte aligned by the front door's require_aligned16, the outputs may not be
   prm.qk_v2 = qk_variant() == 0 && aligned16(prm.dq) && aligned16(prm.dk);
-  // K = 256 has only the default chunk kernels (grad_v4, grad_k_v2) and the first element-wise kernels (prep_qk /
-  // post_qk read any K up to 256; the v2 ones hold K / 32 <= 4 values a lane), and no fusions into grad_k_v2, whose
-  // CTA pairs each hold half of a row's channels
+  // K = 256 has only the default chunk kernels (grad_v4, grad_k_v2) and no fusions into grad_k_v2, whose CTA pairs
+  // each hold half of a row's channels (the l2norm and its backward need whole rows: prep_qk / post_qk do them)
   const bool k256 = prm.K == 256;
-  prm.qk_v2 = prm.qk_v2 && !k256;
   const bool simt = simt_chunk_kernels() && !k256;
   // post_qk's work moves into grad_k_v2's tail where one value head owns each q/k head (no GVA sum) and
   // post_qk_v2 would run; not with the SIMT chunk kernels
@@ -1198,8 +1196,8 @@ void run_pipeline(const Params& prm, int total_chunks, cudaStream_t st) {
   constexpr unsigned kStateCl = StateSlice<K>::CL;  // CTAs per state block (2 at K = 256: the channel halves)
   const dim3 state_grid(seq_grid.x * kStateCl);
   if (!prm.qk_inline) {
-    if (K <= 128 && qk_v2)
-      launch(prep_qk_v2_kernel<K <= 128 ? K : 128>, warps(prm.R * prm.H), 256, 0, st, prm, "delta_bwd prep_qk");
+    if (qk_v2)
+      launch(prep_qk_v2_kernel<K>, warps(prm.R * prm.H), 256, 0, st, prm, "delta_bwd prep_qk");
     else
       launch(prep_qk_kernel, warps(prm.R * prm.H), 256, 0, st, prm, "delta_bwd prep_qk");
   }
@@ -1231,8 +1229,6 @@ void run_pipeline(const Params& prm, int total_chunks, cudaStream_t st) {
   mark("state_fwd");  // with C beside it
   cuda_util::join_side_stream(st, side);
   mark("state_bwd");  // what is left of C
-  constexpr bool kTempGradReady = K <= 128;  // TEMP: the K = 256 grad kernels come from bwd-k256-grad
-  if constexpr (kTempGradReady) {
   // grad_v4 (K halves, bf16 planes by cp.async; two CTAs per SM with bf16 inputs, one with others: Gen) where dO
   // and dv are 16-byte aligned (v is, above); else grad_v (every operand through registers as hi + lo planes).
   // (K = 256: dO and dv are 16-byte aligned, backward() refuses them otherwise)
@@ -1264,11 +1260,10 @@ void run_pipeline(const Params& prm, int total_chunks, cudaStream_t st) {
   } else {
     run_grad_k(grad_k_v2_kernel<K, TailSimtExact>);
   }
-  }  // TEMP
   mark("grad_k");
   if (!prm.fuse_qk) {  // else done by grad_k_v2
-    if (K <= 128 && qk_v2)
-      launch(post_qk_v2_kernel<K <= 128 ? K : 128>, warps(prm.R * prm.H), 256, 0, st, prm, "delta_bwd post_qk");
+    if (qk_v2)
+      launch(post_qk_v2_kernel<K>, warps(prm.R * prm.H), 256, 0, st, prm, "delta_bwd post_qk");
     else
       launch(post_qk_kernel, warps(prm.R * prm.H), 256, 0, st, prm, "delta_bwd post_qk");
   }

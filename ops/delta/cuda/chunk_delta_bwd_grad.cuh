@@ -1144,11 +1144,6 @@ static_assert(sizeof(GradV4Smem<128, true>) <= 227 * 1024, "grad_v4<128, Gen> ov
 static_assert(sizeof(GradV4Smem<256, false>) <= 113 * 1024, "grad_v4<256>: two CTAs per SM");
 static_assert(sizeof(GradV4Smem<256, true>) <= 227 * 1024, "grad_v4<256, Gen> over the sm_90 limit");
 
-// CTAs per chunk (K parts). TEMP until the K = 256 grad_v4 lands from bwd-k256-grad.
-template <int K>
-constexpr int grad_v4_parts() {
-  return 2;
-}
 template <int K, bool Gen>
 constexpr size_t grad_v4_smem() {
   return sizeof(GradV4Smem<K, Gen>);
@@ -1391,12 +1386,3 @@ __global__ void __launch_bounds__(kNT, 2) grad_v4_kernel(const Params p) {
     }
   }
 }
-
-// TEMP-K256-INSTANTIATIONS (removed when the host dispatches K = 256)
-template __global__ void grad_k_v2_kernel<256, TailTcScalarGate>(const Params);
-template __global__ void grad_k_v2_kernel<256, TailTcRefRows>(const Params);
-template __global__ void grad_k_v2_kernel<256, TailSimtExact>(const Params);
-template __global__ void grad_v4_kernel<256, true>(const Params);
-template __global__ void grad_v4_kernel<256, false>(const Params);
-template __global__ void prep_qk_v2_kernel<256>(const Params);
-template __global__ void post_qk_v2_kernel<256>(const Params);
