@@ -49,6 +49,7 @@ struct Case {
   bool gpu_ref = false;  // large: compare against the GPU fp32 reference
   bool f32io = false;    // q, k, v, dO (and so dq, dk, dv) in f32 instead of bf16
   bool odd_do = false;   // dO 2 bytes past a 16-byte boundary: grad_v (hi + lo planes, any dtype) instead of grad_v4
+  bool refuse = false;   // the call must be refused (Error, before any launch)
 };
 
 struct Inputs {
@@ -227,7 +228,11 @@ int run_case(const Case& c, std::uint64_t seed) {
   try {
     out = run_device(c, in, 0);
   } catch (const Error& e) {
-    std::printf("%-48s ERROR %s\n", c.name, e.what());
+    std::printf("%-48s %s %s\n", c.name, c.refuse ? "REFUSED (expected) PASS" : "ERROR", e.what());
+    return c.refuse ? 0 : 1;
+  }
+  if (c.refuse) {
+    std::printf("%-48s ran, expected a refusal FAIL\n", c.name);
     return 1;
   }
   ref = c.gpu_ref ? run_device(c, in, 2) : run_host_ref(c, in);
@@ -337,12 +342,14 @@ void time_one(bool kda, const Shape4& s, std::FILE* log) {
 int main(int argc, char** argv) {
   bool do_time = true, do_check = true, small_only = false;
   int only_op = -1, only_shape = -1;  // --op kda|gdn, --shape INDEX
+  const char* match = nullptr;         // --match TEXT: only the checks whose name contains TEXT (sanitizer runs)
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--op") && i + 1 < argc) only_op = !std::strcmp(argv[++i], "kda") ? 1 : 0;
     if (!std::strcmp(argv[i], "--shape") && i + 1 < argc) only_shape = std::atoi(argv[++i]);
     if (!std::strcmp(argv[i], "--no-time")) do_time = false;
     if (!std::strcmp(argv[i], "--no-check")) do_check = false;
     if (!std::strcmp(argv[i], "--small")) small_only = true;  // for compute-sanitizer
+    if (!std::strcmp(argv[i], "--match") && i + 1 < argc) match = argv[++i];
   }
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
@@ -374,7 +381,18 @@ int main(int argc, char** argv) {
     // dO off its 16-byte alignment: grad_v (not grad_v4) reads the state passes' bf16 H_n, dh, v_new and dvn
     c = {"kda T150 B2 H2 HV4 D128 dO misaligned", true, 2, 150, 2, 4, 128}; c.odd_do = true; c.safe = true; add(c);
     c = {"gdn varlen H2 HV2 K64 V128 dO misaligned", false, 1, 0, 2, 2, 64, vl}; c.Dv = 128; c.odd_do = true; add(c);
+    // K = 256: CTA pairs over the channel halves in the state passes and grad_k_v2, four K parts in grad_v4
+    c = {"gdn T100 H1 HV2 D256", false, 1, 100, 1, 2, 256}; add(c);
+    c = {"gdn varlen H2 HV2 D256 gate sigmoid", false, 1, 0, 2, 2, 256, vl}; c.gate = kSoftplus; c.sigmoid = true; add(c);
+    c = {"kda T130 H2 HV2 D256 lb gate", true, 1, 130, 2, 2, 256}; c.gate = kLowerBound; c.safe = true; add(c);
+    c = {"kda varlen H1 HV2 D256 given m1000", true, 1, 0, 1, 2, 256, vl}; c.neg1000 = 0.3; add(c);
+    c = {"kda T70 B2 H1 HV2 K256 V128 safe no-h0", true, 2, 70, 1, 2, 256}; c.Dv = 128; c.safe = true; c.h0 = false; add(c);
+    c = {"gdn T64 H1 HV1 D256 f32 io no-l2", false, 1, 64, 1, 1, 256}; c.f32io = true; c.l2 = false; add(c);
+    c = {"kda T80 H1 HV1 D256 dO misaligned (refused)", true, 1, 80, 1, 1, 256}; c.odd_do = true; c.refuse = true; add(c);
     if (!small_only) {
+      c = {"kda B2 T1024 H4 HV8 D256 lb gate (gpu ref)", true, 2, 1024, 4, 8, 256}; c.gate = kLowerBound; c.safe = true;
+      c.gpu_ref = true; add(c);
+      c = {"gdn varlen 4 seqs H2 HV4 D256 (gpu ref)", false, 1, 0, 2, 4, 256, {0, 1, 900, 2049, 3000}}; c.gpu_ref = true; add(c);
       c = {"kda B1 T4096 H8 HV16 D128 (gpu ref)", true, 1, 4096, 8, 16, 128}; c.safe = true; c.gpu_ref = true; add(c);
       c = {"gdn B1 T4096 H8 HV16 D128 (gpu ref)", false, 1, 4096, 8, 16, 128}; c.gpu_ref = true; add(c);
       c = {"kda varlen 5 seqs H4 D128 lb gate (gpu ref)", true, 1, 0, 4, 4, 128, {0, 1, 700, 2048, 2049, 5000}};
@@ -382,17 +400,21 @@ int main(int argc, char** argv) {
       c = {"gdn B2 T2048 H4 D64 gate (gpu ref)", false, 2, 2048, 4, 4, 64}; c.gate = kSoftplus; c.gpu_ref = true; add(c);
     }
     std::uint64_t seed = 42;
-    for (const auto& cc : cases) fails += run_case(cc, seed++);
-    for (bool kda : {true, false}) {  // K = 256 is refused by name
-      Case r{kda ? "kda D256 (expect refusal)" : "gdn D256 (expect refusal)", kda, 1, 64, 1, 1, 256};
-      run_case(r, 7);
+    for (const auto& cc : cases) {
+      const std::uint64_t cs = seed++;
+      if (!match || std::strstr(cc.name, match)) fails += run_case(cc, cs);
+    }
+    for (bool kda : {true, false}) {  // head dims outside {64, 128, 256} are refused by name
+      Case r{kda ? "kda D96 (refused)" : "gdn D96 (refused)", kda, 1, 64, 1, 1, 96};
+      r.refuse = true;
+      if (!match) fails += run_case(r, 7);
     }
   }
   if (do_time) {
     std::FILE* log = nullptr;
     if (const char* o = std::getenv("OUT")) log = std::fopen((std::string(o) + "/timing_bwd.csv").c_str(), "w");
     const std::vector<Shape4> shapes = {{1, 8192, 96, 128, 12.229}, {2, 16384, 16, 128, 8.153}, {4, 2048, 16, 128, 3.862},
-                                        {4, 4096, 64, 128, 15.446}, {8, 1024, 8, 64, 0}};
+                                        {4, 4096, 64, 128, 15.446}, {8, 1024, 8, 64, 0}, {8, 2048, 32, 256, 0}};
     for (bool kda : {true, false})
       for (size_t i = 0; i < shapes.size(); ++i)
         if ((only_op < 0 || only_op == static_cast<int>(kda)) && (only_shape < 0 || only_shape == static_cast<int>(i)))

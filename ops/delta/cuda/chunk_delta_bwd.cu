@@ -31,6 +31,7 @@
 #include "lina/chunk_delta.h"
 #include "lina/error.h"
 #include "ops/common/backends.h"
+#include "ops/common/cuda/cluster_pair.cuh"
 #include "ops/common/cuda/cuda_common.cuh"
 #include "ops/common/cuda/launch_setup.h"
 #include "ops/common/cuda/mbarrier.cuh"
@@ -407,7 +408,8 @@ template <int W>
 struct PlainTile {
   bf16 x[kC * W];
 };
-static_assert(sizeof(PlainTile<64>) % 1024 == 0 && sizeof(PlainTile<128>) % 1024 == 0, "SW128 tiles 1 KB aligned");
+static_assert(sizeof(PlainTile<64>) % 1024 == 0 && sizeof(PlainTile<128>) % 1024 == 0 && sizeof(PlainTile<256>) % 1024 == 0,
+              "SW128 tiles 1 KB aligned");
 
 // The state passes' operands of one (chunk, value head) as chunk_prep_v2 writes them to HBM: the exact
 // shared-memory images the wgmma state passes read, so that their producers are bulk copies (no fp32
@@ -422,7 +424,8 @@ struct ChunkImage {
   SplitTile<kC> A;   // Aqk [r][j] (scale applied; zero above the diagonal)
   float el[K];       // e^bL
 };
-static_assert(sizeof(ChunkImage<64>) % 16 == 0 && sizeof(ChunkImage<128>) % 16 == 0, "bulk copies need 16-byte sizes");
+static_assert(sizeof(ChunkImage<64>) % 16 == 0 && sizeof(ChunkImage<128>) % 16 == 0 && sizeof(ChunkImage<256>) % 16 == 0,
+              "bulk copies need 16-byte sizes");
 
 // Columns c, c + 1 (c even) of row r of a SplitTile as bf16 hi + lo: 4 bytes per plane.
 template <int W>
@@ -544,11 +547,11 @@ struct InlineQkRows {
 
 #include "ops/delta/cuda/chunk_delta_bwd_prep.cuh"
 
-// The block of a state pass: its 64-column V tile, value head and sequence.
+// The block of a state pass: its 64-column V tile, value head and sequence (bid: the block's index, or its
+// cluster's where a cluster of CTAs shares the block: K = 256).
 struct StateBlock {
   int vt, hv, n;
-  __device__ explicit StateBlock(const Params& p) {
-    int bid = blockIdx.x;
+  __device__ StateBlock(const Params& p, int bid) {
     vt = bid % p.nvt;
     bid /= p.nvt;
     hv = bid % p.HV;
@@ -1115,6 +1118,28 @@ void launch(Kern kern, dim3 grid, int threads, size_t smem, cudaStream_t st, con
   cuda_util::check(cudaGetLastError(), name);
 }
 
+// The same as clusters of `cluster` CTAs along x (thread block clusters; grid.x a multiple of it): the K = 256 kernels,
+// whose CTA pairs split the channels (StateSlice in delta_bwd_state_wg.cuh, grad_k_v2 in chunk_delta_bwd_grad.cuh).
+template <class Kern>
+void launch_clusters(Kern kern, dim3 grid, int threads, size_t smem, cudaStream_t st, const Params& prm, const char* name,
+                     unsigned cluster) {
+  if (grid.x == 0 || grid.y == 0) return;
+  if (smem > 48 * 1024) cuda_util::set_max_dynamic_smem(kern, static_cast<int>(smem), name);  // once per device
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(static_cast<unsigned>(threads));
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = st;
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = cluster;
+  attr.val.clusterDim.y = 1;
+  attr.val.clusterDim.z = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  cuda_util::check(cudaLaunchKernelEx(&cfg, kern, prm), name);
+}
+
 // LINA_DELTA_BWD_STAGES=1 prints the time of each stage (CUDA events; synchronises the stream).
 bool stage_timing() {
   static const bool on = cuda_util::env_flag("LINA_DELTA_BWD_STAGES");
@@ -1143,10 +1168,13 @@ void choose_fusions(Params& prm) {
   // the v2 element-wise kernels use vector loads / stores of q, k, dq, dk (K / 32 elements per lane); q, k
   // (and v, g) are 16-byte aligned by the front door's require_aligned16, the outputs may not be
   prm.qk_v2 = qk_variant() == 0 && aligned16(prm.dq) && aligned16(prm.dk);
-  const bool simt = simt_chunk_kernels();
+  // K = 256 has only the default chunk kernels (grad_v4, grad_k_v2) and no fusions into grad_k_v2, whose CTA pairs
+  // each hold half of a row's channels (the l2norm and its backward need whole rows: prep_qk / post_qk do them)
+  const bool k256 = prm.K == 256;
+  const bool simt = simt_chunk_kernels() && !k256;
   // post_qk's work moves into grad_k_v2's tail where one value head owns each q/k head (no GVA sum) and
   // post_qk_v2 would run; not with the SIMT chunk kernels
-  prm.fuse_qk = prm.G == 1 && prm.qk_v2 && !simt;
+  prm.fuse_qk = prm.G == 1 && prm.qk_v2 && !simt && !k256;
   // and prep_qk's into chunk_prep_v2 and grad_k_v2 where q and k are bf16 (their 16-byte row pieces)
   prm.qk_inline = prm.fuse_qk && prm.qk_t == 2;
   // post_gate's work moves there too when the gate is given (dg is the reverse cumsum itself; dbeta's
@@ -1164,7 +1192,9 @@ void run_pipeline(const Params& prm, int total_chunks, cudaStream_t st) {
   cuda_util::StageTimer timer(stage_timing(), st, "delta_bwd");
   auto mark = [&](const char* name) { timer.mark(name); };
   mark("start");
-  const bool qk_v2 = prm.qk_v2 != 0, simt = simt_chunk_kernels();
+  const bool qk_v2 = prm.qk_v2 != 0, simt = K <= 128 && simt_chunk_kernels();
+  constexpr unsigned kStateCl = StateSlice<K>::CL;  // CTAs per state block (2 at K = 256: the channel halves)
+  const dim3 state_grid(seq_grid.x * kStateCl);
   if (!prm.qk_inline) {
     if (qk_v2)
       launch(prep_qk_v2_kernel<K>, warps(prm.R * prm.H), 256, 0, st, prm, "delta_bwd prep_qk");
@@ -1185,8 +1215,13 @@ void run_pipeline(const Params& prm, int total_chunks, cudaStream_t st) {
   // waves apiece) fill the SMs together. C first: its CTAs run longer.
   const cudaStream_t side = cuda_util::fork_side_stream(st);
   try {
-    launch(state_bwd_wg_kernel<K>, seq_grid, 256, kStateBwdWgSmem<K>, side, prm, "delta_bwd state_bwd_wg");
-    launch(state_fwd_wg_kernel<K>, seq_grid, 256, kStateFwdWgSmem<K>, st, prm, "delta_bwd state_fwd_wg");
+    if constexpr (kStateCl > 1) {
+      launch_clusters(state_bwd_wg_kernel<K>, state_grid, 256, kStateBwdWgSmem<K>, side, prm, "delta_bwd state_bwd_wg", kStateCl);
+      launch_clusters(state_fwd_wg_kernel<K>, state_grid, 256, kStateFwdWgSmem<K>, st, prm, "delta_bwd state_fwd_wg", kStateCl);
+    } else {
+      launch(state_bwd_wg_kernel<K>, seq_grid, 256, kStateBwdWgSmem<K>, side, prm, "delta_bwd state_bwd_wg");
+      launch(state_fwd_wg_kernel<K>, seq_grid, 256, kStateFwdWgSmem<K>, st, prm, "delta_bwd state_fwd_wg");
+    }
   } catch (...) {
     cuda_util::join_side_stream(st, side);  // the scratch is freed on st: nothing may still use it on side
     throw;
@@ -1196,27 +1231,35 @@ void run_pipeline(const Params& prm, int total_chunks, cudaStream_t st) {
   mark("state_bwd");  // what is left of C
   // grad_v4 (K halves, bf16 planes by cp.async; two CTAs per SM with bf16 inputs, one with others: Gen) where dO
   // and dv are 16-byte aligned (v is, above); else grad_v (every operand through registers as hi + lo planes).
-  if (simt || !aligned16(prm.d_o) || !aligned16(prm.dv)) {
-    launch(grad_v_kernel<K>, chunk_grid, kNT, S::D1, st, prm, "delta_bwd grad_v");
+  // (K = 256: dO and dv are 16-byte aligned, backward() refuses them otherwise)
+  if (K <= 128 && (simt || !aligned16(prm.d_o) || !aligned16(prm.dv))) {
+    if constexpr (K <= 128) launch(grad_v_kernel<K>, chunk_grid, kNT, S::D1, st, prm, "delta_bwd grad_v");
   } else {
     const auto run = [&](auto kernel, size_t smem) {
       // two CTAs per SM need the whole carveout as shared memory (a hint)
       cuda_util::set_func_attribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared,
                                     "delta_bwd grad_v carveout");
-      launch(kernel, dim3(2 * chunk_grid.x, chunk_grid.y), kNT, smem, st, prm, "delta_bwd grad_v");
+      launch(kernel, dim3(grad_v4_parts<K>() * chunk_grid.x, chunk_grid.y), kNT, smem, st, prm, "delta_bwd grad_v");
     };
     if (prm.h_lo) run(grad_v4_kernel<K, true>, grad_v4_smem<K, true>());
     else run(grad_v4_kernel<K, false>, grad_v4_smem<K, false>());
   }
   mark("grad_v");
-  if (simt)
-    launch(grad_k_kernel<K>, chunk_grid, kNT, S::D2, st, prm, "delta_bwd grad_k");
-  else if (!prm.kda)
-    launch(grad_k_v2_kernel<K, TailTcScalarGate>, chunk_grid, kNT, grad_k_v2_smem<K>(), st, prm, "delta_bwd grad_k");
-  else if (prm.safe)
-    launch(grad_k_v2_kernel<K, TailTcRefRows>, chunk_grid, kNT, grad_k_v2_smem<K>(), st, prm, "delta_bwd grad_k");
-  else
-    launch(grad_k_v2_kernel<K, TailSimtExact>, chunk_grid, kNT, grad_k_v2_smem<K>(), st, prm, "delta_bwd grad_k");
+  const auto run_grad_k = [&](auto kernel) {
+    if constexpr (K == 256)  // CTA pairs over the channel halves
+      launch_clusters(kernel, dim3(2 * chunk_grid.x, chunk_grid.y), kNT, grad_k_v2_smem<K>(), st, prm, "delta_bwd grad_k", 2);
+    else
+      launch(kernel, chunk_grid, kNT, grad_k_v2_smem<K>(), st, prm, "delta_bwd grad_k");
+  };
+  if (simt) {
+    if constexpr (K <= 128) launch(grad_k_kernel<K>, chunk_grid, kNT, S::D2, st, prm, "delta_bwd grad_k");
+  } else if (!prm.kda) {
+    run_grad_k(grad_k_v2_kernel<K, TailTcScalarGate>);
+  } else if (prm.safe) {
+    run_grad_k(grad_k_v2_kernel<K, TailTcRefRows>);
+  } else {
+    run_grad_k(grad_k_v2_kernel<K, TailSimtExact>);
+  }
   mark("grad_k");
   if (!prm.fuse_qk) {  // else done by grad_k_v2
     if (qk_v2)
@@ -1243,9 +1286,9 @@ void require_float(const char* name, const TensorView& t) {
 
 RunInfo backward(const Problem& p, const DeltaRuleArgs& a, const AttentionGradInputs& gin, const DeltaRuleGrads& gr,
                  const ExecOptions& opts, bool kda, std::optional<double> lb, bool safe, const char* op) {
-  if (p.K != 64 && p.K != 128)
+  if (p.K != 64 && p.K != 128 && p.K != 256)
     throw_unsupported("q", std::string("head dim K = ") + std::to_string(p.K) + " for the cuda " + op + " backward",
-                      "K in {64, 128} (K = 256 is not built yet)");
+                      "K in {64, 128, 256}");
   if (p.V % kVT != 0 || p.V > 256)
     throw_unsupported("v", std::string("head dim V = ") + std::to_string(p.V) + " for the cuda " + op + " backward",
                       "V in {64, 128, 192, 256}");
@@ -1268,6 +1311,8 @@ RunInfo backward(const Problem& p, const DeltaRuleArgs& a, const AttentionGradIn
   // chunk_prep_v2 loads v as vectors, and the forward took these inputs under the same rule; dO and the
   // gradients have scalar fallbacks (grad_v, prep_qk / post_qk) where they are not aligned.
   require_aligned16({{"q", &a.q}, {"k", &a.k}, {"v", &a.v}, {"g", &a.g}}, std::string(" (the CUDA ") + op + " backward)");
+  // K = 256 has no scalar-fallback grad_v: dO and dv by 16-byte pieces (grad_v4)
+  if (p.K == 256) require_aligned16({{"do", &gin.d_o}, {"dv", &gr.dv}}, std::string(" (the CUDA ") + op + " backward at K = 256)");
 
   auto st = static_cast<cudaStream_t>(opts.stream);
   Params prm{};
@@ -1333,7 +1378,8 @@ RunInfo backward(const Problem& p, const DeltaRuleArgs& a, const AttentionGradIn
   prm.h_lo = static_cast<int>(h_lo);
   prm.plane_kv = NT * HV * K * V;
   prm.plane_tok = R * HV * V;
-  const i64 img_floats = NT * HV * static_cast<i64>(K == 64 ? sizeof(ChunkImage<64>) : sizeof(ChunkImage<128>)) / 4;
+  const i64 img_bytes = K == 64 ? sizeof(ChunkImage<64>) : K == 128 ? sizeof(ChunkImage<128>) : sizeof(ChunkImage<256>);
+  const i64 img_floats = NT * HV * img_bytes / 4;
   choose_fusions(prm);
   const i64 qkn = prm.qk_inline ? 0 : R * H * K;
   const i64 sizes[] = {qkn, qkn, R * H, R * H,                   // qn kn rq rk
@@ -1366,7 +1412,8 @@ RunInfo backward(const Problem& p, const DeltaRuleArgs& a, const AttentionGradIn
   prm.seqs = seqs.view;
   try {
     if (p.K == 64) run_pipeline<64>(prm, total_chunks, st);
-    else run_pipeline<128>(prm, total_chunks, st);
+    else if (p.K == 128) run_pipeline<128>(prm, total_chunks, st);
+    else run_pipeline<256>(prm, total_chunks, st);
   } catch (...) {
     if (scratch) cudaFreeAsync(scratch, st);
     if (seqs.ptr) cudaFreeAsync(seqs.ptr, st);  // best effort on the error path

@@ -12,7 +12,8 @@
 //    aligned fp32 rows; dw and Tinv through registers into hi + lo planes; the db epilogue's dq_e / dk_e
 //    fragments prefetched into registers), instead of ~18 dependent batches. The intra-chunk loop
 //    reads 16 rows of dA / dAkk as four float4 broadcasts (row-major for the later-rows loop and the
-//    diagonal blocks, from transposed copies for the earlier-keys loop) instead of 16 scalar loads.
+//    diagonal blocks, from transposed copies for the earlier-keys loop) instead of 16 scalar loads. At K = 256 a
+//    cluster of two CTAs over the channel halves (GradKV2Smem::kPair; "the CTA pair" below).
 //  - grad_v4 (below; it replaced grad_v3 in the fifteenth session): two CTAs per SM over the state passes' bf16
 //    planes. The intermediate grad_v2 (one CTA per SM, the six per-tile fills as one load group) and grad_v3 (fp32
 //    tiles split into hi + lo planes after loading) were removed.
@@ -30,19 +31,28 @@ __device__ __forceinline__ void store2_as(void* dst, int dtype, i64 i, float a, 
   }
 }
 
-// A lane's CPL consecutive values: fp32 to fp32 (st_lane), to the output dtype (store_lane; grad_k's
-// fused post_qk and post_qk_v2).
+// A lane's CPL consecutive values (CPL = 8: K = 256's prep_qk_v2 / post_qk_v2): fp32 to fp32 (st_lane), to the
+// output dtype (store_lane; grad_k's fused post_qk and post_qk_v2).
 template <int CPL>
 __device__ __forceinline__ void st_lane(float* d, const float (&x)[CPL]) {
-  if constexpr (CPL == 4) *reinterpret_cast<float4*>(d) = make_float4(x[0], x[1], x[2], x[3]);
-  else st2(d, x[0], x[1]);
+  if constexpr (CPL == 8) {
+    *reinterpret_cast<float4*>(d) = make_float4(x[0], x[1], x[2], x[3]);
+    *reinterpret_cast<float4*>(d + 4) = make_float4(x[4], x[5], x[6], x[7]);
+  } else if constexpr (CPL == 4) {
+    *reinterpret_cast<float4*>(d) = make_float4(x[0], x[1], x[2], x[3]);
+  } else {
+    st2(d, x[0], x[1]);
+  }
 }
 
 template <int CPL>
 __device__ __forceinline__ void store_lane(void* dst, int dtype, i64 i, const float (&x)[CPL]) {
   if (dtype == 2) {
     bf16* d = static_cast<bf16*>(dst) + i;
-    if constexpr (CPL == 4) *reinterpret_cast<uint2*>(d) = make_uint2(cuda_util::pack_bf16(x[0], x[1]), cuda_util::pack_bf16(x[2], x[3]));
+    if constexpr (CPL == 8)
+      *reinterpret_cast<uint4*>(d) = make_uint4(cuda_util::pack_bf16(x[0], x[1]), cuda_util::pack_bf16(x[2], x[3]),
+                                                cuda_util::pack_bf16(x[4], x[5]), cuda_util::pack_bf16(x[6], x[7]));
+    else if constexpr (CPL == 4) *reinterpret_cast<uint2*>(d) = make_uint2(cuda_util::pack_bf16(x[0], x[1]), cuda_util::pack_bf16(x[2], x[3]));
     else *reinterpret_cast<std::uint32_t*>(d) = cuda_util::pack_bf16(x[0], x[1]);
   } else if (dtype == 1) {
     st_lane<CPL>(static_cast<float*>(dst) + i, x);
@@ -76,10 +86,52 @@ struct TailSimtExact {};
 struct TailTcRefRows {};
 struct TailTcScalarGate {};
 
+// K = 256, the CTA pair: a [64][K] fp32 tile set is over the 227 KB of shared memory, so a cluster of two CTAs
+// shares a (chunk, value head), rank r owning the channels [KS r, KS r + KS) (KS = 128): everything per channel
+// there, global tensors at their full K strides. The sums over K go through distributed shared memory (DSMEM):
+//  - dT = dw kgb^T: each CTA's partial over its channels; both read the peer's and add P0 + P1 (fp addition
+//    commutes: bit-identical dT in both), then X, dAkk, dA^T, dAkk^T are formed redundantly (64 x 64);
+//  - the row sums (dbeta, GDN's dg before its reverse cumsum): rank 1 stores its partials into rank 0's shared
+//    memory (peer_dbt, peer_red), rank 0 adds them to its own and writes the row outputs.
+// No fused post_qk / inline q, k there (the host runs prep_qk_v2 / post_qk_v2: p.fuse_qk = p.qk_inline = 0).
+// The cluster's rank, barrier (every thread of both CTAs arrives once per phase, from converged warps: .aligned;
+// arrive releases this thread's earlier memory accesses, wait acquires the peer's) and the peer's shared memory
+// (32-bit shared::cluster addresses).
+__device__ __forceinline__ int cluster_rank() {
+  std::uint32_t r;
+  asm("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return static_cast<int>(r);
+}
+__device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void cluster_sync() {
+  cluster_arrive();
+  cluster_wait();
+}
+__device__ __forceinline__ std::uint32_t peer_smem(const void* local, int rank) {
+  std::uint32_t a;
+  asm("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(a) : "r"(cuda_util::smem_u32(local)), "r"(rank));
+  return a;
+}
+__device__ __forceinline__ float4 ld4_peer(std::uint32_t a) {
+  float4 x;
+  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+               : "=f"(x.x), "=f"(x.y), "=f"(x.z), "=f"(x.w)
+               : "r"(a)
+               : "memory");
+  return x;
+}
+__device__ __forceinline__ void st_peer(std::uint32_t a, float x) {
+  asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(a), "f"(x) : "memory");
+}
+
 template <int K>
 struct GradKV2Smem {
-  static constexpr int FP = K + 8;  // fp32 [64][K] pitch: 16-byte rows (cp.async), (g, t) float2 reads conflict-free
-  static constexpr int AP = 68;     // fp32 [64][64] pitch: 16-byte rows (cp.async, float4 reads)
+  static constexpr bool kPair = K > 128;       // a CTA pair per (chunk, value head), above
+  static constexpr int KS = kPair ? K / 2 : K;  // channels of the CTA
+  static constexpr bool kFuseQk = !kPair;       // the fused post_qk and inline q / k forms exist
+  static constexpr int FP = KS + 8;  // fp32 [64][KS] pitch: 16-byte rows (cp.async), (g, t) float2 reads conflict-free
+  static constexpr int AP = 68;      // fp32 [64][64] pitch: 16-byte rows (cp.async, float4 reads)
   alignas(16) float q[kC][FP];
   alignas(16) float k[kC][FP];
   alignas(16) float b[kC][FP];  // chunk-local gate cumsum; padded rows = the last valid row
@@ -95,15 +147,31 @@ struct GradKV2Smem {
       float dAt[kC][AP];    // then dA^T
       float dAkkt[kC][AP];  // and dAkk^T for the intra loop's earlier-keys part
     } tr;
+    struct {
+      bf16 dT[2][kC][72];
+      float4 part[kNT / 32][4][32];  // the pair: this CTA's dT partial, [warp][n8 tile][lane] (read by the peer)
+    } pair;
   } r2;
   alignas(16) bf16 T[2][kC][72];  // Tinv [r][j]
   alignas(16) float dA[kC][AP];
   alignas(16) float dAkk[kC][AP];  // dTv first, then dAkk
   float beta[kC], dbt[kC], red[kC];
-  float oq[kC], ok[kC];  // fused post_qk: the l2norm backward's row dots dq . q_n, dk . k_n
-  float bL[K], cs[K];
+  union {
+    float oq[kC];        // fused post_qk: the l2norm backward's row dots dq . q_n
+    float peer_dbt[kC];  // the pair (no fused post_qk), rank 0: rank 1's dbeta partials
+  };
+  union {
+    float ok[kC];        // and dk . k_n
+    float peer_red[kC];  // the pair, GDN, rank 0: rank 1's row sums of db
+  };
+  float bL[KS], cs[KS];
 };
 static_assert(sizeof(GradKV2Smem<128>) <= 227 * 1024, "grad_k_v2_kernel<128> shared memory over the sm_90 limit");
+static_assert(sizeof(GradKV2Smem<256>) <= 227 * 1024, "grad_k_v2_kernel<256>: a CTA of the pair over the sm_90 limit");
+static_assert(offsetof(GradKV2Smem<256>::R2, pair.part) >= sizeof(GradKV2Smem<256>::R2::dT) &&
+                  offsetof(GradKV2Smem<256>::R2, pair.part) >= sizeof(GradKV2Smem<256>::R2::X) &&
+                  sizeof(GradKV2Smem<256>::R2::pair) <= sizeof(GradKV2Smem<256>::R2),
+              "grad_k_v2 pair: the dT partial lies past dT and X in r2");
 
 template <int K>
 constexpr size_t grad_k_v2_smem() {
@@ -140,24 +208,32 @@ __device__ __forceinline__ float warp_reduce_scatter16(const float (&v)[16], int
 }
 
 // TailSimtExact: the intra-chunk terms on SIMT, reading dA / dAkk rows as float4s. Starts after a barrier that
-// follows the transposes; adds into dq_e / dk_e (HBM), db, dbt and the fused l2norm's row dots.
+// follows the transposes; adds into dq_e / dk_e (HBM), db, dbt and the fused l2norm's row dots. The CTA's channels
+// c are the global channels c0 + c (c0: the pair's rank 1 at K = 256, else 0).
 template <int K>
-__device__ __forceinline__ void grad_k_intra_simt(const Params& p, const ChunkInfo& ci, int hv, GradKV2Smem<K>& s) {
+__device__ __forceinline__ void grad_k_intra_simt(const Params& p, const ChunkInfo& ci, int hv, GradKV2Smem<K>& s, int c0) {
+  constexpr int KS = GradKV2Smem<K>::KS;
   const int tid = threadIdx.x, Cn = ci.Cn;
   const i64 t0 = ci.t0;
   // thread per (channel c, 16-row sub-chunk x0 .. x0 + 15); a warp covers 32 channels of one x0, so
   // every dA / dAkk read below is a warp-wide broadcast
 #pragma unroll 1
-  for (int item = tid; item < 4 * K; item += kNT) {
-    const int c = item % K, x0 = 16 * (item / K);
+  for (int item = tid; item < 4 * KS; item += kNT) {
+    const int c = item % KS, x0 = 16 * (item / KS);
     if (x0 >= Cn) continue;  // warp-uniform
     float bq[16], kq[16], qq[16], dq0[16], dk0[16];
+    // dq_e / dk_e of row x0 + i, used at the end: issued first (the pair: after the earlier keys; issued first there,
+    // ptxas spilled them)
+    const auto load_inter = [&](int i) {
+      const int x = x0 + i;
+      const i64 gx = ((t0 + x) * p.HV + hv) * K + c0 + c;
+      dq0[i] = x < Cn ? p.dqe[gx] : 0.f;
+      dk0[i] = x < Cn ? p.dke[gx] : 0.f;
+    };
 #pragma unroll
     for (int i = 0; i < 16; ++i) {
       const int x = x0 + i;
-      const i64 gx = ((t0 + x) * p.HV + hv) * K + c;
-      dq0[i] = x < Cn ? p.dqe[gx] : 0.f;  // issued early, used at the end
-      dk0[i] = x < Cn ? p.dke[gx] : 0.f;
+      if constexpr (!GradKV2Smem<K>::kPair) load_inter(i);
       bq[i] = s.b[x][c];
       kq[i] = s.k[x][c];
       qq[i] = s.q[x][c];
@@ -165,7 +241,7 @@ __device__ __forceinline__ void grad_k_intra_simt(const Params& p, const ChunkIn
     float dqi[16] = {}, kr[16] = {}, dkt[16] = {};
     {  // earlier keys j < x0, reference row x0: dA[x0 + i][j] = dA^T[j][x0 + i]
       const float bref = bq[0];
-#pragma unroll(K == 64 ? 4 : 2)  // ptxas: 1 spills at both K, 2 spills at K = 64
+#pragma unroll(KS == 64 ? 4 : 2)  // ptxas: 1 spills at both K, 2 spills at K = 64
       for (int j = 0; j < x0; ++j) {
         const float kt = s.k[j][c] * __expf(bref - s.b[j][c]);
         const float4* a4 = reinterpret_cast<const float4*>(&s.r2.tr.dAt[j][x0]);
@@ -190,9 +266,13 @@ __device__ __forceinline__ void grad_k_intra_simt(const Params& p, const ChunkIn
         kr[i] *= e;
       }
     }
+    if constexpr (GradKV2Smem<K>::kPair) {
+#pragma unroll
+      for (int i = 0; i < 16; ++i) load_inter(i);
+    }
     {  // later rows r > x0 + 15, reference row x0 + 15 (padded rows carry the last valid gate)
       const float bref = bq[15];
-#pragma unroll(K == 64 ? 4 : 2)
+#pragma unroll(KS == 64 ? 4 : 2)
       for (int r = x0 + 16; r < Cn; ++r) {
         const float e = __expf(s.b[r][c] - bref);
         const float qt = s.q[r][c] * e, kt = s.beta[r] * s.k[r][c] * e;
@@ -241,7 +321,7 @@ __device__ __forceinline__ void grad_k_intra_simt(const Params& p, const ChunkIn
       const int x = x0 + i;
       bs[i] = 0.f;
       if (x < Cn) {  // warp-uniform
-        const i64 gx = ((t0 + x) * p.HV + hv) * K + c;
+        const i64 gx = ((t0 + x) * p.HV + hv) * K + c0 + c;
         const float dkrow = s.beta[x] * kr[i];
         const float dqf = dq0[i] + dqi[i], dkf = dk0[i] + dkrow + dkt[i];
         p.dqe[gx] = dqf;
@@ -260,11 +340,13 @@ __device__ __forceinline__ void grad_k_intra_simt(const Params& p, const ChunkIn
     const float s4 = warp_reduce_scatter16(bs, lane);
     const int m = ((lane >> 4) & 1) * 8 + ((lane >> 3) & 1) * 4 + ((lane >> 2) & 1) * 2 + ((lane >> 1) & 1);
     if (!(lane & 1) && x0 + m < Cn) atomicAdd(&s.dbt[x0 + m], s4);
-    if (p.fuse_qk && p.l2norm) {  // the same reduce-scatter for dq . q_n and dk . k_n
-      const float q4 = warp_reduce_scatter16(dq0, lane), k4 = warp_reduce_scatter16(dk0, lane);
-      if (!(lane & 1) && x0 + m < Cn) {
-        atomicAdd(&s.oq[x0 + m], q4);
-        atomicAdd(&s.ok[x0 + m], k4);
+    if constexpr (GradKV2Smem<K>::kFuseQk) {
+      if (p.fuse_qk && p.l2norm) {  // the same reduce-scatter for dq . q_n and dk . k_n
+        const float q4 = warp_reduce_scatter16(dq0, lane), k4 = warp_reduce_scatter16(dk0, lane);
+        if (!(lane & 1) && x0 + m < Cn) {
+          atomicAdd(&s.oq[x0 + m], q4);
+          atomicAdd(&s.ok[x0 + m], k4);
+        }
       }
     }
   }
@@ -311,10 +393,11 @@ __device__ __forceinline__ void frag_b_rows(std::uint32_t (&b)[4], int j0, int t
 // the diagonal and dAkk zero on and above it, as their producers write them (the SIMT form reads j <= i only).
 template <int K, bool ScalarGate>
 __device__ __forceinline__ void grad_k_intra_tc(const Params& p, const ChunkInfo& ci, int hv, GradKV2Smem<K>& s,
-                                                const float (&dkgb)[K / 16][4]) {
-  constexpr int NT = K / 16;  // n8 tiles of the warp's K / 2 columns
+                                                const float (&dkgb)[GradKV2Smem<K>::KS / 16][4], int c0) {
+  using S = GradKV2Smem<K>;
+  constexpr int KS = S::KS, NT = KS / 16;  // n8 tiles of the warp's KS / 2 columns
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3, Cn = ci.Cn;
-  const int R = warp & 3, x0 = 16 * R, nk0 = (K / 2) * (warp >> 2), m = x0 + 8;
+  const int R = warp & 3, x0 = 16 * R, nk0 = (KS / 2) * (warp >> 2), m = x0 + 8;
   const i64 t0 = ci.t0;
   const bool active = x0 < Cn;  // warp-uniform: the block has rows (and keys)
   const auto bg = [&](int r) { return s.b[r][0]; };  // GDN: the row's scalar gate (broadcast over the columns)
@@ -358,7 +441,7 @@ __device__ __forceinline__ void grad_k_intra_tc(const Params& p, const ChunkInfo
       const i64 row = ((t0 + min(r, Cn - 1)) * p.HV + hv) * K;
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
-        const int c = nk0 + 8 * nt + 2 * t;
+        const int c = c0 + nk0 + 8 * nt + 2 * t;
         q0[hf][nt] = ld2(p.dqe + row + c);
         k0[hf][nt] = ld2(p.dke + row + c);
       }
@@ -395,7 +478,9 @@ __device__ __forceinline__ void grad_k_intra_tc(const Params& p, const ChunkInfo
   }
   // fused post_qk: the final dq_e / dk_e go into dA / dAkk's and their transposes' space (grad_k_v2_finish reads them
   // there, not through L2); every warp's products have read those first
-  if (p.fuse_qk) __syncthreads();
+  if constexpr (S::kFuseQk) {
+    if (p.fuse_qk) __syncthreads();
+  }
   if (!active) return;
   // ---- one epilogue at the accumulator positions (rows x0 + g (+8), columns nk0 + 8 nt + 2 t (+1)), which are
   // dkgb's too: the WY terms (db, the dk partial; the SIMT form's separate db epilogue) and the intra terms with the
@@ -432,12 +517,12 @@ __device__ __forceinline__ void grad_k_intra_tc(const Params& p, const ChunkInfo
         rk[hf] += ok[e] * k2[e];
         cs[nt][e] += k2[e] * dk2[e];
       }
-      if (p.fuse_qk) {
+      if (S::kFuseQk && p.fuse_qk) {
         st2(&fin_dq(s)[r][c], oq[0], oq[1]);
         st2(&fin_dk(s)[r][c], ok[0], ok[1]);
       } else {
-        st2(p.dqe + row + c, oq[0], oq[1]);
-        st2(p.dke + row + c, ok[0], ok[1]);
+        st2(p.dqe + row + c0 + c, oq[0], oq[1]);
+        st2(p.dke + row + c0 + c, ok[0], ok[1]);
       }
       st2(&s.r1.db[r][c], od[0], od[1]);
     }
@@ -446,14 +531,14 @@ __device__ __forceinline__ void grad_k_intra_tc(const Params& p, const ChunkInfo
   for (int hf = 0; hf < 2; ++hf) {
     float v[3] = {rb[hf], rq[hf], rk[hf]};
 #pragma unroll
-    for (int u = 0; u < 3; ++u) {
+    for (int u = 0; u < (S::kFuseQk ? 3 : 1); ++u) {
       v[u] += __shfl_xor_sync(0xffffffffu, v[u], 1);
       v[u] += __shfl_xor_sync(0xffffffffu, v[u], 2);
     }
     const int r = x0 + g + 8 * hf;
     if (t == 0 && r < Cn) {
       atomicAdd(&s.dbt[r], v[0]);
-      if (p.fuse_qk && p.l2norm) {
+      if (S::kFuseQk && p.fuse_qk && p.l2norm) {
         atomicAdd(&s.oq[r], v[1]);
         atomicAdd(&s.ok[r], v[2]);
       }
@@ -471,78 +556,14 @@ __device__ __forceinline__ void grad_k_intra_tc(const Params& p, const ChunkInfo
     }
 }
 
-// After the intra-chunk terms (either form): the bL terms, the reverse cumsum -> dg, dbeta, the fused post_qk.
-// FinInSmem: the intra terms left the final dq_e / dk_e in shared memory (fin_dq / fin_dk) where post_qk is fused.
+// post_qk fused (one value head per q/k head; K <= 128, at K = 256 post_qk_v2 runs): dq = r_q (dq - (dq . q_n) q_n),
+// same for dk, from the rows this CTA left in shared memory (FinInSmem) or wrote (L2) and its q_n / k_n tiles, in the
+// output dtype. Last in grad_k_v2_finish, with no barrier before it: the warps the serial KDA cumsum leaves idle start
+// their loads while it runs (this kernel has one CTA per SM); loads in batches of four pieces.
 template <int K, bool FinInSmem>
-__device__ __forceinline__ void grad_k_v2_finish(const Params& p, const ChunkInfo& ci, int hv, GradKV2Smem<K>& s) {
+__device__ __forceinline__ void grad_k_v2_post_qk(const Params& p, const ChunkInfo& ci, int hv, GradKV2Smem<K>& s) {
   const int tid = threadIdx.x, Cn = ci.Cn;
   const i64 t0 = ci.t0;
-  __syncthreads();
-  // last row: the terms through bL, e^bL rowsum(H dh) + colsum(k dk_e); reverse cumsum -> dg
-  if (tid < K) {
-    const int c = tid;
-    s.r1.db[Cn - 1][c] += __expf(s.bL[c]) * p.hd[(static_cast<i64>(ci.gidx) * p.HV + hv) * K + c] + s.cs[c];
-  }
-  __syncthreads();
-  // the reverse cumsum -> dg: KDA a thread per column, serially over the rows; GDN warp 0 scans the 64 row
-  // sums. Where the gate is given, dg is written in the output dtype (post_gate's work, which then does
-  // not run; KDA: f32 or bf16 dg), else as the fp32 dgv that post_gate reads. One loop body with a uniform
-  // branch (three specialised loops cost grad_k 0.5 ms at B1_T8192_H96: its code is near the i-cache's size).
-  if (p.kda) {
-    if (tid < K) {
-      const int c = tid;
-      void* dst = p.fuse_gate ? p.dg : p.dgv;
-      const bool to_bf16 = p.fuse_gate && p.dg_t == 2;
-      float acc = 0.f;
-      for (int r = Cn - 1; r >= 0; --r) {
-        acc += s.r1.db[r][c];
-        const i64 gi = ((t0 + r) * p.HV + hv) * K + c;
-        if (to_bf16) static_cast<bf16*>(dst)[gi] = __float2bfloat16(acc);
-        else static_cast<float*>(dst)[gi] = acc;
-      }
-    }
-  } else {
-    // GDN: row sums, then the reverse cumsum over the 64 rows by warp 0 (lane: rows 2 lane, 2 lane + 1)
-    for (int r = threadIdx.x >> 5; r < Cn; r += kNT / 32) {
-      float rs = 0.f;
-      for (int c = threadIdx.x & 31; c < K; c += 32) rs += s.r1.db[r][c];
-      rs = warp_sum(rs);
-      if ((threadIdx.x & 31) == 0) s.red[r] = rs;
-    }
-    __syncthreads();
-    if (tid < 32) {
-      const auto put_dg = [&](i64 gi, float x) {
-        if (!p.fuse_gate) p.dgv[gi] = x;
-        else store_as(p.dg, p.dg_t, gi, x);
-      };
-      const int r = 2 * tid;
-      const float v0 = r < Cn ? s.red[r] : 0.f, v1 = r + 1 < Cn ? s.red[r + 1] : 0.f;
-      float suf = v0 + v1;  // inclusive suffix sum over lanes tid .. 31
-#pragma unroll
-      for (int o = 1; o < 32; o <<= 1) {
-        const float y = __shfl_down_sync(0xffffffffu, suf, o);
-        if (tid + o < 32) suf += y;
-      }
-      if (r < Cn) put_dg((t0 + r) * p.HV + hv, suf);
-      if (r + 1 < Cn) put_dg((t0 + r + 1) * p.HV + hv, suf - v0);
-    }
-  }
-  if (tid < Cn) {
-    float db = s.dbt[tid];
-    if (!p.fuse_gate) {
-      p.dbp[(t0 + tid) * p.HV + hv] = db;
-    } else {  // post_gate's dbeta: s = beta / beta_mult is the sigmoid post_gate recomputes (beta_mult 1 or 2: exact)
-      if (p.beta_sigmoid) {
-        const float sg = s.beta[tid] / p.beta_mult;
-        db *= p.beta_mult * sg * (1.f - sg);
-      }
-      store_as(p.dbeta, p.dbeta_t, (t0 + tid) * p.HV + hv, db);
-    }
-  }
-  // post_qk fused (one value head per q/k head): dq = r_q (dq - (dq . q_n) q_n), same for dk, from the rows
-  // this CTA left in shared memory (FinInSmem) or wrote above (L2) and its q_n / k_n tiles, in the output dtype. Last, with no barrier before
-  // it: the warps the serial KDA cumsum above leaves idle start their loads while it runs (this kernel has
-  // one CTA per SM); loads in batches of four pieces.
   if (p.fuse_qk) {
     constexpr int Q4 = K / 4, EU = 4, NB = kC * Q4 / kNT / EU;  // float4 pieces per thread: NB batches of EU
 #pragma unroll 1
@@ -585,6 +606,104 @@ __device__ __forceinline__ void grad_k_v2_finish(const Params& p, const ChunkInf
   }
 }
 
+// After the intra-chunk terms (either form): the bL terms, the reverse cumsum -> dg, dbeta, the fused post_qk.
+// FinInSmem: the intra terms left the final dq_e / dk_e in shared memory (fin_dq / fin_dk) where post_qk is fused.
+// The pair (K = 256, channels c0 ..): rank 0 (c0 = 0) owns the row outputs (dbeta, GDN's dg) and adds rank 1's
+// partials, which rank 1 stores into rank 0's shared memory before a cluster barrier. Every DSMEM access of the
+// kernel comes before the last cluster barrier (KDA: the one below the bL terms; GDN: the one after the row sums),
+// so a CTA that has passed it may exit while its peer still runs.
+template <int K, bool FinInSmem>
+__device__ __forceinline__ void grad_k_v2_finish(const Params& p, const ChunkInfo& ci, int hv, GradKV2Smem<K>& s, int c0) {
+  using S = GradKV2Smem<K>;
+  constexpr int KS = S::KS;
+  const int tid = threadIdx.x, Cn = ci.Cn;
+  const i64 t0 = ci.t0;
+  const bool row_owner = !S::kPair || c0 == 0;
+  __syncthreads();
+  // last row: the terms through bL, e^bL rowsum(H dh) + colsum(k dk_e); reverse cumsum -> dg
+  if (tid < KS) {
+    const int c = tid;
+    s.r1.db[Cn - 1][c] += __expf(s.bL[c]) * p.hd[(static_cast<i64>(ci.gidx) * p.HV + hv) * K + c0 + c] + s.cs[c];
+  }
+  if constexpr (S::kPair) {
+    // rank 1's dbeta partials (complete: the barrier above) into rank 0, by the threads the bL terms leave idle
+    static_assert(KS + kC <= kNT, "a thread per row past the bL terms' threads");
+    const int r = tid - KS;
+    if (!row_owner && r >= 0 && r < Cn) st_peer(peer_smem(&s.peer_dbt[r], 0), s.dbt[r]);
+    cluster_sync();
+  } else {
+    __syncthreads();
+  }
+  // the reverse cumsum -> dg: KDA a thread per column, serially over the rows; GDN warp 0 scans the 64 row
+  // sums. Where the gate is given, dg is written in the output dtype (post_gate's work, which then does
+  // not run; KDA: f32 or bf16 dg), else as the fp32 dgv that post_gate reads. One loop body with a uniform
+  // branch (three specialised loops cost grad_k 0.5 ms at B1_T8192_H96: its code is near the i-cache's size).
+  if (p.kda) {
+    if (tid < KS) {
+      const int c = tid;
+      void* dst = p.fuse_gate ? p.dg : p.dgv;
+      const bool to_bf16 = p.fuse_gate && p.dg_t == 2;
+      float acc = 0.f;
+      for (int r = Cn - 1; r >= 0; --r) {
+        acc += s.r1.db[r][c];
+        const i64 gi = ((t0 + r) * p.HV + hv) * K + c0 + c;
+        if (to_bf16) static_cast<bf16*>(dst)[gi] = __float2bfloat16(acc);
+        else static_cast<float*>(dst)[gi] = acc;
+      }
+    }
+  } else {
+    // GDN: row sums, then the reverse cumsum over the 64 rows by warp 0 (lane: rows 2 lane, 2 lane + 1); the pair:
+    // rank 1's row sums into rank 0's peer_red, rank 0's total = its sum + rank 1's
+    for (int r = threadIdx.x >> 5; r < Cn; r += kNT / 32) {
+      float rs = 0.f;
+      for (int c = threadIdx.x & 31; c < KS; c += 32) rs += s.r1.db[r][c];
+      rs = warp_sum(rs);
+      if ((threadIdx.x & 31) == 0) {
+        if (row_owner) s.red[r] = rs;
+        else st_peer(peer_smem(&s.peer_red[r], 0), rs);
+      }
+    }
+    if constexpr (S::kPair) cluster_sync();
+    else __syncthreads();
+    const auto row_sum = [&](int r) {
+      if constexpr (S::kPair) return s.red[r] + s.peer_red[r];
+      else return s.red[r];
+    };
+    if (row_owner && tid < 32) {
+      const auto put_dg = [&](i64 gi, float x) {
+        if (!p.fuse_gate) p.dgv[gi] = x;
+        else store_as(p.dg, p.dg_t, gi, x);
+      };
+      const int r = 2 * tid;
+      const float v0 = r < Cn ? row_sum(r) : 0.f, v1 = r + 1 < Cn ? row_sum(r + 1) : 0.f;
+      float suf = v0 + v1;  // inclusive suffix sum over lanes tid .. 31
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) {
+        const float y = __shfl_down_sync(0xffffffffu, suf, o);
+        if (tid + o < 32) suf += y;
+      }
+      if (r < Cn) put_dg((t0 + r) * p.HV + hv, suf);
+      if (r + 1 < Cn) put_dg((t0 + r + 1) * p.HV + hv, suf - v0);
+    }
+  }
+  if (row_owner && tid < Cn) {
+    float db = s.dbt[tid];
+    if constexpr (S::kPair) db += s.peer_dbt[tid];
+    if (!p.fuse_gate) {
+      p.dbp[(t0 + tid) * p.HV + hv] = db;
+    } else {  // post_gate's dbeta: s = beta / beta_mult is the sigmoid post_gate recomputes (beta_mult 1 or 2: exact)
+      if (p.beta_sigmoid) {
+        const float sg = s.beta[tid] / p.beta_mult;
+        db *= p.beta_mult * sg * (1.f - sg);
+      }
+      store_as(p.dbeta, p.dbeta_t, (t0 + tid) * p.HV + hv, db);
+    }
+  }
+  if constexpr (S::kFuseQk) grad_k_v2_post_qk<K, FinInSmem>(p, ci, hv, s);
+}
+
+// Grid (chunks, HV); at K = 256 (GradKV2Smem<K>::kPair) (2 * chunks, HV) in clusters of (2, 1, 1): blockIdx.x =
+// 2 chunk + rank, rank = the cluster rank, owning the channels c0 = 128 rank .. (the CTA pair, above).
 template <int K, class Tail>
 __global__ void __launch_bounds__(kNT, 1) grad_k_v2_kernel(const Params p) {
   // the SIMT kernels' float array: declared through a byte array, the inlined intra loop spilled (seen
@@ -592,10 +711,12 @@ __global__ void __launch_bounds__(kNT, 1) grad_k_v2_kernel(const Params p) {
   extern __shared__ float sm[];
   using S = GradKV2Smem<K>;
   auto& s = *reinterpret_cast<S*>(sm);
-  constexpr int FP = S::FP, NK = K / 16, QV = K / 4;
+  constexpr bool kPair = S::kPair;
+  constexpr int KS = S::KS, FP = S::FP, NK = KS / 16, QV = KS / 4;
   const int hv = blockIdx.y, h = hv / p.G, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-  const int wr = warp & 3, m0 = 16 * wr, n0 = 32 * (warp >> 2), nk0 = (K / 2) * (warp >> 2);
-  const ChunkInfo ci = chunk_info(p, blockIdx.x);
+  const int wr = warp & 3, m0 = 16 * wr, n0 = 32 * (warp >> 2), nk0 = (KS / 2) * (warp >> 2);
+  const int rank = kPair ? cluster_rank() : 0, c0 = KS * rank;  // the CTA's first global channel
+  const ChunkInfo ci = chunk_info(p, kPair ? blockIdx.x >> 1 : blockIdx.x);
   const i64 t0 = ci.t0;
   const int Cn = ci.Cn;  // >= 1: the chunk table holds only non-empty chunks
   const auto row = [&](int r) { return (t0 + r) * p.HV + hv; };
@@ -604,18 +725,21 @@ __global__ void __launch_bounds__(kNT, 1) grad_k_v2_kernel(const Params p) {
   // ---- every load at once. cp.async: q, k (zero past Cn; qk_inline: the bf16 rows into r2's space, free until
   // kgb, normalised into the tiles by the thread that staged them before the first barrier), KDA b (rows past
   // Cn = the last valid row), dAqk and dTv (zero past Cn).
-  static_assert(sizeof(typename S::R2) >= 2 * kC * K * sizeof(bf16), "grad_k_v2: r2 holds the q / k staging");
+  // (K = 256: no qk_inline, the host runs prep_qk_v2)
   bf16* const qk_stage = reinterpret_cast<bf16*>(&s.r2);
-  if (p.qk_inline) InlineQkRows<K>::stage(p, qk_stage, t0, Cn, h, tid);
+  if constexpr (S::kFuseQk) {
+    static_assert(sizeof(typename S::R2) >= 2 * kC * K * sizeof(bf16), "grad_k_v2: r2 holds the q / k staging");
+    if (p.qk_inline) InlineQkRows<K>::stage(p, qk_stage, t0, Cn, h, tid);
+  }
 #pragma unroll 4
   for (int i = tid; i < kC * QV; i += kNT) {
     const int r = i / QV, c4 = 4 * (i % QV), rc = min(r, Cn - 1);
-    if (!p.qk_inline) {
-      const i64 src = ((t0 + rc) * p.H + h) * K + c4;
+    if (!S::kFuseQk || !p.qk_inline) {
+      const i64 src = ((t0 + rc) * p.H + h) * K + c0 + c4;
       cuda_util::cp_async16(&s.q[r][c4], p.qn + src, r < Cn);
       cuda_util::cp_async16(&s.k[r][c4], p.kn + src, r < Cn);
     }
-    if (kda) cuda_util::cp_async16(&s.b[r][c4], p.b + row(rc) * K + c4, true);
+    if (kda) cuda_util::cp_async16(&s.b[r][c4], p.b + row(rc) * K + c0 + c4, true);
   }
 #pragma unroll 4
   for (int i = tid; i < kC * 16; i += kNT) {
@@ -634,7 +758,7 @@ __global__ void __launch_bounds__(kNT, 1) grad_k_v2_kernel(const Params p) {
       const int r = m0 + g + 8 * hf;
 #pragma unroll
       for (int nt = 0; nt < NK; ++nt) {
-        const i64 x = row(r) * K + nk0 + 8 * nt + 2 * t;
+        const i64 x = row(r) * K + c0 + nk0 + 8 * nt + 2 * t;
         pq[nt][hf] = r < Cn ? ld2(p.dqe + x) : make_float2(0.f, 0.f);
         pk[nt][hf] = r < Cn ? ld2(p.dke + x) : make_float2(0.f, 0.f);  // still the pure inter part dk_e
       }
@@ -646,7 +770,7 @@ __global__ void __launch_bounds__(kNT, 1) grad_k_v2_kernel(const Params p) {
 #pragma unroll
     for (int u = 0; u < PD; ++u) {
       const int i = tid + u * kNT, r = i / QV, c = 4 * (i % QV);
-      wd[u] = r < Cn ? ld4(p.dw + row(r) * K + c) : kZero4;
+      wd[u] = r < Cn ? ld4(p.dw + row(r) * K + c0 + c) : kZero4;
     }
 #pragma unroll
     for (int u = 0; u < PT; ++u) {
@@ -656,9 +780,9 @@ __global__ void __launch_bounds__(kNT, 1) grad_k_v2_kernel(const Params p) {
     float bt = 0.f, dbt = 0.f;
     if (tid < kC && tid < Cn) {
       bt = p.bt[row(tid)];
-      dbt = p.dbp[row(tid)];
+      if (rank == 0) dbt = p.dbp[row(tid)];  // the pair: grad_v's part counted once, in the row owner's sums
     }
-    float bg = 0.f;  // GDN: thread (row tid / 4, columns (tid % 4) K / 4 ..)
+    float bg = 0.f;  // GDN: thread (row tid / 4, columns (tid % 4) KS / 4 ..)
     if (!kda) bg = p.b[row(min(tid >> 2, Cn - 1))];
 #pragma unroll
     for (int u = 0; u < PD; ++u) {
@@ -673,22 +797,24 @@ __global__ void __launch_bounds__(kNT, 1) grad_k_v2_kernel(const Params p) {
     if (tid < kC) {
       s.beta[tid] = bt;
       s.dbt[tid] = dbt;
-      s.oq[tid] = s.ok[tid] = 0.f;
+      if constexpr (S::kFuseQk) s.oq[tid] = s.ok[tid] = 0.f;
     }
-    if (tid < K) s.cs[tid] = 0.f;
+    if (tid < KS) s.cs[tid] = 0.f;
     if (!kda) {
       const float4 b4 = make_float4(bg, bg, bg, bg);
 #pragma unroll
-      for (int c = 0; c < K / 4; c += 4) *reinterpret_cast<float4*>(&s.b[tid >> 2][(tid & 3) * (K / 4) + c]) = b4;
+      for (int c = 0; c < KS / 4; c += 4) *reinterpret_cast<float4*>(&s.b[tid >> 2][(tid & 3) * (KS / 4) + c]) = b4;
     }
   }
   cuda_util::cp_async_wait_all();
-  if (p.qk_inline) InlineQkRows<K>::store_staged(p, qk_stage, s.q, s.k, t0, Cn, h, tid);
+  if constexpr (S::kFuseQk) {
+    if (p.qk_inline) InlineQkRows<K>::store_staged(p, qk_stage, s.q, s.k, t0, Cn, h, tid);
+  }
   __syncthreads();
-  if (tid < K) s.bL[tid] = s.b[Cn - 1][tid];  // read in the tail, after several barriers
+  if (tid < KS) s.bL[tid] = s.b[Cn - 1][tid];  // read in the tail, after several barriers
   // kgb = k e^b (GDN: b is the broadcast scalar cumsum)
-  for (int i = tid; i < kC * K / 2; i += kNT) {
-    const int r = i / (K / 2), c = 2 * (i % (K / 2));
+  for (int i = tid; i < kC * KS / 2; i += kNT) {
+    const int r = i / (KS / 2), c = 2 * (i % (KS / 2));
     const float2 kv = ld2(&s.k[r][c]), bv = ld2(&s.b[r][c]);
     std::uint32_t hi, lo;
     cuda_util::pack_bf16_split(kv.x * __expf(bv.x), kv.y * __expf(bv.y), hi, lo);
@@ -701,7 +827,27 @@ __global__ void __launch_bounds__(kNT, 1) grad_k_v2_kernel(const Params p) {
   float acc[4][4] = {};
   if (!upper)
     warp_mma_split<4, false, true>(acc, &s.r1.dw[0][0][0], &s.r1.dw[1][0][0], FP, m0, &s.r2.kgb[0][0][0], &s.r2.kgb[1][0][0], FP,
-                                   n0, 0, K / 16, lane);
+                                   n0, 0, KS / 16, lane);
+  if constexpr (kPair) {
+    // the sum over K: this CTA's partial into r2 (past dT and X) in the warps' fragment order, the peer's (the same
+    // warp and lane hold the same elements there) added to it; P0 + P1 in both CTAs (fp addition commutes)
+    float4 (*const part)[32] = s.r2.pair.part[warp];
+    __syncthreads();  // kgb is consumed
+    if (!upper) {
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt) part[nt][lane] = make_float4(acc[nt][0], acc[nt][1], acc[nt][2], acc[nt][3]);
+    }
+    cluster_sync();  // both partials are written
+    if (!upper) {
+      const std::uint32_t peer = peer_smem(&part[0][lane], rank ^ 1);
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt) {
+        const float4 x = ld4_peer(peer + nt * 32 * sizeof(float4));
+        acc[nt][0] += x.x, acc[nt][1] += x.y, acc[nt][2] += x.z, acc[nt][3] += x.w;
+      }
+    }
+    cluster_arrive();  // done with the peer's partial; waited for before the transposes go over this CTA's
+  }
 #pragma unroll
   for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
@@ -711,7 +857,7 @@ __global__ void __launch_bounds__(kNT, 1) grad_k_v2_kernel(const Params p) {
         const int r = m0 + g + 8 * hf, j = n0 + 8 * nt + 2 * t + e;
         acc[nt][2 * hf + e] = (j < r && r < Cn) ? (acc[nt][2 * hf + e] + s.dAkk[r][j]) * s.beta[j] : 0.f;
       }
-  __syncthreads();  // kgb is consumed
+  if constexpr (!kPair) __syncthreads();  // kgb is consumed (the pair: above)
   store_split<4, 72>(&s.r2.dT[0][0][0], &s.r2.dT[1][0][0], acc, m0, n0, lane);
   __syncthreads();
   // X = Tinv^T dT (Tinv^T[r][m] = 0 for m < r: k16 steps from the warp's row block on) and
@@ -751,7 +897,7 @@ __global__ void __launch_bounds__(kNT, 1) grad_k_v2_kernel(const Params p) {
             db[e] = q2[e] * dq2[e] - kv * dk2[e] + kgb * d * br;
             nd[e] = dk2[e] + d * eb * br;
           }
-          st2(p.dke + row(r) * K + c, nd[0], nd[1]);  // dk partial (per value head)
+          st2(p.dke + row(r) * K + c0 + c, nd[0], nd[1]);  // dk partial (per value head)
         }
         st2(&s.r1.db[r][c], db[0], db[1]);
       }
@@ -792,6 +938,7 @@ __global__ void __launch_bounds__(kNT, 1) grad_k_v2_kernel(const Params p) {
       const int r = m0 + g + 8 * hf, c = n0 + 8 * nt + 2 * t;
       st2(&s.dAkk[r][c], c < r ? -acc[nt][2 * hf] : 0.f, c + 1 < r ? -acc[nt][2 * hf + 1] : 0.f);  // even pitch: 8-byte aligned
     }
+  if constexpr (kPair) cluster_wait();  // the peer has read this CTA's dT partial, which dAkk^T goes over
   __syncthreads();  // X is consumed: dA^T and dAkk^T go over it
   // lane x (+32) reads a float4 of row x (conflict-free at pitch 68) and writes four transposed scalars
   // (consecutive x: conflict-free)
@@ -803,23 +950,32 @@ __global__ void __launch_bounds__(kNT, 1) grad_k_v2_kernel(const Params p) {
     s.r2.tr.dAkkt[j4][x] = l.x, s.r2.tr.dAkkt[j4 + 1][x] = l.y, s.r2.tr.dAkkt[j4 + 2][x] = l.z, s.r2.tr.dAkkt[j4 + 3][x] = l.w;
   }
   __syncthreads();
-  if constexpr (kSimt) grad_k_intra_simt<K>(p, ci, hv, s);
-  else grad_k_intra_tc<K, std::is_same_v<Tail, TailTcScalarGate>>(p, ci, hv, s, dkgb);
-  grad_k_v2_finish<K, !kSimt>(p, ci, hv, s);
+  if constexpr (kSimt) grad_k_intra_simt<K>(p, ci, hv, s, c0);
+  else grad_k_intra_tc<K, std::is_same_v<Tail, TailTcScalarGate>>(p, ci, hv, s, dkgb, c0);
+  grad_k_v2_finish<K, !kSimt>(p, ci, hv, s, c0);
 }
 
 // ---------------------------------------------------------------------------------------------
 // P / E1, second versions prep_qk_v2<K> / post_qk_v2<K> (default; LINA_DELTA_BWD_QK=old selects
-// prep_qk_kernel / post_qk_kernel). Same math; lane owns the CPL = K / 32 consecutive channels
-// CPL lane .. (one vector load / store per tensor instead of CPL scalar ones) and q and k (dq_e and
+// prep_qk_kernel / post_qk_kernel; at K = 256 they always run: grad_k_v2 fuses neither there). Same math; lane
+// owns the CPL = K / 32 consecutive channels CPL lane .. (one vector load / store per tensor, two fp32 ones at K = 256,
+// instead of CPL scalar ones) and q and k (dq_e and
 // dk_e) are loaded together, so twice the bytes are in flight per warp. Needs 16-byte aligned q, k,
 // dq, dk (q and k are, by the front door's refusal; for dq, dk the old kernels run otherwise).
 template <int CPL>
 __device__ __forceinline__ void load_lane(float (&x)[CPL], const void* src, int dtype, i64 i) {
-  static_assert(CPL == 2 || CPL == 4, "K in {64, 128}");
+  static_assert(CPL == 2 || CPL == 4 || CPL == 8, "K in {64, 128, 256}");
   if (dtype == 2) {
     const bf16* s = static_cast<const bf16*>(src) + i;
-    if constexpr (CPL == 4) {
+    if constexpr (CPL == 8) {
+      const uint4 u = *reinterpret_cast<const uint4*>(s);
+      const std::uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float2 a = cuda_util::unpack_bf16(w[e]);
+        x[2 * e] = a.x, x[2 * e + 1] = a.y;
+      }
+    } else if constexpr (CPL == 4) {
       const uint2 u = *reinterpret_cast<const uint2*>(s);
       const float2 a = cuda_util::unpack_bf16(u.x), b = cuda_util::unpack_bf16(u.y);
       x[0] = a.x, x[1] = a.y, x[2] = b.x, x[3] = b.y;
@@ -829,7 +985,10 @@ __device__ __forceinline__ void load_lane(float (&x)[CPL], const void* src, int 
     }
   } else if (dtype == 1) {
     const float* s = static_cast<const float*>(src) + i;
-    if constexpr (CPL == 4) {
+    if constexpr (CPL == 8) {
+      const float4 a = ld4(s), b = ld4(s + 4);
+      x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w, x[4] = b.x, x[5] = b.y, x[6] = b.z, x[7] = b.w;
+    } else if constexpr (CPL == 4) {
       const float4 a = ld4(s);
       x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w;
     } else {
@@ -844,7 +1003,10 @@ __device__ __forceinline__ void load_lane(float (&x)[CPL], const void* src, int 
 
 template <int CPL>
 __device__ __forceinline__ void ld_lane(float (&x)[CPL], const float* s) {
-  if constexpr (CPL == 4) {
+  if constexpr (CPL == 8) {
+    const float4 a = ld4(s), b = ld4(s + 4);
+    x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w, x[4] = b.x, x[5] = b.y, x[6] = b.z, x[7] = b.w;
+  } else if constexpr (CPL == 4) {
     const float4 a = ld4(s);
     x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w;
   } else {
@@ -946,15 +1108,23 @@ __global__ void post_qk_v2_kernel(const Params p) {
 // Gen (inputs not all bf16): H_n has its lo plane, dO and v of any dtype come through registers as hi + lo planes
 // (after the sub-tile's barrier, one more barrier: the slow path), every product runs three terms, and two
 // buffers take ~142 KB at K = 128 (one CTA per SM). The grid
-// splits K in halves (blockIdx.x = 2 chunk + kh; the pair shares dO / v_new / dvn / v through L2): CTA kh owns
-// the columns k0 = kh K/2 .. of dq_e, dw, dk_e, hd, and kh = 0 also dAqk, kh = 1 dTv, dv and dbeta's v part. One
+// splits K in NKP parts of KH columns (blockIdx.x = NKP chunk + kh; the CTAs of a chunk share dO / v_new / dvn / v
+// through L2): halves at K = 64 and 128, 64-column quarters at K = 256 (a 128-column half would double the
+// accumulators past the 128-register cap of two CTAs per SM). CTA kh owns the columns k0 = kh KH .. of dq_e, dw,
+// dk_e, hd, and kh = 0 also dAqk, kh = 1 dTv, dv and dbeta's v part (Tinv); kh >= 2 only the K-column products. One
 // pass over V in 32-column sub-tiles, two buffers: sub-tile c + 1's loads fly during c's products.
 constexpr int kGvCols = 32;  // V columns per sub-tile
 constexpr int kGvP = 40;     // bf16 pitch of the sub-tiles (80-byte rows: ldmatrix and cp.async conflict-free)
 
+// CTAs per (chunk, value head): the host launches grid (grad_v4_parts<K>() * chunks, HV)
+template <int K>
+constexpr int grad_v4_parts() {
+  return K > 128 ? K / 64 : 2;
+}
+
 template <int K, bool Gen>
 struct GradV4Smem {
-  static constexpr int KH = K / 2, NP = Gen ? 2 : 1;  // planes of H, dO and v
+  static constexpr int KH = K / grad_v4_parts<K>(), NP = Gen ? 2 : 1;  // planes of H, dO and v
   struct Stage {
     alignas(16) bf16 H[NP][KH][kGvP];  // H_n rows k0 .., sub-tile columns (hi, Gen: lo)
     alignas(16) bf16 D[2][KH][kGvP];   // dh[n] hi, lo
@@ -971,6 +1141,8 @@ struct GradV4Smem {
 };
 static_assert(sizeof(GradV4Smem<128, false>) <= 113 * 1024, "grad_v4<128>: two CTAs per SM");
 static_assert(sizeof(GradV4Smem<128, true>) <= 227 * 1024, "grad_v4<128, Gen> over the sm_90 limit");
+static_assert(sizeof(GradV4Smem<256, false>) <= 113 * 1024, "grad_v4<256>: two CTAs per SM");
+static_assert(sizeof(GradV4Smem<256, true>) <= 227 * 1024, "grad_v4<256, Gen> over the sm_90 limit");
 
 template <int K, bool Gen>
 constexpr size_t grad_v4_smem() {
@@ -982,12 +1154,17 @@ __global__ void __launch_bounds__(kNT, 2) grad_v4_kernel(const Params p) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   using S = GradV4Smem<K, Gen>;
   auto& s = *reinterpret_cast<S*>(smem_raw);
-  constexpr int KH = S::KH, NTK = KH / 16;  // n8 tiles of a warp's KH/2 columns
-  const int kh = blockIdx.x & 1, hv = blockIdx.y, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2,
+  constexpr int KH = S::KH, NTK = KH / 16, NKP = grad_v4_parts<K>();  // n8 tiles of a warp's KH/2 columns; parts
+  static_assert(NKP == 2 || NKP == 4, "K parts: a power of two");
+  const int kh = blockIdx.x & (NKP - 1), hv = blockIdx.y, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2,
             t = lane & 3;
   const int k0 = kh * KH;
   const int m0 = 16 * (warp & 3), nk0 = (KH / 2) * (warp >> 2), n64 = 32 * (warp >> 2), nv0 = 16 * (warp >> 2);
-  const ChunkInfo ci = chunk_info(p, blockIdx.x >> 1);
+  const ChunkInfo ci = chunk_info(p, blockIdx.x / NKP);
+  // the 64 x 64 product aX: kh 0 dAqk, kh 1 dTv, none for kh >= 2 (NKP == 2: every CTA has one)
+  const bool has_aX = NKP == 2 || kh < 2;
+  // KDA: the CTAs without Tinv (kh != 1) stage their gate cumsum columns in T's space
+  const auto gate_in_smem = [&] { return NKP == 2 ? kh == 0 : kh != 1; };
   const i64 t0 = ci.t0;
   const int Cn = ci.Cn, V = p.V;
   const bf16* Hg = p.Hs + ((static_cast<i64>(ci.gidx) * p.HV + hv) * K + k0) * V;
@@ -1020,9 +1197,9 @@ __global__ void __launch_bounds__(kNT, 2) grad_v4_kernel(const Params p) {
       if (!Gen && kh == 1) cuda_util::cp_async16(&st.v[0][r][c8], vin + o, ok);
     }
   };
-  // KDA, kh 0 (no T): the gate cumsum of the CTA's K half for the epilogue in T's space, in the first load group; pitch
-  // KH + 8: (g, t) float2 reads conflict-free. kh 1 reads it from L2 / HBM in the epilogue (staging it after the loop
-  // spilled at the 128-register cap)
+  // KDA, kh != 1 (no T): the gate cumsum of the CTA's K columns for the epilogue in T's space, in the first load group;
+  // pitch KH + 8: (g, t) float2 reads conflict-free. kh 1 reads it from L2 / HBM in the epilogue (staging it after the
+  // loop spilled at the 128-register cap)
   float (*const gb)[KH + 8] = reinterpret_cast<float (*)[KH + 8]>(&s.T[0][0][0]);
   static_assert(sizeof(float) * kC * (KH + 8) <= sizeof(S::T), "the gate cumsum fits T's space");
   const auto stage_gate = [&] {
@@ -1032,7 +1209,7 @@ __global__ void __launch_bounds__(kNT, 2) grad_v4_kernel(const Params p) {
     }
   };
   issue(s.st[0], 0);
-  if (p.kda && kh == 0) stage_gate();
+  if (p.kda && gate_in_smem()) stage_gate();
   cuda_util::cp_async_commit();
   if (!p.kda && tid < kC) s.bs[tid] = tid < Cn ? p.b[(t0 + tid) * p.HV + hv] : 0.f;
   if (kh == 1) {  // Tinv planes, beta
@@ -1137,7 +1314,7 @@ __global__ void __launch_bounds__(kNT, 2) grad_v4_kernel(const Params p) {
       products(aq, &st.dO[0][0][0], dOl, &st.H[0][0][0], Hl, nk0, NtK{});                         // dq_e += dO H^T
       products(aw, &st.dvn[0][0][0], &st.dvn[1][0][0], &st.H[0][0][0], Hl, nk0, NtK{});             // dw += dvn H^T
       if (kh == 0) products(aX, &st.dO[0][0][0], dOl, &st.vn[0][0][0], &st.vn[1][0][0], n64, Nt4{});  // dAqk += dO v_new^T
-      else products(aX, &st.dvn[0][0][0], &st.dvn[1][0][0], &st.v[0][0][0], vl, n64, Nt4{});          // dTv += dvn v^T
+      else if (has_aX) products(aX, &st.dvn[0][0][0], &st.dvn[1][0][0], &st.v[0][0][0], vl, n64, Nt4{});  // dTv += dvn v^T
     }
     if (kh == 1) {  // dvb = Tinv^T dvn (rows r only meet m >= r); dv = dvb beta; dbeta += rowsum(dvb v)
       float acc[2][4] = {};
@@ -1180,10 +1357,10 @@ __global__ void __launch_bounds__(kNT, 2) grad_v4_kernel(const Params p) {
     __syncthreads();  // dbeta's row sums are complete
     if (tid < Cn) p.dbp[(t0 + tid) * p.HV + hv] = s.dbp[tid];
   }
-  // the gate cumsum: GDN's scalars and kh 0's KDA rows from shared memory, kh 1's KDA rows from L2 / HBM
+  // the gate cumsum: GDN's scalars and the staged KDA rows (kh != 1) from shared memory, kh 1's KDA rows from L2 / HBM
   const i64 bLrow = (t0 + Cn - 1) * p.HV + hv;
   const auto gate2 = [&](i64 row, int r, int cl) {
-    return !p.kda ? make_float2(s.bs[r], s.bs[r]) : kh == 0 ? ld2(&gb[r][cl]) : ld2(p.b + row * K + k0 + cl);
+    return !p.kda ? make_float2(s.bs[r], s.bs[r]) : gate_in_smem() ? ld2(&gb[r][cl]) : ld2(p.b + row * K + k0 + cl);
   };
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) {
@@ -1198,6 +1375,7 @@ __global__ void __launch_bounds__(kNT, 2) grad_v4_kernel(const Params p) {
       st2(p.dqe + row * K + c, p.scale * __expf(br.x) * aq[nt][2 * hf], p.scale * __expf(br.y) * aq[nt][2 * hf + 1]);
       st2(p.dw + row * K + c, -aw[nt][2 * hf], -aw[nt][2 * hf + 1]);
     }
+    if (!has_aX) continue;
 #pragma unroll
     for (int nt = 0; nt < 4; ++nt) {
       const int c = n64 + nt * 8 + 2 * t;

@@ -47,6 +47,7 @@ struct PrepV2Smem {
 };
 static_assert(sizeof(PrepV2Smem<128>) <= 113 * 1024, "chunk_prep_v2<128>: two CTAs per SM");
 static_assert(sizeof(PrepV2Smem<64>) <= 113 * 1024, "chunk_prep_v2<64>: two CTAs per SM");
+static_assert(sizeof(PrepV2Smem<256>) <= 227 * 1024, "chunk_prep_v2<256>: one CTA per SM");
 static_assert(sizeof(PrepV2Smem<64>::R3) >= kC * 64 * 4 && sizeof(PrepV2Smem<128>::R3) >= kC * 128 * 4,
               "chunk_prep_v2: b's space holds a raw f32 gate tile");
 
@@ -110,8 +111,9 @@ __device__ __forceinline__ void load_strided(float (&x)[N], const void* src, int
   }
 }
 
+// Two CTAs per SM up to K = 128; one at K = 256 (its fp32 [64][K + 8] tiles take ~200 KB).
 template <int K>
-__global__ void __launch_bounds__(kNT, 2) chunk_prep_v2_kernel(const Params p) {
+__global__ void __launch_bounds__(kNT, K == 256 ? 1 : 2) chunk_prep_v2_kernel(const Params p) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   auto& s = *reinterpret_cast<PrepV2Smem<K>*>(smem_raw);
   constexpr int KB = K + 8;
@@ -124,7 +126,8 @@ __global__ void __launch_bounds__(kNT, 2) chunk_prep_v2_kernel(const Params p) {
   // ---- loads: q, k (fp32 scratch rows, cp.async, zero-filled past Cn; or qk_inline: the bf16 rows into
   // registers, normalised into the tiles below), beta, raw gate
   InlineQkRows<K> qkr;
-  if (p.qk_inline) {
+  constexpr bool kInlineQk = K <= 128;  // the host never asks for it at K = 256 (choose_fusions)
+  if (kInlineQk && p.qk_inline) {
     qkr.issue(p, t0, Cn, h, tid);
   } else {
     constexpr int QV = K / 4;  // 16-byte pieces per row
@@ -152,7 +155,7 @@ __global__ void __launch_bounds__(kNT, 2) chunk_prep_v2_kernel(const Params p) {
   cuda_util::cp_async_commit();
   float bt = 0.f;
   if (tid < kC && tid < Cn) bt = load_as_float(p.beta, p.beta_t, (t0 + tid) * p.HV + hv);
-  if (p.qk_inline) qkr.store(p, s.r1.q, s.r2.k, t0, Cn, h, tid, true);  // read after the barrier below
+  if (kInlineQk && p.qk_inline) qkr.store(p, s.r1.q, s.r2.k, t0, Cn, h, tid, true);  // read after the barrier below
   const float decay_a = (p.gate_mode != kGateGiven && p.has_A_log) ? __expf(p.A_log[hv]) : 1.f;
   if (p.kda) {
     // column c = tid / NS in NS row segments of RR rows held by adjacent lanes
