@@ -94,36 +94,14 @@ struct TailTcScalarGate {};
 //  - the row sums (dbeta, GDN's dg before its reverse cumsum): rank 1 stores its partials into rank 0's shared
 //    memory (peer_dbt, peer_red), rank 0 adds them to its own and writes the row outputs.
 // No fused post_qk / inline q, k there (the host runs prep_qk_v2 / post_qk_v2: p.fuse_qk = p.qk_inline = 0).
-// The cluster's rank, barrier (every thread of both CTAs arrives once per phase, from converged warps: .aligned;
-// arrive releases this thread's earlier memory accesses, wait acquires the peer's) and the peer's shared memory
-// (32-bit shared::cluster addresses).
-__device__ __forceinline__ int cluster_rank() {
-  std::uint32_t r;
-  asm("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return static_cast<int>(r);
-}
-__device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void cluster_sync() {
-  cluster_arrive();
-  cluster_wait();
-}
-__device__ __forceinline__ std::uint32_t peer_smem(const void* local, int rank) {
-  std::uint32_t a;
-  asm("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(a) : "r"(cuda_util::smem_u32(local)), "r"(rank));
-  return a;
-}
-__device__ __forceinline__ float4 ld4_peer(std::uint32_t a) {
-  float4 x;
-  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
-               : "=f"(x.x), "=f"(x.y), "=f"(x.z), "=f"(x.w)
-               : "r"(a)
-               : "memory");
-  return x;
-}
-__device__ __forceinline__ void st_peer(std::uint32_t a, float x) {
-  asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(a), "f"(x) : "memory");
-}
+// The cluster primitives: ops/common/cuda/cluster_pair.cuh.
+using cuda_util::cluster_arrive;
+using cuda_util::cluster_rank;
+using cuda_util::cluster_sync;
+using cuda_util::cluster_wait;
+using cuda_util::ld4_peer;
+using cuda_util::peer_smem;
+using cuda_util::st_peer;
 
 template <int K>
 struct GradKV2Smem {

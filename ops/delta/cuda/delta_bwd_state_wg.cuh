@@ -170,7 +170,7 @@ __global__ void __launch_bounds__(256, 1) state_fwd_wg_kernel(const Params p) {
     if constexpr (CL > 1) s.xc.init();
     cuda_util::mbar_init_fence();
   }
-  if constexpr (CL > 1) cuda_util::cluster_barrier();  // the peer's exchange barrier is initialised before any send
+  if constexpr (CL > 1) cuda_util::cluster_sync();  // the peer's exchange barrier is initialised before any send
   else __syncthreads();
 
   if (role == 1) {  // ---- producer: w, kg, e^bL by bulk copy (thread 0), u by cp.async (all 128)
@@ -276,7 +276,7 @@ __global__ void __launch_bounds__(256, 1) state_fwd_wg_kernel(const Params p) {
     wgb::fence_regs<16>(&vl[0][0]);
     cuda_util::mbar_arrive(&s.empty[b]);
   }
-  if constexpr (CL > 1) cuda_util::cluster_barrier();  // the peer's last exchange is done before this CTA's memory goes
+  if constexpr (CL > 1) cuda_util::cluster_sync();  // the peer's last exchange is done before this CTA's memory goes
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -342,7 +342,7 @@ __global__ void __launch_bounds__(256, 1) state_bwd_wg_kernel(const Params p) {
     if constexpr (CL > 1) s.xc.init();
     cuda_util::mbar_init_fence();
   }
-  if constexpr (CL > 1) cuda_util::cluster_barrier();  // the peer's exchange barrier is initialised before any send
+  if constexpr (CL > 1) cuda_util::cluster_sync();  // the peer's exchange barrier is initialised before any send
   else __syncthreads();
 
   if (role == 1) {  // ---- producer; use number i = nch - 1 - lc. kg, qg, Aqk, e^bL and w by bulk copy
@@ -490,5 +490,5 @@ __global__ void __launch_bounds__(256, 1) state_bwd_wg_kernel(const Params p) {
       p.dh0[sbase + static_cast<i64>(ch) * V + v] = dacc[i];
     }
   }
-  if constexpr (CL > 1) cuda_util::cluster_barrier();  // the peer's last exchange is done before this CTA's memory goes
+  if constexpr (CL > 1) cuda_util::cluster_sync();  // the peer's last exchange is done before this CTA's memory goes
 }
