@@ -17,11 +17,7 @@ wait
   for r in 1 2; do OUT=/tmp timeout 60 $BIN/lina_cuda_delta_check --no-check --op gdn 2>&1 | grep " ms "; done
 } >> $C 2>&1
 cp /tmp/fck.log $OUT/delta_check.log
-head -14 $C
-echo "correctness ${SECONDS}s"
-setup_verify_repo
-verify_op chunk_gdn fwd gdn-fwd 120 | tee -a $C
-echo "verify done ${SECONDS}s"
+verify_after_correctness 14 chunk_gdn:fwd:gdn-fwd
 setup_fla
 S="python3 bench/fla_side_by_side.py --append --budget-s 0.3 --out $OUT/side_gdn_fwd_h200"
 left=$((575 - SECONDS)); timeout $left $S --ops chunk_gdn --modes fwd --gpu-time > /tmp/side.log 2>&1; echo "fwd side-by-side rc=$? at ${SECONDS}s"

@@ -12,11 +12,7 @@ echo > /tmp/san.txt
 wait
 correctness_summary >> $C 2>&1
 cp /tmp/ck.log $OUT/delta_bwd_check.log
-head -8 $C
-echo "correctness ${SECONDS}s"
-setup_verify_repo
-verify_op chunk_gdn fwd gdn-fwd 120 | tee -a $C
-echo "verify done ${SECONDS}s"
+verify_after_correctness 8 chunk_gdn:fwd:gdn-fwd
 setup_fla
 S="python3 bench/fla_side_by_side.py --append --budget-s 0.3 --varlen-tokens 0 --out $OUT/side_kda_fwdbwd_h200"
 for sh in B8_T2048_H32_D256 B8_T1024_H8_D64 B4_T4096_H64_D128; do
