@@ -824,6 +824,7 @@ __global__ void __launch_bounds__(kNT, 1) grad_k_v2_kernel(const Params p) {
         acc[nt][0] += x.x, acc[nt][1] += x.y, acc[nt][2] += x.z, acc[nt][3] += x.w;
       }
     }
+    // (a split barrier: no other cluster barrier may come between this arrive and its wait below)
     cluster_arrive();  // done with the peer's partial; waited for before the transposes go over this CTA's
   }
 #pragma unroll

@@ -48,7 +48,8 @@ struct PrepV2Smem {
 static_assert(sizeof(PrepV2Smem<128>) <= 113 * 1024, "chunk_prep_v2<128>: two CTAs per SM");
 static_assert(sizeof(PrepV2Smem<64>) <= 113 * 1024, "chunk_prep_v2<64>: two CTAs per SM");
 static_assert(sizeof(PrepV2Smem<256>) <= 227 * 1024, "chunk_prep_v2<256>: one CTA per SM");
-static_assert(sizeof(PrepV2Smem<64>::R3) >= kC * 64 * 4 && sizeof(PrepV2Smem<128>::R3) >= kC * 128 * 4,
+static_assert(sizeof(PrepV2Smem<64>::R3) >= kC * 64 * 4 && sizeof(PrepV2Smem<128>::R3) >= kC * 128 * 4 &&
+                  sizeof(PrepV2Smem<256>::R3) >= kC * 256 * 4,
               "chunk_prep_v2: b's space holds a raw f32 gate tile");
 
 template <int K>

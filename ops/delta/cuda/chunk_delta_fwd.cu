@@ -756,18 +756,22 @@ int run(Params prm, const Problem& p, cudaStream_t st) {
       prm.tw = {reinterpret_cast<bf16*>(ws + 3 * b_ck + b_a + b_el), nullptr, nullptr};
       launch_prep(kda_prep_kernel<K>, sizeof(PrepSmem<K>), nch, sms, prm, st, "kda_prep_kernel");
     } else {
+      if constexpr (K >= 128) {  // the prep takes q / k by TMA boxes there (gdn_prep_wg.cuh); the maps are encoded before
+        // the workspace is taken (a refusal leaves nothing allocated), and a box's row coordinate is an int
+        const std::int64_t rows = p.B * p.T;
+        if (rows > INT32_MAX)
+          throw_unsupported("q", std::to_string(rows) + " token rows on the GDN forward's TMA path", "at most 2^31 - 1 rows");
+        prm.tm_q = tensor_map_bf16_rows_heads_cols(prm.q, static_cast<std::uint64_t>(rows), static_cast<std::uint64_t>(p.H),
+                                                   static_cast<std::uint64_t>(K), 64, kC, "q");
+        prm.tm_k = tensor_map_bf16_rows_heads_cols(prm.k, static_cast<std::uint64_t>(rows), static_cast<std::uint64_t>(p.H),
+                                                   static_cast<std::uint64_t>(K), 64, kC, "k");
+      }
       const size_t b_sc = align256(nch * 4 * kC * sizeof(float));
       ws = static_cast<unsigned char*>(workspace_alloc(2 * b_a + b_sc, st, "delta fwd workspace"));
       prm.tw = {reinterpret_cast<bf16*>(ws), reinterpret_cast<bf16*>(ws + b_a), reinterpret_cast<float*>(ws + 2 * b_a)};
       // One warpgroup per CTA, wgmma q k^T / k k^T (gdn_prep_wg.cuh; sixteenth session): H200 B1_T8192_H96_D128 prep
       // 0.364 -> 0.318 ms against the 8-warp mma.sync gdn_thin_prep_kernel it replaced, whole forward 0.766 -> 0.720.
       // q / k reach it as TMA boxes (seventeenth session): prep 0.270 -> 0.243 ms at the same shape
-      if constexpr (K >= 128) {  // the prep takes q / k by TMA boxes there (gdn_prep_wg.cuh)
-        prm.tm_q = tensor_map_bf16_rows_heads_cols(prm.q, static_cast<std::uint64_t>(p.B * p.T), static_cast<std::uint64_t>(p.H),
-                                                   static_cast<std::uint64_t>(K), 64, kC, "q");
-        prm.tm_k = tensor_map_bf16_rows_heads_cols(prm.k, static_cast<std::uint64_t>(p.B * p.T), static_cast<std::uint64_t>(p.H),
-                                                   static_cast<std::uint64_t>(K), 64, kC, "k");
-      }
       bool sequential = false;
       if constexpr (K == 128) {
         sequential = gdn_prep_sequential();
