@@ -1120,9 +1120,11 @@ void launch(Kern kern, dim3 grid, int threads, size_t smem, cudaStream_t st, con
 
 // The same as clusters of `cluster` CTAs along x (thread block clusters; grid.x a multiple of it): the K = 256 kernels,
 // whose CTA pairs split the channels (StateSlice in delta_bwd_state_wg.cuh, grad_k_v2 in chunk_delta_bwd_grad.cuh).
+// cluster = 1 is the plain launch.
 template <class Kern>
 void launch_clusters(Kern kern, dim3 grid, int threads, size_t smem, cudaStream_t st, const Params& prm, const char* name,
                      unsigned cluster) {
+  if (cluster == 1) return launch(kern, grid, threads, smem, st, prm, name);
   if (grid.x == 0 || grid.y == 0) return;
   if (smem > 48 * 1024) cuda_util::set_max_dynamic_smem(kern, static_cast<int>(smem), name);  // once per device
   cudaLaunchConfig_t cfg{};
@@ -1147,10 +1149,10 @@ bool stage_timing() {
 }
 
 // LINA_DELTA_BWD_SIMT=1 runs grad_v (instead of grad_v4) and the SIMT grad_k kernel (instead of grad_k_v2), the
-// comparison for accuracy and time.
-bool simt_chunk_kernels() {
+// comparison for accuracy and time. K = 256 has only the default chunk kernels.
+bool simt_chunk_kernels(int K) {
   static const bool on = cuda_util::env_flag("LINA_DELTA_BWD_SIMT");
-  return on;
+  return on && K <= 128;
 }
 
 // Which prep_qk / post_qk (P, E1) run: 0 = prep_qk_v2 / post_qk_v2 (default); 1 = the previous ones:
@@ -1168,10 +1170,10 @@ void choose_fusions(Params& prm) {
   // the v2 element-wise kernels use vector loads / stores of q, k, dq, dk (K / 32 elements per lane); q, k
   // (and v, g) are 16-byte aligned by the front door's require_aligned16, the outputs may not be
   prm.qk_v2 = qk_variant() == 0 && aligned16(prm.dq) && aligned16(prm.dk);
-  // K = 256 has only the default chunk kernels (grad_v4, grad_k_v2) and no fusions into grad_k_v2, whose CTA pairs
-  // each hold half of a row's channels (the l2norm and its backward need whole rows: prep_qk / post_qk do them)
+  // K = 256 has no fusions into grad_k_v2, whose CTA pairs each hold half of a row's channels (the l2norm and its
+  // backward need whole rows: prep_qk / post_qk do them)
   const bool k256 = prm.K == 256;
-  const bool simt = simt_chunk_kernels() && !k256;
+  const bool simt = simt_chunk_kernels(prm.K);
   // post_qk's work moves into grad_k_v2's tail where one value head owns each q/k head (no GVA sum) and
   // post_qk_v2 would run; not with the SIMT chunk kernels
   prm.fuse_qk = prm.G == 1 && prm.qk_v2 && !simt && !k256;
@@ -1192,7 +1194,7 @@ void run_pipeline(const Params& prm, int total_chunks, cudaStream_t st) {
   cuda_util::StageTimer timer(stage_timing(), st, "delta_bwd");
   auto mark = [&](const char* name) { timer.mark(name); };
   mark("start");
-  const bool qk_v2 = prm.qk_v2 != 0, simt = K <= 128 && simt_chunk_kernels();
+  const bool qk_v2 = prm.qk_v2 != 0, simt = simt_chunk_kernels(K);
   constexpr unsigned kStateCl = StateSlice<K>::CL;  // CTAs per state block (2 at K = 256: the channel halves)
   const dim3 state_grid(seq_grid.x * kStateCl);
   if (!prm.qk_inline) {
@@ -1215,13 +1217,8 @@ void run_pipeline(const Params& prm, int total_chunks, cudaStream_t st) {
   // waves apiece) fill the SMs together. C first: its CTAs run longer.
   const cudaStream_t side = cuda_util::fork_side_stream(st);
   try {
-    if constexpr (kStateCl > 1) {
-      launch_clusters(state_bwd_wg_kernel<K>, state_grid, 256, kStateBwdWgSmem<K>, side, prm, "delta_bwd state_bwd_wg", kStateCl);
-      launch_clusters(state_fwd_wg_kernel<K>, state_grid, 256, kStateFwdWgSmem<K>, st, prm, "delta_bwd state_fwd_wg", kStateCl);
-    } else {
-      launch(state_bwd_wg_kernel<K>, seq_grid, 256, kStateBwdWgSmem<K>, side, prm, "delta_bwd state_bwd_wg");
-      launch(state_fwd_wg_kernel<K>, seq_grid, 256, kStateFwdWgSmem<K>, st, prm, "delta_bwd state_fwd_wg");
-    }
+    launch_clusters(state_bwd_wg_kernel<K>, state_grid, 256, kStateBwdWgSmem<K>, side, prm, "delta_bwd state_bwd_wg", kStateCl);
+    launch_clusters(state_fwd_wg_kernel<K>, state_grid, 256, kStateFwdWgSmem<K>, st, prm, "delta_bwd state_fwd_wg", kStateCl);
   } catch (...) {
     cuda_util::join_side_stream(st, side);  // the scratch is freed on st: nothing may still use it on side
     throw;
@@ -1245,11 +1242,10 @@ void run_pipeline(const Params& prm, int total_chunks, cudaStream_t st) {
     else run(grad_v4_kernel<K, false>, grad_v4_smem<K, false>());
   }
   mark("grad_v");
+  constexpr unsigned kGradKCl = GradKV2Smem<K>::kPair ? 2 : 1;  // CTA pairs over the channel halves at K = 256
   const auto run_grad_k = [&](auto kernel) {
-    if constexpr (K == 256)  // CTA pairs over the channel halves
-      launch_clusters(kernel, dim3(2 * chunk_grid.x, chunk_grid.y), kNT, grad_k_v2_smem<K>(), st, prm, "delta_bwd grad_k", 2);
-    else
-      launch(kernel, chunk_grid, kNT, grad_k_v2_smem<K>(), st, prm, "delta_bwd grad_k");
+    launch_clusters(kernel, dim3(kGradKCl * chunk_grid.x, chunk_grid.y), kNT, grad_k_v2_smem<K>(), st, prm, "delta_bwd grad_k",
+                    kGradKCl);
   };
   if (simt) {
     if constexpr (K <= 128) launch(grad_k_kernel<K>, chunk_grid, kNT, S::D2, st, prm, "delta_bwd grad_k");
