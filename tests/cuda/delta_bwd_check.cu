@@ -388,6 +388,8 @@ int main(int argc, char** argv) {
     c = {"kda varlen H1 HV2 D256 given m1000", true, 1, 0, 1, 2, 256, vl}; c.neg1000 = 0.3; add(c);
     c = {"kda T70 B2 H1 HV2 K256 V128 safe no-h0", true, 2, 70, 1, 2, 256}; c.Dv = 128; c.safe = true; c.h0 = false; add(c);
     c = {"gdn T64 H1 HV1 D256 f32 io no-l2", false, 1, 64, 1, 1, 256}; c.f32io = true; c.l2 = false; add(c);
+    // bf16 without l2norm: chunk_prep_v2 inlines the rows with rq = rk = 1 (no prep_qk at K = 256 with bf16 q / k)
+    c = {"kda T90 H1 HV2 D256 no-l2", true, 1, 90, 1, 2, 256}; c.l2 = false; add(c);
     c = {"kda T80 H1 HV1 D256 dO misaligned (refused)", true, 1, 80, 1, 1, 256}; c.odd_do = true; c.refuse = true; add(c);
     if (!small_only) {
       c = {"kda B2 T1024 H4 HV8 D256 lb gate (gpu ref)", true, 2, 1024, 4, 8, 256}; c.gate = kLowerBound; c.safe = true;

@@ -34,6 +34,16 @@ __device__ __forceinline__ float2 unpack_bf16(std::uint32_t u) {
   return __bfloat1622float2(v);
 }
 
+// Eight bf16 (one 16-byte piece) as fp32, in order.
+__device__ __forceinline__ void unpack_bf16x8(uint4 u, float (&x)[8]) {
+  const std::uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const float2 a = unpack_bf16(w[e]);
+    x[2 * e] = a.x, x[2 * e + 1] = a.y;
+  }
+}
+
 // The same values as unpack_bf16 from bit operations (one instruction per element; the generic
 // conversion spends a PRMT and a shift on the high half). bf16 -> fp32 is exact either way.
 __device__ __forceinline__ float2 unpack_bf16_bits(std::uint32_t u) {

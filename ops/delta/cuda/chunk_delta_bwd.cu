@@ -2,8 +2,9 @@
 //
 // The CPU chunked backward (ops/delta/cpu_kernels.cpp, spec 4.2 / 4.3) as a pipeline of kernels with
 // fp32 global scratch between them (tensor cores in A-D2; the SIMT grad_v / grad_k stay as fallbacks):
-//   P  prep_qk      per (token, q/k head): l2norm (fp32) -> qn, kn, rstd; not launched where A and D2
-//                   normalise their bf16 q / k rows themselves (Params::qk_inline, InlineQkRows)
+//   P  prep_qk      per (token, q/k head): l2norm (fp32) -> qn, kn, rstd; not launched where A normalises
+//                   its bf16 q / k rows itself (Params::qk_inline, InlineQkRows) and D2 does too (K <= 128) or
+//                   scales its half of the raw rows by A's rstd (K = 256, ScaledQkHalf)
 //   A  chunk_prep   per (chunk, value head): gate activation + chunk cumsum b, beta sigmoid, Aqk, L,
 //                   Tinv = (I+L)^-1, w = Tinv (k e^b beta), u = Tinv (v beta); w, kg, qg, Aqk, e^bL as
 //                   the state passes' shared-memory images (ChunkImage)
@@ -13,7 +14,9 @@
 //                   dv (final), rowsum(H*dh), dbeta's v part
 //   D2 grad_k       per (chunk, value head): WY backward, dAkk, intra (exact per-channel exps), db
 //                   -> reverse chunk cumsum -> dg (w.r.t. the activated gate), dbeta (w.r.t. beta)
-//   E1 post_qk      per (token, q/k head): GVA group sum of dq/dk, l2norm backward
+//   E1 post_qk      per (token, q/k head): GVA group sum of dq/dk, l2norm backward; not launched where one
+//                   value head owns each q/k head (Params::fuse_qk: D2's tail does it, at K = 256 with the CTA
+//                   pair's row dots swapped, PairRowDots)
 //   E2 post_gate    per (token, value head): beta sigmoid and gate backward (+ parameter partials)
 //   F  param_reduce per value head: dA_log, ddt_bias (double sums in a fixed order)
 // Gate cumsums are natural-log and only non-positive differences are exponentiated (spec section 5);
@@ -88,8 +91,9 @@ struct Params {
   float lower_bound, beta_mult;
   int fuse_gate;  // the given gate (no in-kernel activation): grad_k_v2 writes dg and dbeta; post_gate does not run
   int fuse_qk;  // G == 1: grad_k_v2 applies post_qk (the l2norm backward) itself; post_qk does not run
-  int qk_inline;  // fuse_qk with bf16 q / k: chunk_prep_v2 and grad_k_v2 normalise their q / k rows themselves
-                  // (InlineQkRows), prep_qk does not run and qn / kn are not allocated
+  int qk_inline;  // bf16 q / k with fuse_qk (K <= 128) or qk_v2 (K = 256): chunk_prep_v2 normalises its q / k
+                  // rows itself (InlineQkRows) and writes rq / rk, grad_k_v2 too (K <= 128) or scales its half of the
+                  // raw rows by them (ScaledQkHalf); prep_qk does not run and qn / kn are not allocated
   int qk_v2;      // the vectorised prep_qk_v2 / post_qk_v2 run (dq, dk 16-byte aligned; LINA_DELTA_BWD_QK)
   int safe;  // KDA safe_gate with lower_bound >= -5: chunk_prep_v2's diagonal blocks through their middle row
   // scratch (fp32, except the bf16 planes below)
@@ -455,6 +459,21 @@ __device__ __forceinline__ ChunkImage<K>& chunk_image(const Params& p, int gidx,
   return reinterpret_cast<ChunkImage<K>*>(p.img)[static_cast<i64>(gidx) * p.HV + hv];
 }
 
+// Channels c0 .. c0 + KS - 1 of a chunk's bf16 q / k rows (K per row) into a staging [2][64][KS] by cp.async, zero
+// past Cn (each thread's own 16-byte pieces: visible to it after its wait): InlineQkRows (whole rows) and
+// ScaledQkHalf (grad_k_v2's channel halves at K = 256).
+template <int K, int KS>
+__device__ __forceinline__ void stage_qk_rows(const Params& p, bf16* stg, i64 t0, int Cn, int h, int c0, int tid) {
+  constexpr int PR = KS / 8, NU = kC * PR / kNT;  // 16-byte pieces per row, per thread
+#pragma unroll
+  for (int u = 0; u < NU; ++u) {
+    const int i = tid + u * kNT, r = i / PR, c8 = 8 * (i % PR);
+    const i64 src = ((t0 + min(r, Cn - 1)) * p.H + h) * K + c0 + c8;
+    cuda_util::cp_async16(stg + r * KS + c8, static_cast<const bf16*>(p.q) + src, r < Cn);
+    cuda_util::cp_async16(stg + (kC + r) * KS + c8, static_cast<const bf16*>(p.k) + src, r < Cn);
+  }
+}
+
 // A on tensor cores: chunk_prep_v2. Its own file, so that stage A and the state passes change
 // independently.
 // bf16 q / k rows of a chunk as fp32 tiles [64][P], l2-normalised (or copied) as prep_qk_v2 does, for the chunk
@@ -481,13 +500,7 @@ struct InlineQkRows {
   }
   // staging: [2][64][K] bf16 (q rows, then k rows)
   __device__ __forceinline__ static void stage(const Params& p, bf16* stg, i64 t0, int Cn, int h, int tid) {
-#pragma unroll
-    for (int u = 0; u < NU; ++u) {
-      const int i = tid + u * kNT, r = i / PR, c8 = 8 * (i % PR);
-      const i64 src = ((t0 + min(r, Cn - 1)) * p.H + h) * K + c8;
-      cuda_util::cp_async16(stg + r * K + c8, static_cast<const bf16*>(p.q) + src, r < Cn);
-      cuda_util::cp_async16(stg + (kC + r) * K + c8, static_cast<const bf16*>(p.k) + src, r < Cn);
-    }
+    stage_qk_rows<K, K>(p, stg, t0, Cn, h, 0, tid);
   }
   // grad_k_v2: this thread's staged pieces (its own cp.async: visible to it after its wait), one at a time (a
   // rolled loop: that kernel's code is at the instruction cache's size)
@@ -516,13 +529,9 @@ struct InlineQkRows {
   template <int P>
   __device__ __forceinline__ static void store_piece(const Params& p, float (*qs)[P], float (*ks)[P], uint4 pq, uint4 pk,
                                                      i64 t0, int Cn, int h, int r, int c8, bool write_r) {
-    const std::uint32_t wq[4] = {pq.x, pq.y, pq.z, pq.w}, wk[4] = {pk.x, pk.y, pk.z, pk.w};
     float fq[8], fk[8], sq = 0.f, sk = 0.f;
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const float2 a = cuda_util::unpack_bf16(wq[e]), b = cuda_util::unpack_bf16(wk[e]);
-      fq[2 * e] = a.x, fq[2 * e + 1] = a.y, fk[2 * e] = b.x, fk[2 * e + 1] = b.y;
-    }
+    cuda_util::unpack_bf16x8(pq, fq);
+    cuda_util::unpack_bf16x8(pk, fk);
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
       sq += fq[e] * fq[e];
@@ -544,6 +553,57 @@ struct InlineQkRows {
     }
   }
 };
+
+// grad_k_v2's CTA pair at K = 256 where chunk_prep_v2 normalised the rows (qk_inline, no prep_qk): the CTA's channel
+// half of the bf16 q / k rows by cp.async into a staging [2][64][KS] (zero past Cn), then times chunk_prep's rq / rk
+// into the fp32 tiles, each thread its own pieces (visible to it after its cp.async wait). A warp's pieces lie in
+// 2 NU rows; their 4 NU scales are loaded at the top, one per lane, and shuffled to the pieces' lanes (a register a
+// lane: eight per thread took a stack frame; loaded just before the wait they cost their latency, +0.14 ms at D256).
+// LaneScales = false (the SIMT tail, whose top-loaded dq_e / dk_e fragments leave no register: one spilled 44 bytes):
+// each piece's scales are loaded where it is scaled.
+template <int K, int KS>
+struct ScaledQkHalf {
+  static constexpr int PR = KS / 8, NU = kC * PR / kNT;  // 16-byte pieces per row, per thread
+  float sc;  // lane l < 4 NU: (q: l < 2 NU, else k) of the warp's row 16 u + 2 warp + (l & 1), u = (l >> 1) % NU
+  template <bool LaneScales>
+  __device__ __forceinline__ void stage(const Params& p, bf16* stg, i64 t0, int Cn, int h, int c0, int tid) {
+    static_assert(NU * kNT == kC * PR && PR == 16 && 4 * NU <= 32, "a warp's rows: 2 per piece round, scales in lanes");
+    stage_qk_rows<K, KS>(p, stg, t0, Cn, h, c0, tid);
+    if constexpr (LaneScales) {
+      const int l = tid & 31, r = 16 * ((l >> 1) % NU) + 2 * (tid >> 5) + (l & 1);
+      const i64 row = (t0 + min(r, Cn - 1)) * p.H + h;
+      sc = (l & (2 * NU)) ? p.rk[row] : p.rq[row];
+    }
+  }
+  template <bool LaneScales, int P>
+  __device__ __forceinline__ void store(const Params& p, const bf16* stg, float (*qs)[P], float (*ks)[P], i64 t0, int Cn,
+                                        int h, int tid) const {
+    const int hr = (tid >> 4) & 1;  // the piece's row within the warp's pair
+#pragma unroll
+    for (int u = 0; u < NU; ++u) {
+      const int i = tid + u * kNT, r = i / PR, c8 = 8 * (i % PR);
+      float rq, rk;
+      if constexpr (LaneScales) {
+        rq = __shfl_sync(0xffffffffu, sc, 2 * u + hr);
+        rk = __shfl_sync(0xffffffffu, sc, 2 * NU + 2 * u + hr);
+      } else {
+        const i64 row = (t0 + min(r, Cn - 1)) * p.H + h;
+        rq = p.rq[row];
+        rk = p.rk[row];
+      }
+      scaled_piece(*reinterpret_cast<const uint4*>(stg + r * KS + c8), rq, &qs[r][c8]);
+      scaled_piece(*reinterpret_cast<const uint4*>(stg + (kC + r) * KS + c8), rk, &ks[r][c8]);
+    }
+  }
+  __device__ __forceinline__ static void scaled_piece(uint4 x, float sc, float* dst) {
+    float f[8];
+    cuda_util::unpack_bf16x8(x, f);
+    *reinterpret_cast<float4*>(dst) = make_float4(f[0] * sc, f[1] * sc, f[2] * sc, f[3] * sc);
+    *reinterpret_cast<float4*>(dst + 4) = make_float4(f[4] * sc, f[5] * sc, f[6] * sc, f[7] * sc);
+  }
+};
+
+struct NoScaledQkHalf {};  // grad_k_v2 at K <= 128
 
 #include "ops/delta/cuda/chunk_delta_bwd_prep.cuh"
 
@@ -1170,15 +1230,15 @@ void choose_fusions(Params& prm) {
   // the v2 element-wise kernels use vector loads / stores of q, k, dq, dk (K / 32 elements per lane); q, k
   // (and v, g) are 16-byte aligned by the front door's require_aligned16, the outputs may not be
   prm.qk_v2 = qk_variant() == 0 && aligned16(prm.dq) && aligned16(prm.dk);
-  // K = 256 has no fusions into grad_k_v2, whose CTA pairs each hold half of a row's channels (the l2norm and its
-  // backward need whole rows: prep_qk / post_qk do them)
   const bool k256 = prm.K == 256;
   const bool simt = simt_chunk_kernels(prm.K);
   // post_qk's work moves into grad_k_v2's tail where one value head owns each q/k head (no GVA sum) and
-  // post_qk_v2 would run; not with the SIMT chunk kernels
-  prm.fuse_qk = prm.G == 1 && prm.qk_v2 && !simt && !k256;
-  // and prep_qk's into chunk_prep_v2 and grad_k_v2 where q and k are bf16 (their 16-byte row pieces)
-  prm.qk_inline = prm.fuse_qk && prm.qk_t == 2;
+  // post_qk_v2 would run; not with the SIMT chunk kernels. At K = 256 the CTA pair swaps its row dots (PairRowDots).
+  prm.fuse_qk = prm.G == 1 && prm.qk_v2 && !simt;
+  // and prep_qk's into chunk_prep_v2 and grad_k_v2 where q and k are bf16 (their 16-byte row pieces). At K = 256
+  // chunk_prep_v2 normalises whole rows and writes rq / rk; grad_k_v2's halves and post_qk_v2 scale the raw rows by
+  // them (post_qk_v2 only: the old post_qk reads prep_qk's rows)
+  prm.qk_inline = (prm.fuse_qk || (k256 && prm.qk_v2)) && prm.qk_t == 2;
   // post_gate's work moves there too when the gate is given (dg is the reverse cumsum itself; dbeta's
   // sigmoid backward from beta after the sigmoid) and no dA_log / ddt_bias partials are wanted
   prm.fuse_gate = prm.gate_mode == kGateGiven && !prm.dA_log && !prm.ddt && !simt &&

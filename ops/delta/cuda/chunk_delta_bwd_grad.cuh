@@ -93,7 +93,10 @@ struct TailTcScalarGate {};
 //    commutes: bit-identical dT in both), then X, dAkk, dA^T, dAkk^T are formed redundantly (64 x 64);
 //  - the row sums (dbeta, GDN's dg before its reverse cumsum): rank 1 stores its partials into rank 0's shared
 //    memory (peer_dbt, peer_red), rank 0 adds them to its own and writes the row outputs.
-// No fused post_qk / inline q, k there (the host runs prep_qk_v2 / post_qk_v2: p.fuse_qk = p.qk_inline = 0).
+//  - the fused post_qk (G = 1): each CTA's row dots dq . q_n, dk . k_n over its channels go to the peer (PairRowDots),
+//    both add P0 + P1 (the same bits), then each finishes its half of dq / dk.
+// With qk_inline the CTA scales its half of the raw q / k rows by chunk_prep's rq / rk (ScaledQkHalf) instead of
+// loading prep_qk's rows.
 // The cluster primitives: ops/common/cuda/cluster_pair.cuh.
 using cuda_util::cluster_arrive;
 using cuda_util::cluster_rank;
@@ -103,11 +106,18 @@ using cuda_util::ld4_peer;
 using cuda_util::peer_smem;
 using cuda_util::st_peer;
 
+template <bool Pair>
+struct PairRowDots {
+  float oq[kC], ok[kC], peer_oq[kC], peer_ok[kC];
+};
+template <>
+struct PairRowDots<false> {};
+
 template <int K>
 struct GradKV2Smem {
   static constexpr bool kPair = K > 128;       // a CTA pair per (chunk, value head), above
   static constexpr int KS = kPair ? K / 2 : K;  // channels of the CTA
-  static constexpr bool kFuseQk = !kPair;       // the fused post_qk and inline q / k forms exist
+  static constexpr bool kInlineRows = !kPair;   // InlineQkRows (whole rows); the pair has ScaledQkHalf
   static constexpr int FP = KS + 8;  // fp32 [64][KS] pitch: 16-byte rows (cp.async), (g, t) float2 reads conflict-free
   static constexpr int AP = 68;      // fp32 [64][64] pitch: 16-byte rows (cp.async, float4 reads)
   alignas(16) float q[kC][FP];
@@ -135,15 +145,27 @@ struct GradKV2Smem {
   alignas(16) float dAkk[kC][AP];  // dTv first, then dAkk
   float beta[kC], dbt[kC], red[kC];
   union {
-    float oq[kC];        // fused post_qk: the l2norm backward's row dots dq . q_n
-    float peer_dbt[kC];  // the pair (no fused post_qk), rank 0: rank 1's dbeta partials
+    float oq[kC];        // fused post_qk: the l2norm backward's row dots dq . q_n (the pair: pair_dots)
+    float peer_dbt[kC];  // the pair, rank 0: rank 1's dbeta partials
   };
   union {
     float ok[kC];        // and dk . k_n
     float peer_red[kC];  // the pair, GDN, rank 0: rank 1's row sums of db
   };
   float bL[KS], cs[KS];
+  PairRowDots<kPair> pair_dots;  // the pair's fused post_qk row dots (its oq / ok share bytes with peer_dbt / peer_red)
 };
+// the fused post_qk's row dots dq . q_n / dk . k_n (the pair: this CTA's channels, then the peer's in peer_*)
+template <int K>
+__device__ __forceinline__ float* row_dots_q(GradKV2Smem<K>& s) {
+  if constexpr (GradKV2Smem<K>::kPair) return s.pair_dots.oq;
+  else return s.oq;
+}
+template <int K>
+__device__ __forceinline__ float* row_dots_k(GradKV2Smem<K>& s) {
+  if constexpr (GradKV2Smem<K>::kPair) return s.pair_dots.ok;
+  else return s.ok;
+}
 static_assert(sizeof(GradKV2Smem<128>) <= 227 * 1024, "grad_k_v2_kernel<128> shared memory over the sm_90 limit");
 static_assert(sizeof(GradKV2Smem<256>) <= 227 * 1024, "grad_k_v2_kernel<256>: a CTA of the pair over the sm_90 limit");
 static_assert(offsetof(GradKV2Smem<256>::R2, pair.part) >= sizeof(GradKV2Smem<256>::R2::dT) &&
@@ -318,13 +340,11 @@ __device__ __forceinline__ void grad_k_intra_simt(const Params& p, const ChunkIn
     const float s4 = warp_reduce_scatter16(bs, lane);
     const int m = ((lane >> 4) & 1) * 8 + ((lane >> 3) & 1) * 4 + ((lane >> 2) & 1) * 2 + ((lane >> 1) & 1);
     if (!(lane & 1) && x0 + m < Cn) atomicAdd(&s.dbt[x0 + m], s4);
-    if constexpr (GradKV2Smem<K>::kFuseQk) {
-      if (p.fuse_qk && p.l2norm) {  // the same reduce-scatter for dq . q_n and dk . k_n
-        const float q4 = warp_reduce_scatter16(dq0, lane), k4 = warp_reduce_scatter16(dk0, lane);
-        if (!(lane & 1) && x0 + m < Cn) {
-          atomicAdd(&s.oq[x0 + m], q4);
-          atomicAdd(&s.ok[x0 + m], k4);
-        }
+    if (p.fuse_qk && p.l2norm) {  // the same reduce-scatter for dq . q_n and dk . k_n
+      const float q4 = warp_reduce_scatter16(dq0, lane), k4 = warp_reduce_scatter16(dk0, lane);
+      if (!(lane & 1) && x0 + m < Cn) {
+        atomicAdd(&row_dots_q(s)[x0 + m], q4);
+        atomicAdd(&row_dots_k(s)[x0 + m], k4);
       }
     }
   }
@@ -456,9 +476,7 @@ __device__ __forceinline__ void grad_k_intra_tc(const Params& p, const ChunkInfo
   }
   // fused post_qk: the final dq_e / dk_e go into dA / dAkk's and their transposes' space (grad_k_v2_finish reads them
   // there, not through L2); every warp's products have read those first
-  if constexpr (S::kFuseQk) {
-    if (p.fuse_qk) __syncthreads();
-  }
+  if (p.fuse_qk) __syncthreads();
   if (!active) return;
   // ---- one epilogue at the accumulator positions (rows x0 + g (+8), columns nk0 + 8 nt + 2 t (+1)), which are
   // dkgb's too: the WY terms (db, the dk partial; the SIMT form's separate db epilogue) and the intra terms with the
@@ -495,7 +513,7 @@ __device__ __forceinline__ void grad_k_intra_tc(const Params& p, const ChunkInfo
         rk[hf] += ok[e] * k2[e];
         cs[nt][e] += k2[e] * dk2[e];
       }
-      if (S::kFuseQk && p.fuse_qk) {
+      if (p.fuse_qk) {
         st2(&fin_dq(s)[r][c], oq[0], oq[1]);
         st2(&fin_dk(s)[r][c], ok[0], ok[1]);
       } else {
@@ -509,16 +527,16 @@ __device__ __forceinline__ void grad_k_intra_tc(const Params& p, const ChunkInfo
   for (int hf = 0; hf < 2; ++hf) {
     float v[3] = {rb[hf], rq[hf], rk[hf]};
 #pragma unroll
-    for (int u = 0; u < (S::kFuseQk ? 3 : 1); ++u) {
+    for (int u = 0; u < 3; ++u) {
       v[u] += __shfl_xor_sync(0xffffffffu, v[u], 1);
       v[u] += __shfl_xor_sync(0xffffffffu, v[u], 2);
     }
     const int r = x0 + g + 8 * hf;
     if (t == 0 && r < Cn) {
       atomicAdd(&s.dbt[r], v[0]);
-      if (S::kFuseQk && p.fuse_qk && p.l2norm) {
-        atomicAdd(&s.oq[r], v[1]);
-        atomicAdd(&s.ok[r], v[2]);
+      if (p.fuse_qk && p.l2norm) {
+        atomicAdd(&row_dots_q(s)[r], v[1]);
+        atomicAdd(&row_dots_k(s)[r], v[2]);
       }
     }
   }
@@ -534,16 +552,18 @@ __device__ __forceinline__ void grad_k_intra_tc(const Params& p, const ChunkInfo
     }
 }
 
-// post_qk fused (one value head per q/k head; K <= 128, at K = 256 post_qk_v2 runs): dq = r_q (dq - (dq . q_n) q_n),
-// same for dk, from the rows this CTA left in shared memory (FinInSmem) or wrote (L2) and its q_n / k_n tiles, in the
-// output dtype. Last in grad_k_v2_finish, with no barrier before it: the warps the serial KDA cumsum leaves idle start
-// their loads while it runs (this kernel has one CTA per SM); loads in batches of four pieces.
+// post_qk fused (one value head per q/k head): dq = r_q (dq - (dq . q_n) q_n), same for dk, from the rows this CTA left
+// in shared memory (FinInSmem) or wrote (L2) and its q_n / k_n tiles, in the output dtype; the pair: its channels
+// c0 .. c0 + KS - 1, with the row dots of both CTAs. Last in grad_k_v2_finish, with no barrier before it: the warps the
+// serial KDA cumsum leaves idle start their loads while it runs (this kernel has one CTA per SM); loads in batches of
+// four pieces.
 template <int K, bool FinInSmem>
-__device__ __forceinline__ void grad_k_v2_post_qk(const Params& p, const ChunkInfo& ci, int hv, GradKV2Smem<K>& s) {
+__device__ __forceinline__ void grad_k_v2_post_qk(const Params& p, const ChunkInfo& ci, int hv, GradKV2Smem<K>& s, int c0) {
+  using S = GradKV2Smem<K>;
   const int tid = threadIdx.x, Cn = ci.Cn;
   const i64 t0 = ci.t0;
   if (p.fuse_qk) {
-    constexpr int Q4 = K / 4, EU = 4, NB = kC * Q4 / kNT / EU;  // float4 pieces per thread: NB batches of EU
+    constexpr int Q4 = S::KS / 4, EU = 4, NB = kC * Q4 / kNT / EU;  // float4 pieces per thread: NB batches of EU
 #pragma unroll 1
     for (int nb = 0; nb < NB; ++nb) {
       float4 a[EU], b[EU];
@@ -556,8 +576,8 @@ __device__ __forceinline__ void grad_k_v2_post_qk(const Params& p, const ChunkIn
           a[u] = ld4(&fin_dq(s)[r][c]);
           b[u] = ld4(&fin_dk(s)[r][c]);
         } else {
-          a[u] = r < Cn ? ld4(p.dqe + rh * K + c) : kZero4;
-          b[u] = r < Cn ? ld4(p.dke + rh * K + c) : kZero4;
+          a[u] = r < Cn ? ld4(p.dqe + rh * K + c0 + c) : kZero4;
+          b[u] = r < Cn ? ld4(p.dke + rh * K + c0 + c) : kZero4;
         }
         rn[u] = r < Cn && p.l2norm ? make_float2(p.rq[rh], p.rk[rh]) : make_float2(1.f, 1.f);
       }
@@ -565,10 +585,14 @@ __device__ __forceinline__ void grad_k_v2_post_qk(const Params& p, const ChunkIn
       for (int u = 0; u < EU; ++u) {
         const int i = tid + (nb * EU + u) * kNT, r = i / Q4, c = 4 * (i % Q4);
         if (r >= Cn) continue;
-        const i64 gx = ((t0 + r) * p.HV + hv) * K + c;
+        const i64 gx = ((t0 + r) * p.HV + hv) * K + c0 + c;
         float xq[4] = {a[u].x, a[u].y, a[u].z, a[u].w}, xk[4] = {b[u].x, b[u].y, b[u].z, b[u].w};
         if (p.l2norm) {
-          const float oq = s.oq[r], ok = s.ok[r];
+          float oq = row_dots_q(s)[r], ok = row_dots_k(s)[r];
+          if constexpr (S::kPair) {  // P0 + P1 in both CTAs: rank 0 adds rank 1's, rank 1 rank 0's (the same bits)
+            oq += s.pair_dots.peer_oq[r];
+            ok += s.pair_dots.peer_ok[r];
+          }
           const float4 yq = ld4(&s.q[r][c]), yk = ld4(&s.k[r][c]);
           const float q4[4] = {yq.x, yq.y, yq.z, yq.w}, k4[4] = {yk.x, yk.y, yk.z, yk.w};
 #pragma unroll
@@ -608,6 +632,12 @@ __device__ __forceinline__ void grad_k_v2_finish(const Params& p, const ChunkInf
     static_assert(KS + kC <= kNT, "a thread per row past the bL terms' threads");
     const int r = tid - KS;
     if (!row_owner && r >= 0 && r < Cn) st_peer(peer_smem(&s.peer_dbt[r], 0), s.dbt[r]);
+    if (p.fuse_qk && p.l2norm) {  // the fused post_qk's row dots to the peer, by the same threads (q) and the rest (k)
+      static_assert(KS + 2 * kC == kNT, "a thread per row dot past the bL terms' threads");
+      const int peer = row_owner ? 1 : 0;
+      if (r >= 0 && r < kC) st_peer(peer_smem(&s.pair_dots.peer_oq[r], peer), s.pair_dots.oq[r]);
+      if (r >= kC) st_peer(peer_smem(&s.pair_dots.peer_ok[r - kC], peer), s.pair_dots.ok[r - kC]);
+    }
     cluster_sync();
   } else {
     __syncthreads();
@@ -677,7 +707,7 @@ __device__ __forceinline__ void grad_k_v2_finish(const Params& p, const ChunkInf
       store_as(p.dbeta, p.dbeta_t, (t0 + tid) * p.HV + hv, db);
     }
   }
-  if constexpr (S::kFuseQk) grad_k_v2_post_qk<K, FinInSmem>(p, ci, hv, s);
+  grad_k_v2_post_qk<K, FinInSmem>(p, ci, hv, s, c0);
 }
 
 // Grid (chunks, HV); at K = 256 (GradKV2Smem<K>::kPair) (2 * chunks, HV) in clusters of (2, 1, 1): blockIdx.x =
@@ -703,16 +733,20 @@ __global__ void __launch_bounds__(kNT, 1) grad_k_v2_kernel(const Params p) {
   // ---- every load at once. cp.async: q, k (zero past Cn; qk_inline: the bf16 rows into r2's space, free until
   // kgb, normalised into the tiles by the thread that staged them before the first barrier), KDA b (rows past
   // Cn = the last valid row), dAqk and dTv (zero past Cn).
-  // (K = 256: no qk_inline, the host runs prep_qk_v2)
+  // (K = 256, qk_inline: the CTA's channel half of the raw rows, scaled by chunk_prep's rq / rk: ScaledQkHalf)
   bf16* const qk_stage = reinterpret_cast<bf16*>(&s.r2);
-  if constexpr (S::kFuseQk) {
+  std::conditional_t<kPair, ScaledQkHalf<K, KS>, NoScaledQkHalf> qk_half;
+  if constexpr (S::kInlineRows) {
     static_assert(sizeof(typename S::R2) >= 2 * kC * K * sizeof(bf16), "grad_k_v2: r2 holds the q / k staging");
     if (p.qk_inline) InlineQkRows<K>::stage(p, qk_stage, t0, Cn, h, tid);
+  } else {
+    static_assert(sizeof(typename S::R2) >= 2 * kC * KS * sizeof(bf16), "grad_k_v2 pair: r2 holds the q / k staging");
+    if (p.qk_inline) qk_half.template stage<!std::is_same_v<Tail, TailSimtExact>>(p, qk_stage, t0, Cn, h, c0, tid);
   }
 #pragma unroll 4
   for (int i = tid; i < kC * QV; i += kNT) {
     const int r = i / QV, c4 = 4 * (i % QV), rc = min(r, Cn - 1);
-    if (!S::kFuseQk || !p.qk_inline) {
+    if (!p.qk_inline) {
       const i64 src = ((t0 + rc) * p.H + h) * K + c0 + c4;
       cuda_util::cp_async16(&s.q[r][c4], p.qn + src, r < Cn);
       cuda_util::cp_async16(&s.k[r][c4], p.kn + src, r < Cn);
@@ -775,7 +809,7 @@ __global__ void __launch_bounds__(kNT, 1) grad_k_v2_kernel(const Params p) {
     if (tid < kC) {
       s.beta[tid] = bt;
       s.dbt[tid] = dbt;
-      if constexpr (S::kFuseQk) s.oq[tid] = s.ok[tid] = 0.f;
+      row_dots_q(s)[tid] = row_dots_k(s)[tid] = 0.f;
     }
     if (tid < KS) s.cs[tid] = 0.f;
     if (!kda) {
@@ -785,8 +819,10 @@ __global__ void __launch_bounds__(kNT, 1) grad_k_v2_kernel(const Params p) {
     }
   }
   cuda_util::cp_async_wait_all();
-  if constexpr (S::kFuseQk) {
+  if constexpr (S::kInlineRows) {
     if (p.qk_inline) InlineQkRows<K>::store_staged(p, qk_stage, s.q, s.k, t0, Cn, h, tid);
+  } else {
+    if (p.qk_inline) qk_half.template store<!kSimt>(p, qk_stage, s.q, s.k, t0, Cn, h, tid);
   }
   __syncthreads();
   if (tid < KS) s.bL[tid] = s.b[Cn - 1][tid];  // read in the tail, after several barriers
@@ -936,7 +972,8 @@ __global__ void __launch_bounds__(kNT, 1) grad_k_v2_kernel(const Params p) {
 
 // ---------------------------------------------------------------------------------------------
 // P / E1, second versions prep_qk_v2<K> / post_qk_v2<K> (default; LINA_DELTA_BWD_QK=old selects
-// prep_qk_kernel / post_qk_kernel; at K = 256 they always run: grad_k_v2 fuses neither there). Same math; lane
+// prep_qk_kernel / post_qk_kernel; prep_qk runs where the chunk kernels do not normalise (not qk_inline), post_qk
+// where grad_k_v2 does not fuse it (not fuse_qk: GVA groups, misaligned dq / dk, the SIMT kernels)). Same math; lane
 // owns the CPL = K / 32 consecutive channels CPL lane .. (one vector load / store per tensor, two fp32 ones at K = 256,
 // instead of CPL scalar ones) and q and k (dq_e and
 // dk_e) are loaded together, so twice the bytes are in flight per warp. Needs 16-byte aligned q, k,
@@ -947,13 +984,7 @@ __device__ __forceinline__ void load_lane(float (&x)[CPL], const void* src, int 
   if (dtype == 2) {
     const bf16* s = static_cast<const bf16*>(src) + i;
     if constexpr (CPL == 8) {
-      const uint4 u = *reinterpret_cast<const uint4*>(s);
-      const std::uint32_t w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float2 a = cuda_util::unpack_bf16(w[e]);
-        x[2 * e] = a.x, x[2 * e + 1] = a.y;
-      }
+      cuda_util::unpack_bf16x8(*reinterpret_cast<const uint4*>(s), x);
     } else if constexpr (CPL == 4) {
       const uint2 u = *reinterpret_cast<const uint2*>(s);
       const float2 a = cuda_util::unpack_bf16(u.x), b = cuda_util::unpack_bf16(u.y);
@@ -1041,9 +1072,22 @@ __global__ void post_qk_v2_kernel(const Params p) {
   const int h = static_cast<int>(item % p.H);
   const i64 i = item * K + CPL * lane;
   float dq[CPL] = {}, dk[CPL] = {}, yq[CPL], yk[CPL];
-  ld_lane<CPL>(yq, p.qn + i);
-  ld_lane<CPL>(yk, p.kn + i);
+  const bool raw_rows = K == 256 && p.qk_inline;  // no prep_qk rows: q_n = rq q (chunk_prep_v2 wrote rq / rk)
+  if (raw_rows) {
+    load_lane<CPL>(yq, p.q, p.qk_t, i);
+    load_lane<CPL>(yk, p.k, p.qk_t, i);
+  } else {
+    ld_lane<CPL>(yq, p.qn + i);
+    ld_lane<CPL>(yk, p.kn + i);
+  }
   const float rq = p.l2norm ? p.rq[item] : 1.f, rk = p.l2norm ? p.rk[item] : 1.f;
+  if (raw_rows) {
+#pragma unroll
+    for (int e = 0; e < CPL; ++e) {
+      yq[e] *= rq;
+      yk[e] *= rk;
+    }
+  }
   const i64 src0 = (row * p.HV + static_cast<i64>(h) * p.G) * K + CPL * lane;
 #pragma unroll 2
   for (int gi = 0; gi < p.G; ++gi) {

@@ -9,7 +9,8 @@
 //  - two CTAs per SM (107 KB shared memory at K = 128, <= 128 registers): the fp32 q tile's space is
 //    reused for L and X, k's for the k e^b beta planes, b's for the v planes;
 //  - every load of the chunk is in flight at once at the top (q, k by cp.async from prep_qk's fp32 rows, or
-//    with qk_inline the bf16 rows into registers, normalised here (InlineQkRows); raw gate and beta
+//    with qk_inline the bf16 rows into registers, normalised here (InlineQkRows; rq / rk to HBM for grad_k and
+//    post_qk); raw gate and beta
 //    into registers), the first v tile is loaded into registers during the inverse;
 //  - gate cumsum over all 256 threads (column segments, offsets by shuffles);
 //  - Aqk and L in ONE round, no operand tiles in shared memory: each warp builds its mma fragments in
@@ -126,9 +127,12 @@ __global__ void __launch_bounds__(kNT, K == 256 ? 1 : 2) chunk_prep_v2_kernel(co
 
   // ---- loads: q, k (fp32 scratch rows, cp.async, zero-filled past Cn; or qk_inline: the bf16 rows into
   // registers, normalised into the tiles below), beta, raw gate
+  // K = 256 too, although one CTA per SM leaves the row pieces' latency and the norms' shuffles exposed (chunk_prep
+  // 2.59 -> 2.83 ms at KDA B8_T2048_H32_D256, against prep_qk's 0.42 ms saved). Measured and slower: the bf16 rows by
+  // cp.async into the upper half of each fp32 row, expanded and normalised in place after the wait (2.90 ms a row at a
+  // time, 3.17 with a warp's eight rows unrolled).
   InlineQkRows<K> qkr;
-  constexpr bool kInlineQk = K <= 128;  // the host never asks for it at K = 256 (choose_fusions)
-  if (kInlineQk && p.qk_inline) {
+  if (p.qk_inline) {
     qkr.issue(p, t0, Cn, h, tid);
   } else {
     constexpr int QV = K / 4;  // 16-byte pieces per row
@@ -156,7 +160,9 @@ __global__ void __launch_bounds__(kNT, K == 256 ? 1 : 2) chunk_prep_v2_kernel(co
   cuda_util::cp_async_commit();
   float bt = 0.f;
   if (tid < kC && tid < Cn) bt = load_as_float(p.beta, p.beta_t, (t0 + tid) * p.HV + hv);
-  if (kInlineQk && p.qk_inline) qkr.store(p, s.r1.q, s.r2.k, t0, Cn, h, tid, true);  // read after the barrier below
+  // rq / rk once per q/k head: at K = 256 the G value heads of a GVA group each normalise the same rows (K <= 128
+  // inlines only where G = 1)
+  if (p.qk_inline) qkr.store(p, s.r1.q, s.r2.k, t0, Cn, h, tid, K < 256 || hv % p.G == 0);  // read after the barrier below
   const float decay_a = (p.gate_mode != kGateGiven && p.has_A_log) ? __expf(p.A_log[hv]) : 1.f;
   if (p.kda) {
     // column c = tid / NS in NS row segments of RR rows held by adjacent lanes
