@@ -46,6 +46,9 @@ const bool registered = [] {
       gdn("B1_T1000_H1_HV4_D64_varlen_gva4", 1, 0, 1, 64, {.HV = 4}, {0, 256, 500, 1000}),
       gdn("B1_T2000_H2_D100_varlen", 1, 0, 2, 100, {}, {0, 15, 100, 300, 1200, 2000}),
       gdn("B1_T1000_H2_D64_varlen_gate", 1, 0, 2, 64, {.gate = true}, {0, 256, 500, 1000}),
+      // head dim 256 (the CUDA backward's CTA pairs over the channel halves; the forward's K = 256 instantiations)
+      gdn("B2_T200_H2_D256_l2", 2, 200, 2, 256, {.scale = 0.1, .l2 = true}),
+      gdn("B1_T600_H1_HV2_D256_varlen_gate_gva", 1, 0, 1, 256, {.HV = 2, .gate = true}, {0, 100, 130, 600}),
   });
   return true;
 }();

@@ -47,6 +47,9 @@ const bool registered = [] {
       kda("B1_T2000_H2_D100_varlen_gate", 1, 0, 2, 100, {.gate = true}, {0, 15, 100, 300, 1200, 2000}),
       kda("B1_T160_H2_HV4_D64_varlen_gate_m1000_gva", 1, 0, 2, 64, {.HV = 4, .mask_p = 0.1, .neg1000 = 0.1, .gate = true}, {0, 31, 96, 160}),
       kda("B1_T2048_H2_D128_varlen", 1, 0, 2, 128, {}, {0, 100, 300, 1200, 2048}),
+      // head dim 256 (the CUDA backward's CTA pairs over the channel halves; the forward's K = 256 instantiations)
+      kda("B2_T200_H2_D256_l2_gate_safe", 2, 200, 2, 256, {.scale = 0.1, .l2 = true, .gate = true, .safe = true}),
+      kda("B1_T600_H1_HV2_D256_varlen_m1000_gva", 1, 0, 1, 256, {.HV = 2, .mask_p = 0.5, .neg1000 = 0.5}, {0, 100, 130, 600}),
   });
   return true;
 }();
