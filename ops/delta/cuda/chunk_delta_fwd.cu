@@ -5,9 +5,9 @@
 //    each walks items with the next item's loads in flight): the gate cumsum, the q/k norms, L and
 //    Aqk, (I+L)^-1, and only what the state recurrence cannot form from the raw inputs.
 //    - GDN (gdn_wg_prep_kernel, gdn_prep_wg.cuh: one warpgroup per CTA, wgmma): T' = (I+A)^-1 diag(beta)
-//      and Q' as bf16 hi + lo and four per-token factor rows: the scalar gate and the norms stay per-token factors.
+//      and Q' in bf16 and four per-token factor rows: the scalar gate and the norms stay per-token factors.
 //    - KDA (kda_prep_kernel, below): the per-channel gate must be applied to q and k here, so it writes
-//      the gated tiles q e^b, k e^b, k e^(bL-b), Aqk (hi + lo), e^bL and T' (hi + lo).
+//      the gated tiles q e^b, k e^b, k e^(bL-b), Aqk (bf16), e^bL and T' (hi + lo).
 // 2. delta_thin_state_kernel<KDA, K, VW> (chunk_delta_thin_fwd.cuh): one warpgroup per (sequence, value
 //    head, 64-column V tile; two splitting the channels at K = 256; VW = 2: two V tiles of a head per CTA
 //    sharing the operand tiles) walks the chunks in order with H^T in wgmma accumulators:
@@ -58,19 +58,29 @@ enum GateMode : int { kGateGiven = 0, kGateSoftplus = 1, kGateLowerBound = 2 };
 // Per-(chunk, value head) workspace of the KDA prep; ch = global chunk * HV + hv. The bf16 tiles are
 // stored in the state kernel's shared-memory layout (K / 64 SW128 tiles [C][64], `tile_off`), so each
 // (chunk, head) tile is one contiguous block that the state kernel moves with one bulk copy.
+// bf16 planes of the two C x C operand tiles the preps write for the state kernel. T' = (I + A)^-1 diag(beta)
+// as hi + lo: one bf16 rounding of the inverse carries into every later chunk's state and costs the g = 0
+// gate cases more than the tolerance allows. Q' (scale Aqk) as one plane, and v_new as one plane in the
+// o product, as in FLA's precision map (spec section 5: Aqk, v_new in the input dtype): they enter o
+// only, no error is carried across chunks (nineteenth session: 12 -> 4 wgmma per chunk and V tile for o,
+// 8 KB less per chunk and head of workspace).
+constexpr int kTPlanes = 2;
+constexpr int kQPlanes = 1;
+static_assert(kQPlanes == 1 || kQPlanes == 2, "Q' as one plane or hi + lo");
+
 struct Workspace {
   bf16* ke;   // [ch][C][K]  k e^b (normalized k)
   bf16* qg;   // [ch][C][K]  q e^b (normalized q)
   bf16* kg;   // [ch][C][K]  k e^(bL - b)
-  bf16* a;    // [ch][2][C][C] swizzled  scale * Aqk as hi, lo (lower incl., zero above the diagonal)
+  bf16* a;    // [ch][kQPlanes][C][C] swizzled  scale * Aqk (lower incl., zero above the diagonal)
   float* el;  // [ch][K]     e^bL
 };
 
 // The per-(chunk, value head) outputs both preps share the layout of (chunk_delta_thin_fwd.cuh); GDN
 // writes all three, KDA only t.
 struct ThinWorkspace {
-  bf16* t;    // [ch][2][C][C] swizzled  T' = (I+A)^-1 diag(beta) as hi, lo
-  bf16* a;    // [ch][2][C][C] swizzled  Q' as hi, lo (lower incl., zero above the diagonal)
+  bf16* t;    // [ch][kTPlanes][C][C] swizzled  T' = (I+A)^-1 diag(beta) as hi, lo
+  bf16* a;    // [ch][kQPlanes][C][C] swizzled  Q' (lower incl., zero above the diagonal)
   float* sc;  // [ch][4][C]    per-token factors c1, c2, c3 and 2^bL (repeated)
 };
 
@@ -156,10 +166,12 @@ __device__ __forceinline__ int item_tid() {
 // Bytes of one (chunk, head) workspace tile = its shared-memory tile (bulk copy sizes: multiples of 16).
 template <int K>
 constexpr std::uint32_t kTileBytes = kC * K * sizeof(bf16);
-constexpr std::uint32_t kATileBytes = 2 * kC * kC * sizeof(bf16);
-static_assert(kTileBytes<64> % 16 == 0 && kTileBytes<128> % 16 == 0 && kTileBytes<256> % 16 == 0 && kATileBytes % 16 == 0,
+constexpr std::uint32_t kTTileBytes = kTPlanes * kC * kC * sizeof(bf16);
+constexpr std::uint32_t kQTileBytes = kQPlanes * kC * kC * sizeof(bf16);
+static_assert(kTileBytes<64> % 16 == 0 && kTileBytes<128> % 16 == 0 && kTileBytes<256> % 16 == 0 && kQTileBytes % 16 == 0,
               "bulk copies: 16-byte sizes");
-static_assert(2 * kTileBytes<256> < (1u << 20) && kTileBytes<256> + kATileBytes < (1u << 20), "mbarrier tx-count range");
+static_assert(2 * kTileBytes<256> < (1u << 20) && kTileBytes<256> + kTTileBytes + kQTileBytes < (1u << 20),
+              "mbarrier tx-count range");
 
 static_assert(sizeof(PrepSmem<128>) <= 113 * 1024, "KDA K=128 prep: two CTAs per SM");
 static_assert(sizeof(PrepSmem<256>) <= 227 * 1024, "KDA K=256 prep over the sm_90 limit");
@@ -457,7 +469,7 @@ __global__ void __launch_bounds__(kThreads, kPrepMinBlocks<K>) kda_prep_kernel(c
     }
 
     // ---- S2: L (strict lower, times beta_r) and Aqk (lower incl., times scale)
-    bf16* const Ag = p.ws.a + ch * 2 * kC * kC;  // hi [C][C], then lo (swizzled rows)
+    bf16* const Ag = p.ws.a + ch * kQPlanes * kC * kC;  // hi [C][C] (then lo), swizzled rows
     {
       // Per-channel gates: operands are pre-scaled through a reference row (spec section 5). Jobs:
       // the off-diagonal blocks of row block ib (reference = its first row, all factors <= 1) or its
@@ -579,7 +591,7 @@ __global__ void __launch_bounds__(kThreads, kPrepMinBlocks<K>) kda_prep_kernel(c
             uint32_t hi, lo;
             pack_bf16_split_bits(av[0], av[1], hi, lo);
             *reinterpret_cast<uint32_t*>(Agr + hf * 8 * kC + jp) = hi;
-            *reinterpret_cast<uint32_t*>(Agr + kC * kC + hf * 8 * kC + jp) = lo;
+            if constexpr (kQPlanes == 2) *reinterpret_cast<uint32_t*>(Agr + kC * kC + hf * 8 * kC + jp) = lo;
             *reinterpret_cast<float2*>(Lr + hf * 8 * 68 + nt * 8) = make_float2(lv[0], lv[1]);
           }
         }
@@ -603,7 +615,7 @@ __global__ void __launch_bounds__(kThreads, kPrepMinBlocks<K>) kda_prep_kernel(c
           const float av = jj <= rr ? p.scale * sa : 0.f;
           const bf16 hi = __float2bfloat16_rn(av);
           Ag[swz<kC>(r, j)] = hi;
-          Ag[kC * kC + swz<kC>(r, j)] = __float2bfloat16_rn(av - __bfloat162float(hi));
+          if constexpr (kQPlanes == 2) Ag[kC * kC + swz<kC>(r, j)] = __float2bfloat16_rn(av - __bfloat162float(hi));
           s.L[r][j] = jj < rr ? s.beta[r] * sl : 0.f;
         }
       }
@@ -613,8 +625,8 @@ __global__ void __launch_bounds__(kThreads, kPrepMinBlocks<K>) kda_prep_kernel(c
         const int r = 16 * ib + (lane & 15);
         for (int pc = 2 * (ib + 1) + (lane >> 4); pc < kC / 8; pc += 2) {
           uint4* const dst = reinterpret_cast<uint4*>(Ag + swz<kC>(r, 8 * pc));
-          dst[0] = make_uint4(0u, 0u, 0u, 0u);                // hi
-          dst[kC * kC / 8] = make_uint4(0u, 0u, 0u, 0u);      // lo
+          dst[0] = make_uint4(0u, 0u, 0u, 0u);                                // hi
+          if constexpr (kQPlanes == 2) dst[kC * kC / 8] = make_uint4(0u, 0u, 0u, 0u);  // lo
         }
       }
     }
@@ -652,7 +664,7 @@ __global__ void __launch_bounds__(kThreads, kPrepMinBlocks<K>) kda_prep_kernel(c
     merge_inverse_blocks(s.L, s.u0.X, warp, lane);
 
     // ---- S4: T' = Tinv diag(beta) as bf16 hi + lo, k e^(bL-b) and k e^b, all to the workspace
-    store_t_prime(s.u0.X, s.beta, p.tw.t + ch * 2 * kC * kC, tid);
+    store_t_prime(s.u0.X, s.beta, p.tw.t + ch * kTPlanes * kC * kC, tid);
     {
       bf16* const kg = p.ws.kg + ch * kC * K;
       constexpr int PR = kThreads / (K / 2);  // rows per pass (8, 4, 2)
@@ -747,10 +759,10 @@ int run(Params prm, const Problem& p, cudaStream_t st) {
   if (nch > 0) {
     if (nch > static_cast<size_t>(INT32_MAX)) throw_unsupported("q", "more than 2^31 chunk-heads", "fewer chunk-heads");
     prm.nitems = static_cast<int>(nch);
-    const size_t b_a = align256(nch * kATileBytes);
+    const size_t b_t = align256(nch * kTTileBytes), b_a = align256(nch * kQTileBytes);
     if constexpr (KDA) {
       const size_t b_ck = align256(nch * kTileBytes<K>), b_el = align256(nch * K * sizeof(float));
-      ws = static_cast<unsigned char*>(workspace_alloc(3 * b_ck + 2 * b_a + b_el, st, "delta fwd workspace"));
+      ws = static_cast<unsigned char*>(workspace_alloc(3 * b_ck + b_a + b_el + b_t, st, "delta fwd workspace"));
       prm.ws = {reinterpret_cast<bf16*>(ws), reinterpret_cast<bf16*>(ws + b_ck), reinterpret_cast<bf16*>(ws + 2 * b_ck),
                 reinterpret_cast<bf16*>(ws + 3 * b_ck), reinterpret_cast<float*>(ws + 3 * b_ck + b_a)};
       prm.tw = {reinterpret_cast<bf16*>(ws + 3 * b_ck + b_a + b_el), nullptr, nullptr};
@@ -767,8 +779,8 @@ int run(Params prm, const Problem& p, cudaStream_t st) {
                                                    static_cast<std::uint64_t>(K), 64, kC, "k");
       }
       const size_t b_sc = align256(nch * 4 * kC * sizeof(float));
-      ws = static_cast<unsigned char*>(workspace_alloc(2 * b_a + b_sc, st, "delta fwd workspace"));
-      prm.tw = {reinterpret_cast<bf16*>(ws), reinterpret_cast<bf16*>(ws + b_a), reinterpret_cast<float*>(ws + 2 * b_a)};
+      ws = static_cast<unsigned char*>(workspace_alloc(b_t + b_a + b_sc, st, "delta fwd workspace"));
+      prm.tw = {reinterpret_cast<bf16*>(ws), reinterpret_cast<bf16*>(ws + b_t), reinterpret_cast<float*>(ws + b_t + b_a)};
       // One warpgroup per CTA, wgmma q k^T / k k^T (gdn_prep_wg.cuh; sixteenth session): H200 B1_T8192_H96_D128 prep
       // 0.364 -> 0.318 ms against the 8-warp mma.sync gdn_thin_prep_kernel it replaced, whole forward 0.766 -> 0.720.
       // q / k reach it as TMA boxes (seventeenth session): prep 0.270 -> 0.243 ms at the same shape

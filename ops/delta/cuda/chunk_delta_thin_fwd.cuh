@@ -14,7 +14,7 @@
 //   H'    = 2^(bL) H + k^T diag(c3) v_new      c3_j = rk_j 2^(bL - b_j)
 // 1. gdn_wg_prep_kernel (gdn_prep_wg.cuh: per chunk and value head, persistent, one warpgroup per CTA;
 //    until the sixteenth session gdn_thin_prep_kernel, 8 warps and mma.sync) writes only T' and Q' (bf16
-//    hi + lo, SW128 rows) and c1, c2, c3, 2^bL: 33 KB per chunk and head instead of the split
+//    hi + lo; Q' one plane since the nineteenth session, SW128 rows) and c1, c2, c3, 2^bL: 25 KB per chunk and head instead of the split
 //    path's 96.5 KB (w, q e^b, k e^(bL-b), Aqk, u in fp32). No q / k rewrite, no w, no u.
 // 2. delta_thin_state_kernel<false, K, VW> (one warpgroup per sequence, value head and 64-column V tile;
 //    VW = 2: two such warpgroups of one head per CTA, sharing the chunk's tiles) loads q, k, v itself (cp.async into SW128 tiles) and runs the products above on wgmma, H^T in
@@ -25,7 +25,7 @@
 // instead of u = T' v (no value tiles, no w / u products in the prep; 80.5 KB per chunk and head).
 // Numerics: v - diag(c1) k H is rounded to bf16 once (a difference of the chunk's values and the
 // state's prediction, so its rounding is relative to the innovation, not to u or w H); T' and Q' enter
-// as hi + lo, v_new as hi + lo in o, as in the split path.
+// as hi + lo; Q' and v_new enter o as one bf16 plane each (kQPlanes, chunk_delta_fwd.cu; FLA's map).
 
 // ---- the state kernel (both ops): one warpgroup per (sequence, value head, 64-column V tile); H^T
 // [64 V][K] as the fp32 accumulator of an m64nK wgmma (thread layout: ht[4 nt + e] = H^T(v = vrow +
@@ -33,7 +33,7 @@
 // Per chunk, with GDN's factors (KDA: c1 = c3 = 1, c2 = scale; its per-channel gate is in the tiles):
 //   batch 1: S^T = bf16(H^T) k1^T, P^T = bf16(H^T) q1^T (K / 16 m64n64k16 each)
 //   X^T = v^T - S^T diag(c1) (bf16; v^T by ldmatrix.trans), then v_new^T = X^T T'^T (T' hi and lo)
-//   batch 2: o^T = P^T diag(c2) + v_new^T Q'^T as hi / lo terms (12 m64n64k16)
+//   batch 2: o^T = P^T diag(c2) + v_new^T Q'^T (4 m64n64k16; 12 with hi / lo terms, kQPlanes = 2)
 //   batch 3: H^T = diag(2^bL) H^T + (v_new^T diag(c3)) k3 (4 m64nKk16, B = k3 MN-major)
 // Operands: GDN q1 = q, k1 = k3 = k (raw, cp.async into SW128 tiles; k double-buffered by chunk
 // parity since batch 3 still reads chunk ci's k when ci + 1's arrives). KDA q1 = q e^b, k1 = k e^b,
@@ -60,7 +60,7 @@ struct ThinStateSmem {
   bf16 k3[NB == 2 ? kC * K : 512];  // KDA, two top buffers: k e^(bL-b) of top buffer 1 (else unused, 1 KB)
   bf16 v[VW][2][kC * kC];  // per V tile: [token][64 value columns], SW128, chunk parity
   bf16 t[NB][2][kC * kC];  // T' hi, lo
-  bf16 a[NB][2][kC * kC];  // Q' hi, lo
+  bf16 a[NB][kQPlanes][kC * kC];  // Q' (hi, lo with two planes)
   float sc[KDA ? 1 : 4][kC];  // GDN: c1, c2, c3, 2^bL
   float el[NB][KDA ? K : 1];  // KDA: 2^bL per channel
   alignas(16) bf16 o[VW][kC][kC + 8];  // per V tile: o [token][value column], padded (16-byte row pieces to HBM)
@@ -156,15 +156,15 @@ __global__ void __launch_bounds__(kThinStateThreads<K, VW>, 1) delta_thin_state_
     const int bb = NB == 2 ? (ci & 1) : 0;
     std::uint64_t* const bar = top_bar(bb);
     if constexpr (KDA) {
-      mbar_arrive_expect_tx(bar, 2 * kATileBytes + kQkBytes + K * 4);
+      mbar_arrive_expect_tx(bar, kTTileBytes + kQTileBytes + kQkBytes + K * 4);
       bulk_copy_g2s(k3_tile(bb), p.ws.kg + c * kC * K, kQkBytes, bar);
       bulk_copy_g2s(s.el[bb], p.ws.el + c * K, K * 4, bar);
     } else {
-      mbar_arrive_expect_tx(bar, 2 * kATileBytes + 4 * kC * 4);
+      mbar_arrive_expect_tx(bar, kTTileBytes + kQTileBytes + 4 * kC * 4);
       bulk_copy_g2s(&s.sc[0][0], p.tw.sc + c * 4 * kC, 4 * kC * 4, bar);
     }
-    bulk_copy_g2s(&s.t[bb][0][0], p.tw.t + c * 2 * kC * kC, kATileBytes, bar);
-    bulk_copy_g2s(&s.a[bb][0][0], (KDA ? p.ws.a : p.tw.a) + c * 2 * kC * kC, kATileBytes, bar);
+    bulk_copy_g2s(&s.t[bb][0][0], p.tw.t + c * kTPlanes * kC * kC, kTTileBytes, bar);
+    bulk_copy_g2s(&s.a[bb][0][0], (KDA ? p.ws.a : p.tw.a) + c * kQPlanes * kC * kC, kQTileBytes, bar);
   };
   if (tid == 0) {
     mbar_init(&s.bar[0], 1);
@@ -304,14 +304,14 @@ __global__ void __launch_bounds__(kThinStateThreads<K, VW>, 1) delta_thin_state_
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) {
       wgmma::mma_rs<wgmma::M64N64_RS<Major::K>, 32>(xf[ks], wgmma::desc_k(a_t + ks * 32), nacc);
-      wgmma::mma_rs<wgmma::M64N64_RS<Major::K>, 32>(xf[ks], wgmma::desc_k(a_t + kATileBytes / 2 + ks * 32), nacc);
+      wgmma::mma_rs<wgmma::M64N64_RS<Major::K>, 32>(xf[ks], wgmma::desc_k(a_t + kTTileBytes / 2 + ks * 32), nacc);
     }
     cute::warpgroup_commit_batch();
     cute::warpgroup_wait<0>();
     wgmma::fence_regs<32>(nacc);
     wgmma::fence_regs<16>(&xf[0][0]);
 
-    // o^T starts as P^T diag(c2); H^T decays; v_new^T as hi / lo (o) and times c3 (state update)
+    // o^T starts as P^T diag(c2); H^T decays; v_new^T in bf16 (o) and times c3 (state update)
 #pragma unroll
     for (int i = 0; i < NO / 2; i += 2) {
       float2 c2 = make_float2(p.scale, p.scale);
@@ -334,7 +334,10 @@ __global__ void __launch_bounds__(kThinStateThreads<K, VW>, 1) delta_thin_state_
     std::uint32_t vh[4][4], vl[4][4], vs[4][4];
 #pragma unroll
     for (int i = 0; i < 16; ++i) {
-      pack_bf16_split(nacc[2 * i], nacc[2 * i + 1], vh[i >> 2][i & 3], vl[i >> 2][i & 3]);
+      if constexpr (kQPlanes == 2)
+        pack_bf16_split(nacc[2 * i], nacc[2 * i + 1], vh[i >> 2][i & 3], vl[i >> 2][i & 3]);
+      else
+        vh[i >> 2][i & 3] = pack_bf16(nacc[2 * i], nacc[2 * i + 1]);
       if constexpr (KDA) {
         vs[i >> 2][i & 3] = vh[i >> 2][i & 3];
       } else {
@@ -347,14 +350,16 @@ __global__ void __launch_bounds__(kThinStateThreads<K, VW>, 1) delta_thin_state_
     wgmma::fence_regs<NO / 2>(oacc);
     wgmma::fence_regs<KH / 2>(ht);
     wgmma::fence_regs<16>(&vh[0][0]);
-    wgmma::fence_regs<16>(&vl[0][0]);
+    if constexpr (kQPlanes == 2) wgmma::fence_regs<16>(&vl[0][0]);
     wgmma::fence_regs<16>(&vs[0][0]);
     cute::warpgroup_arrive();
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) {  // tokens j = 16 ks ..: 32 bytes per k-step in Q''s rows
       wgmma::mma_rs<wgmma::M64_RS<NO, Major::K>, NO / 2>(vh[ks], wgmma::desc_k(a_a + ks * 32), oacc);
-      wgmma::mma_rs<wgmma::M64_RS<NO, Major::K>, NO / 2>(vh[ks], wgmma::desc_k(a_a + kATileBytes / 2 + ks * 32), oacc);
-      wgmma::mma_rs<wgmma::M64_RS<NO, Major::K>, NO / 2>(vl[ks], wgmma::desc_k(a_a + ks * 32), oacc);
+      if constexpr (kQPlanes == 2) {  // Q'_hi v_lo + Q'_lo v_hi
+        wgmma::mma_rs<wgmma::M64_RS<NO, Major::K>, NO / 2>(vh[ks], wgmma::desc_k(a_a + kQTileBytes / 2 + ks * 32), oacc);
+        wgmma::mma_rs<wgmma::M64_RS<NO, Major::K>, NO / 2>(vl[ks], wgmma::desc_k(a_a + ks * 32), oacc);
+      }
     }
     cute::warpgroup_commit_batch();
 #pragma unroll
@@ -369,7 +374,7 @@ __global__ void __launch_bounds__(kThinStateThreads<K, VW>, 1) delta_thin_state_
     cute::warpgroup_wait<0>();
     wgmma::fence_regs<KH / 2>(ht);
     wgmma::fence_regs<16>(&vh[0][0]);
-    wgmma::fence_regs<16>(&vl[0][0]);
+    if constexpr (kQPlanes == 2) wgmma::fence_regs<16>(&vl[0][0]);
     wgmma::fence_regs<16>(&vs[0][0]);
   }
   if (nchunks > 0) {

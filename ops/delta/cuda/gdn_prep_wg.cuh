@@ -9,7 +9,7 @@
 //   S0  beta, gate cumsum (log2)                      warps 0-1 / warp 2, from registers loaded one item ahead
 //   S1  inverse norms, one q or k row per thread       SIMT over SW128 tiles
 //   S2  q k^T and k k^T on wgmma (m64n64k16 SS, both operands K-major from the same SW128 tiles the state
-//       kernel uses), factors and decay in the epilogue; Q' as bf16 hi + lo, the strict-lower A in fp32
+//       kernel uses), factors and decay in the epilogue; Q' in bf16 (kQPlanes), the strict-lower A in fp32
 //   S3  (I + A)^-1: diagonal 16 x 16 blocks by forward substitution, two tf32 merge levels (merge_inverse_blocks)
 //   S4  T' = (I + A)^-1 diag(beta) as bf16 hi + lo; the factor rows c1, c2, c3, 2^bL
 // Q', T' and the factor rows are written to shared memory in their workspace layout (4-byte stores without bank
@@ -25,7 +25,7 @@
 template <int K>
 struct WgPrepSmem {
   bf16 q[kC * K];  // SW128 tiles [K / 64][C][64] (1 KB aligned: the struct sits at a 1 KB boundary)
-  bf16 k[kC * K];  // (q, then k) from S2's end to S3a's: Q' hi + lo (16 KB) on its way out by bulk copy
+  bf16 k[kC * K];  // (q, then k) from S2's end to S3a's: Q' (8 KB a plane) on its way out by bulk copy
   alignas(16) float L[kC][68];  // strict-lower A, the inverted diagonal blocks; after the merges T' hi + lo (16 KB) on its way out
   alignas(16) float X[kC][68];  // (I + A)^-1, upper blocks as merge scratch
   alignas(16) float beta[kC];
@@ -50,7 +50,7 @@ __global__ void __launch_bounds__(kWgThreads, SEQ ? 1 : kWgPrepMinBlocks<K>) gdn
   using S = WgPrepSmem<K>;
   static_assert(offsetof(S, k) % 1024 == 0 && offsetof(S, k) == offsetof(S, q) + kC * K * sizeof(bf16),
                 "SW128 tiles 1 KB aligned; q, k contiguous (the Q' staging)");
-  static_assert(2 * kC * K * sizeof(bf16) >= kATileBytes && sizeof(S::L) >= kATileBytes, "Q' / T' staging space");
+  static_assert(2 * kC * K * sizeof(bf16) >= kQTileBytes && sizeof(S::L) >= kTTileBytes, "Q' / T' staging space");
   extern __shared__ __align__(16) unsigned char wg_prep_smem_raw[];
   unsigned char* const sm_base = wg_prep_smem_raw + ((1024u - (smem_u32(wg_prep_smem_raw) & 1023u)) & 1023u);
   S& s = *reinterpret_cast<S*>(sm_base);
@@ -132,7 +132,7 @@ __global__ void __launch_bounds__(kWgThreads, SEQ ? 1 : kWgPrepMinBlocks<K>) gdn
   }
   std::uint32_t qk_phase = 0;
   const std::uint32_t a_q = smem_u32(s.q), a_k = smem_u32(s.k);
-  bf16* const q_stage = s.q;                          // Q' hi, lo on their way out
+  bf16* const q_stage = s.q;                          // Q' (kQPlanes planes) on its way out
   bf16* const t_stage = reinterpret_cast<bf16*>(&s.L[0][0]);  // T' hi, lo on their way out
 #pragma unroll 1
   for (int i = first; i < count; i += stride) {
@@ -230,10 +230,15 @@ __global__ void __launch_bounds__(kWgThreads, SEQ ? 1 : kWgPrepMinBlocks<K>) gdn
         const float f0 = ex2(fminf(br - bj.x, 0.f)) * kj.x, f1 = ex2(fminf(br - bj.y, 0.f)) * kj.y;
         const float* const aq = &acc_q[4 * nt + 2 * hf];
         const float* const ak = &acc_k[4 * nt + 2 * hf];
-        uint32_t hi, lo;
-        pack_bf16_split(j <= r && r < Cn ? fq * aq[0] * f0 : 0.f, j + 1 <= r && r < Cn ? fq * aq[1] * f1 : 0.f, hi, lo);
-        st_u32(q_stage + swz<kC>(r, j), hi);
-        st_u32(q_stage + kC * kC + swz<kC>(r, j), lo);
+        const float q0 = j <= r && r < Cn ? fq * aq[0] * f0 : 0.f, q1 = j + 1 <= r && r < Cn ? fq * aq[1] * f1 : 0.f;
+        if constexpr (kQPlanes == 2) {
+          uint32_t hi, lo;
+          pack_bf16_split(q0, q1, hi, lo);
+          st_u32(q_stage + swz<kC>(r, j), hi);
+          st_u32(q_stage + kC * kC + swz<kC>(r, j), lo);
+        } else {
+          st_u32(q_stage + swz<kC>(r, j), pack_bf16(q0, q1));
+        }
         *reinterpret_cast<float2*>(&s.L[r][j]) =
             make_float2(j < r && r < Cn ? fk * ak[0] * f0 : 0.f, j + 1 < r && r < Cn ? fk * ak[1] * f1 : 0.f);
       }
@@ -241,7 +246,7 @@ __global__ void __launch_bounds__(kWgThreads, SEQ ? 1 : kWgPrepMinBlocks<K>) gdn
     wgmma::fence_proxy_async_smem();  // the Q' stores before the bulk copy reads them
     __syncthreads();  // L, Q' complete
     if (tid == 0) {
-      bulk_copy_s2g(p.tw.a + ch * 2 * kC * kC, q_stage, kATileBytes);
+      bulk_copy_s2g(p.tw.a + ch * kQPlanes * kC * kC, q_stage, kQTileBytes);
       bulk_commit();
     }
 
@@ -272,7 +277,7 @@ __global__ void __launch_bounds__(kWgThreads, SEQ ? 1 : kWgPrepMinBlocks<K>) gdn
     wgmma::fence_proxy_async_smem();
     __syncthreads();  // T', factors complete; beta, bs, X consumed before the next item's S0
     if (tid == 0) {
-      bulk_copy_s2g(p.tw.t + ch * 2 * kC * kC, t_stage, kATileBytes);
+      bulk_copy_s2g(p.tw.t + ch * kTPlanes * kC * kC, t_stage, kTTileBytes);
       bulk_copy_s2g(p.tw.sc + ch * 4 * kC, &s.sc[0][0], 4 * kC * sizeof(float));
       bulk_commit();
     }
