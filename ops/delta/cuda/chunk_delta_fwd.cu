@@ -16,8 +16,9 @@
 // the (I+L)^-1 block merges use mma.sync m16n8k8 tf32 (FLA's precision). Gates are kept as log2
 // cumsums and only non-positive differences are exponentiated, except KDA's safe_gate diagonal
 // sub-blocks, whose middle reference row bounds the factors by 2^(8*|lower_bound|*log2e) <= e^40
-// (spec section 5). Beyond FLA's precision map, T' and Aqk enter as two bf16 terms (x = hi + lo), as
-// does v_new in o: their single bf16 rounding is what the no-decay (g = 0) cases cannot afford.
+// (spec section 5). Beyond FLA's precision map, T' enters as two bf16 terms (x = hi + lo): its single
+// bf16 rounding is what the no-decay (g = 0) cases cannot afford. Aqk and v_new enter o as one bf16 plane
+// each, as in FLA (kQPlanes; nineteenth session).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
