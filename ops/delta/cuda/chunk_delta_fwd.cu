@@ -56,19 +56,20 @@ constexpr float kLog2e = 1.4426950408889634f;
 
 enum GateMode : int { kGateGiven = 0, kGateSoftplus = 1, kGateLowerBound = 2 };
 
+// bf16 planes of the two C x C operand tiles the preps write for the state kernel. T' = (I + A)^-1 diag(beta)
+// as hi + lo: one bf16 rounding of the inverse carries into every later chunk's state and costs the g = 0
+// gate cases more than the tolerance allows (H200, nineteenth session, kTPlanes = 1: chunk_gdn
+// B1_T1024_H2_D128_gzero o err_ratio 5.78e-3 against 5e-3, forward and backward; 5 % faster GDN forward).
+// Q' (scale Aqk) as one plane, and v_new as one plane in the o product, as in FLA's precision map (spec
+// section 5: Aqk, v_new in the input dtype): they enter o only, no error is carried across chunks
+// (nineteenth session: 12 -> 4 wgmma per chunk and V tile for o, 8 KB less per chunk and head of workspace).
+constexpr int kTPlanes = 2;
+constexpr int kQPlanes = 1;
+static_assert((kQPlanes == 1 || kQPlanes == 2) && (kTPlanes == 1 || kTPlanes == 2), "one plane or hi + lo");
+
 // Per-(chunk, value head) workspace of the KDA prep; ch = global chunk * HV + hv. The bf16 tiles are
 // stored in the state kernel's shared-memory layout (K / 64 SW128 tiles [C][64], `tile_off`), so each
 // (chunk, head) tile is one contiguous block that the state kernel moves with one bulk copy.
-// bf16 planes of the two C x C operand tiles the preps write for the state kernel. T' = (I + A)^-1 diag(beta)
-// as hi + lo: one bf16 rounding of the inverse carries into every later chunk's state and costs the g = 0
-// gate cases more than the tolerance allows. Q' (scale Aqk) as one plane, and v_new as one plane in the
-// o product, as in FLA's precision map (spec section 5: Aqk, v_new in the input dtype): they enter o
-// only, no error is carried across chunks (nineteenth session: 12 -> 4 wgmma per chunk and V tile for o,
-// 8 KB less per chunk and head of workspace).
-constexpr int kTPlanes = 2;
-constexpr int kQPlanes = 1;
-static_assert(kQPlanes == 1 || kQPlanes == 2, "Q' as one plane or hi + lo");
-
 struct Workspace {
   bf16* ke;   // [ch][C][K]  k e^b (normalized k)
   bf16* qg;   // [ch][C][K]  q e^b (normalized q)
@@ -317,10 +318,14 @@ __device__ __forceinline__ void store_t_prime(const float (*X)[68], const float*
     float tu[2];
     tu[0] = (j <= r) ? x.x * bj0 : 0.f;
     tu[1] = (j + 1 <= r) ? x.y * bj1 : 0.f;
-    uint32_t thi, tlo;
-    pack_bf16_split(tu[0], tu[1], thi, tlo);
-    st_u32(Tg + swz<kC>(r, j), thi);
-    st_u32(Tg + kC * kC + swz<kC>(r, j), tlo);
+    if constexpr (kTPlanes == 2) {
+      uint32_t thi, tlo;
+      pack_bf16_split(tu[0], tu[1], thi, tlo);
+      st_u32(Tg + swz<kC>(r, j), thi);
+      st_u32(Tg + kC * kC + swz<kC>(r, j), tlo);
+    } else {
+      st_u32(Tg + swz<kC>(r, j), pack_bf16(tu[0], tu[1]));
+    }
   }
 }
 

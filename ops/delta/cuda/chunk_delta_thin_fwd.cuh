@@ -304,7 +304,8 @@ __global__ void __launch_bounds__(kThinStateThreads<K, VW>, 1) delta_thin_state_
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) {
       wgmma::mma_rs<wgmma::M64N64_RS<Major::K>, 32>(xf[ks], wgmma::desc_k(a_t + ks * 32), nacc);
-      wgmma::mma_rs<wgmma::M64N64_RS<Major::K>, 32>(xf[ks], wgmma::desc_k(a_t + kTTileBytes / 2 + ks * 32), nacc);
+      if constexpr (kTPlanes == 2)
+        wgmma::mma_rs<wgmma::M64N64_RS<Major::K>, 32>(xf[ks], wgmma::desc_k(a_t + kTTileBytes / 2 + ks * 32), nacc);
     }
     cute::warpgroup_commit_batch();
     cute::warpgroup_wait<0>();
