@@ -335,7 +335,6 @@ constexpr int kPrepMinBlocks = K > 128 ? 1 : 2;
 
 template <int K>
 __global__ void __launch_bounds__(kThreads, kPrepMinBlocks<K>) kda_prep_kernel(const Params p) {
-  cudaTriggerProgrammaticLaunchCompletion();  // the state kernel may start as CTAs of this persistent grid retire
   extern __shared__ __align__(16) unsigned char smem_raw[];
   auto& s = *reinterpret_cast<PrepSmem<K>*>(smem_raw);
   const int tid0 = threadIdx.x;
@@ -720,27 +719,6 @@ void launch_smem(void (*kern)(Params), std::size_t grid, int threads, std::size_
   kern<<<static_cast<unsigned>(grid), threads, smem, st>>>(prm);
 }
 
-// The state kernel as the prep's programmatic dependent (PDL): its CTAs may become resident as the prep's retire and
-// run their prologue (barriers, h0, chunk 0's raw q / k / v) before the prep grid completes; the kernel's thread 0
-// waits for that completion (cudaGridDependencySynchronize) before it reads the workspace. Only right after a
-// prep launch of the same call, whose trigger comes after every earlier kernel of the stream has completed.
-void launch_after_prep(void (*kern)(Params), std::size_t grid, int threads, std::size_t smem, const Params& prm, cudaStream_t st,
-                       const char* name) {
-  set_max_dynamic_smem(kern, static_cast<int>(smem), name);
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>(grid));
-  cfg.blockDim = dim3(static_cast<unsigned>(threads));
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = st;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  const cudaError_t e = cudaLaunchKernelEx(&cfg, kern, prm);
-  if (e != cudaSuccess) cuda_fail(name, e);
-}
-
 // A prep launch: a persistent grid of as many CTAs as fit at once, each striding over the (chunk, value
 // head) items.
 void launch_prep(void (*kern)(Params), std::size_t smem, std::size_t items, int sms, const Params& prm, cudaStream_t st,
@@ -835,17 +813,14 @@ int run(Params prm, const Problem& p, cudaStream_t st) {
   const long tiles = p.N * p.HV * prm.nvt;
   const int vw = KDA && K <= 128 && prm.nvt % 2 == 0 && tiles > sms ? 2 : 1;
   if (tiles > 0) {
-    // after this call's prep as its programmatic dependent; a plain launch where no prep ran (no chunks) or the stage
-    // timer's events sit between the two
-    const auto launch = nch > 0 && !stages ? launch_after_prep : launch_smem;
     if constexpr (KDA && K <= 128) {
       if (vw == 2)
-        launch(delta_thin_state_kernel<KDA, K, 2>, static_cast<std::size_t>(tiles / 2), kThinStateThreads<K, 2>,
-               kThinStateSmemBytes<KDA, K, 2>, prm, st, "delta_thin_state_kernel");
+        launch_smem(delta_thin_state_kernel<KDA, K, 2>, static_cast<std::size_t>(tiles / 2), kThinStateThreads<K, 2>,
+                    kThinStateSmemBytes<KDA, K, 2>, prm, st, "delta_thin_state_kernel");
     }
     if (vw == 1)
-      launch(delta_thin_state_kernel<KDA, K, 1>, static_cast<std::size_t>(tiles), kThinStateThreads<K, 1>,
-             kThinStateSmemBytes<KDA, K, 1>, prm, st, "delta_thin_state_kernel");
+      launch_smem(delta_thin_state_kernel<KDA, K, 1>, static_cast<std::size_t>(tiles), kThinStateThreads<K, 1>,
+                  kThinStateSmemBytes<KDA, K, 1>, prm, st, "delta_thin_state_kernel");
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) cuda_fail("state kernel launch", e);
   }

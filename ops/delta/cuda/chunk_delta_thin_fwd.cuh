@@ -172,14 +172,8 @@ __global__ void __launch_bounds__(kThinStateThreads<K, VW>, 1) delta_thin_state_
     mbar_init(&s.bar_top1, 1);
     mbar_init_fence();
   }
-  // Launched as the prep's programmatic dependent (launch_after_prep): this prologue may run while the prep's last
-  // items do. Thread 0 alone reads what the prep writes (its bulk copies: KDA's q e^b, k e^b in load_next, the
-  // top tiles), so it alone waits for the prep grid's completion and memory; the raw q / k / v, h0 were written
-  // before the prep started.
-  if (KDA && tid == 0) cudaGridDependencySynchronize();
   if (nchunks > 0) load_next(0);
   cp_async_commit();
-  if (!KDA && tid == 0) cudaGridDependencySynchronize();
 
   float ht[KH / 2];  // H^T accumulator (m64nKH) over the warpgroup's channels
   const long sbase = (static_cast<long>(n) * p.HV + hv) * K * V;

@@ -46,7 +46,6 @@ static_assert(4 * kWgPrepSmemBytes<64> <= 227 * 1024 && 3 * kWgPrepSmemBytes<128
 
 template <int K, bool SEQ>
 __global__ void __launch_bounds__(kWgThreads, SEQ ? 1 : kWgPrepMinBlocks<K>) gdn_wg_prep_kernel(const __grid_constant__ Params p) {
-  cudaTriggerProgrammaticLaunchCompletion();  // the state kernel may start as CTAs of this grid retire
   using wgmma::Major;
   using S = WgPrepSmem<K>;
   static_assert(offsetof(S, k) % 1024 == 0 && offsetof(S, k) == offsetof(S, q) + kC * K * sizeof(bf16),
