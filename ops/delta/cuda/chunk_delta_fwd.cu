@@ -168,9 +168,12 @@ __device__ __forceinline__ int item_tid() {
 // Bytes of one (chunk, head) workspace tile = its shared-memory tile (bulk copy sizes: multiples of 16).
 template <int K>
 constexpr std::uint32_t kTileBytes = kC * K * sizeof(bf16);
-constexpr std::uint32_t kTTileBytes = kTPlanes * kC * kC * sizeof(bf16);
-constexpr std::uint32_t kQTileBytes = kQPlanes * kC * kC * sizeof(bf16);
-static_assert(kTileBytes<64> % 16 == 0 && kTileBytes<128> % 16 == 0 && kTileBytes<256> % 16 == 0 && kQTileBytes % 16 == 0,
+// T' and Q' tiles of one (chunk, head): elements (the workspace stride per ch) and bytes
+constexpr int kTTileElems = kTPlanes * kC * kC, kQTileElems = kQPlanes * kC * kC;
+constexpr std::uint32_t kTTileBytes = kTTileElems * sizeof(bf16);
+constexpr std::uint32_t kQTileBytes = kQTileElems * sizeof(bf16);
+static_assert(kTileBytes<64> % 16 == 0 && kTileBytes<128> % 16 == 0 && kTileBytes<256> % 16 == 0 && kTTileBytes % 16 == 0 &&
+                  kQTileBytes % 16 == 0,
               "bulk copies: 16-byte sizes");
 static_assert(2 * kTileBytes<256> < (1u << 20) && kTileBytes<256> + kTTileBytes + kQTileBytes < (1u << 20),
               "mbarrier tx-count range");
@@ -302,8 +305,21 @@ __device__ __forceinline__ void merge_inverse_blocks(const float (*L)[68], float
   }
   __syncthreads();
 }
+// Two consecutive values at element offset off of a [NP][C][C] tile: bf16 (NP = 1) or bf16 hi and lo planes
+// (NP = 2, x = hi + lo), 4 bytes per plane.
+template <int NP>
+__device__ __forceinline__ void st_bf16x2_planes(bf16* tile, int off, float x0, float x1) {
+  if constexpr (NP == 2) {
+    uint32_t hi, lo;
+    pack_bf16_split(x0, x1, hi, lo);
+    st_u32(tile + off, hi);
+    st_u32(tile + kC * kC + off, lo);
+  } else {
+    st_u32(tile + off, pack_bf16(x0, x1));
+  }
+}
 // Every thread of the CTA: T' = X diag(beta) (lower incl., zero above) as bf16 hi + lo into the
-// swizzled [2][C][C] workspace tile Tg. One bf16 rounding of the inverse costs the g = 0 cases more
+// swizzled [kTPlanes][C][C] workspace tile Tg. One bf16 rounding of the inverse costs the g = 0 cases more
 // than the tolerance allows.
 template <int NT = kThreads>
 __device__ __forceinline__ void store_t_prime(const float (*X)[68], const float* beta, bf16* Tg, int tid) {
@@ -318,14 +334,7 @@ __device__ __forceinline__ void store_t_prime(const float (*X)[68], const float*
     float tu[2];
     tu[0] = (j <= r) ? x.x * bj0 : 0.f;
     tu[1] = (j + 1 <= r) ? x.y * bj1 : 0.f;
-    if constexpr (kTPlanes == 2) {
-      uint32_t thi, tlo;
-      pack_bf16_split(tu[0], tu[1], thi, tlo);
-      st_u32(Tg + swz<kC>(r, j), thi);
-      st_u32(Tg + kC * kC + swz<kC>(r, j), tlo);
-    } else {
-      st_u32(Tg + swz<kC>(r, j), pack_bf16(tu[0], tu[1]));
-    }
+    st_bf16x2_planes<kTPlanes>(Tg, swz<kC>(r, j), tu[0], tu[1]);
   }
 }
 
@@ -475,7 +484,7 @@ __global__ void __launch_bounds__(kThreads, kPrepMinBlocks<K>) kda_prep_kernel(c
     }
 
     // ---- S2: L (strict lower, times beta_r) and Aqk (lower incl., times scale)
-    bf16* const Ag = p.ws.a + ch * kQPlanes * kC * kC;  // hi [C][C] (then lo), swizzled rows
+    bf16* const Ag = p.ws.a + ch * kQTileElems;  // hi [C][C] (then lo), swizzled rows
     {
       // Per-channel gates: operands are pre-scaled through a reference row (spec section 5). Jobs:
       // the off-diagonal blocks of row block ib (reference = its first row, all factors <= 1) or its
@@ -670,7 +679,7 @@ __global__ void __launch_bounds__(kThreads, kPrepMinBlocks<K>) kda_prep_kernel(c
     merge_inverse_blocks(s.L, s.u0.X, warp, lane);
 
     // ---- S4: T' = Tinv diag(beta) as bf16 hi + lo, k e^(bL-b) and k e^b, all to the workspace
-    store_t_prime(s.u0.X, s.beta, p.tw.t + ch * kTPlanes * kC * kC, tid);
+    store_t_prime(s.u0.X, s.beta, p.tw.t + ch * kTTileElems, tid);
     {
       bf16* const kg = p.ws.kg + ch * kC * K;
       constexpr int PR = kThreads / (K / 2);  // rows per pass (8, 4, 2)
@@ -746,8 +755,8 @@ bool gdn_prep_sequential() {
 // between calls), the prep over every (chunk, value head), then the state kernel over every (sequence,
 // value head, 64-column V tile); also with no chunks at all (ht = h0). Each workspace array starts
 // 256-byte aligned, so every tile is 16-byte aligned for the bulk copies.
-//   GDN: T', Q' (kATileBytes each) and the four factor rows per chunk and head (33 KB at any K, V).
-//   KDA: k e^b, q e^b, k e^(bL-b) (kTileBytes<K> each), Aqk and T' (kATileBytes each), e^bL (80.5 KB at K = 128).
+//   GDN: T' (kTTileBytes), Q' (kQTileBytes) and the four factor rows per chunk and head (25 KB at any K, V).
+//   KDA: k e^b, q e^b, k e^(bL-b) (kTileBytes<K> each), Aqk (kQTileBytes), T' (kTTileBytes), e^bL (72.5 KB at K = 128).
 // Returns the state kernel's V tiles per CTA (VW).
 template <bool KDA, int K>
 int run(Params prm, const Problem& p, cudaStream_t st) {
@@ -804,7 +813,7 @@ int run(Params prm, const Problem& p, cudaStream_t st) {
         launch_prep(gdn_wg_prep_kernel<K, false>, kWgPrepSmemBytes<K>, nch, sms, prm, st, "gdn_wg_prep_kernel", kWgThreads);
     }
   }
-  // KDA: V-tile pairs (one read of the chunk's 80.5 KB of operand tiles per head instead of one per V tile)
+  // KDA: V-tile pairs (one read of the chunk's 72.5 KB of operand tiles per head instead of one per V tile)
   // where the one-tile grid would put two CTAs on an SM anyway; a grid within one SM each keeps one tile per
   // CTA (the pair would halve the SMs that run the latency-bound chains). H200, B1_T8192_H96_D128: KDA
   // forward 1.214 -> 1.179 ms, B4_T4096_H64 1.483 -> 1.467; GDN's pairs (raw q / k and 33 KB per head) were

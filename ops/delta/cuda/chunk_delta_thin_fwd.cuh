@@ -14,18 +14,18 @@
 //   H'    = 2^(bL) H + k^T diag(c3) v_new      c3_j = rk_j 2^(bL - b_j)
 // 1. gdn_wg_prep_kernel (gdn_prep_wg.cuh: per chunk and value head, persistent, one warpgroup per CTA;
 //    until the sixteenth session gdn_thin_prep_kernel, 8 warps and mma.sync) writes only T' and Q' (bf16
-//    hi + lo; Q' one plane since the nineteenth session, SW128 rows) and c1, c2, c3, 2^bL: 25 KB per chunk and head instead of the split
-//    path's 96.5 KB (w, q e^b, k e^(bL-b), Aqk, u in fp32). No q / k rewrite, no w, no u.
+//    hi + lo, Q' one plane since the nineteenth session; SW128 rows) and c1, c2, c3, 2^bL: 25 KB per chunk
+//    and head instead of the split path's 96.5 KB (w, q e^b, k e^(bL-b), Aqk, u in fp32). No q / k rewrite, no w, no u.
 // 2. delta_thin_state_kernel<false, K, VW> (one warpgroup per sequence, value head and 64-column V tile;
 //    VW = 2: two such warpgroups of one head per CTA, sharing the chunk's tiles) loads q, k, v itself (cp.async into SW128 tiles) and runs the products above on wgmma, H^T in
 //    registers; v_new costs one more product (X T'^T) than the removed split path's u - w H.
 // KDA takes the same state kernel (delta_thin_state_kernel<true, K, VW>) after kda_prep_kernel
 // (chunk_delta_fwd.cu): its per-channel gate has to be applied to q and k in the prep, so the prep still
 // writes q e^b, k e^(bL-b) and Aqk, and k e^b where the split path wrote w = T' k e^b; it writes T'
-// instead of u = T' v (no value tiles, no w / u products in the prep; 80.5 KB per chunk and head).
+// instead of u = T' v (no value tiles, no w / u products in the prep; 72.5 KB per chunk and head).
 // Numerics: v - diag(c1) k H is rounded to bf16 once (a difference of the chunk's values and the
-// state's prediction, so its rounding is relative to the innovation, not to u or w H); T' and Q' enter
-// as hi + lo; Q' and v_new enter o as one bf16 plane each (kQPlanes, chunk_delta_fwd.cu; FLA's map).
+// state's prediction, so its rounding is relative to the innovation, not to u or w H); T' enters as
+// hi + lo; Q' and v_new enter o as one bf16 plane each (kQPlanes, chunk_delta_fwd.cu; FLA's map).
 
 // ---- the state kernel (both ops): one warpgroup per (sequence, value head, 64-column V tile); H^T
 // [64 V][K] as the fp32 accumulator of an m64nK wgmma (thread layout: ht[4 nt + e] = H^T(v = vrow +
@@ -59,7 +59,7 @@ struct ThinStateSmem {
   bf16 k[2][kC * K];   // GDN: k by chunk parity; KDA: [0] k e^b, [1] k e^(bL-b) (top buffer 0)
   bf16 k3[NB == 2 ? kC * K : 512];  // KDA, two top buffers: k e^(bL-b) of top buffer 1 (else unused, 1 KB)
   bf16 v[VW][2][kC * kC];  // per V tile: [token][64 value columns], SW128, chunk parity
-  bf16 t[NB][2][kC * kC];  // T' hi, lo
+  bf16 t[NB][kTPlanes][kC * kC];  // T' hi, lo
   bf16 a[NB][kQPlanes][kC * kC];  // Q' (hi, lo with two planes)
   float sc[KDA ? 1 : 4][kC];  // GDN: c1, c2, c3, 2^bL
   float el[NB][KDA ? K : 1];  // KDA: 2^bL per channel
@@ -163,8 +163,8 @@ __global__ void __launch_bounds__(kThinStateThreads<K, VW>, 1) delta_thin_state_
       mbar_arrive_expect_tx(bar, kTTileBytes + kQTileBytes + 4 * kC * 4);
       bulk_copy_g2s(&s.sc[0][0], p.tw.sc + c * 4 * kC, 4 * kC * 4, bar);
     }
-    bulk_copy_g2s(&s.t[bb][0][0], p.tw.t + c * kTPlanes * kC * kC, kTTileBytes, bar);
-    bulk_copy_g2s(&s.a[bb][0][0], (KDA ? p.ws.a : p.tw.a) + c * kQPlanes * kC * kC, kQTileBytes, bar);
+    bulk_copy_g2s(&s.t[bb][0][0], p.tw.t + c * kTTileElems, kTTileBytes, bar);
+    bulk_copy_g2s(&s.a[bb][0][0], (KDA ? p.ws.a : p.tw.a) + c * kQTileElems, kQTileBytes, bar);
   };
   if (tid == 0) {
     mbar_init(&s.bar[0], 1);

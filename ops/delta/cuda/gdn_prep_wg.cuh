@@ -231,14 +231,7 @@ __global__ void __launch_bounds__(kWgThreads, SEQ ? 1 : kWgPrepMinBlocks<K>) gdn
         const float* const aq = &acc_q[4 * nt + 2 * hf];
         const float* const ak = &acc_k[4 * nt + 2 * hf];
         const float q0 = j <= r && r < Cn ? fq * aq[0] * f0 : 0.f, q1 = j + 1 <= r && r < Cn ? fq * aq[1] * f1 : 0.f;
-        if constexpr (kQPlanes == 2) {
-          uint32_t hi, lo;
-          pack_bf16_split(q0, q1, hi, lo);
-          st_u32(q_stage + swz<kC>(r, j), hi);
-          st_u32(q_stage + kC * kC + swz<kC>(r, j), lo);
-        } else {
-          st_u32(q_stage + swz<kC>(r, j), pack_bf16(q0, q1));
-        }
+        st_bf16x2_planes<kQPlanes>(q_stage, swz<kC>(r, j), q0, q1);
         *reinterpret_cast<float2*>(&s.L[r][j]) =
             make_float2(j < r && r < Cn ? fk * ak[0] * f0 : 0.f, j + 1 < r && r < Cn ? fk * ak[1] * f1 : 0.f);
       }
@@ -246,7 +239,7 @@ __global__ void __launch_bounds__(kWgThreads, SEQ ? 1 : kWgPrepMinBlocks<K>) gdn
     wgmma::fence_proxy_async_smem();  // the Q' stores before the bulk copy reads them
     __syncthreads();  // L, Q' complete
     if (tid == 0) {
-      bulk_copy_s2g(p.tw.a + ch * kQPlanes * kC * kC, q_stage, kQTileBytes);
+      bulk_copy_s2g(p.tw.a + ch * kQTileElems, q_stage, kQTileBytes);
       bulk_commit();
     }
 
@@ -277,7 +270,7 @@ __global__ void __launch_bounds__(kWgThreads, SEQ ? 1 : kWgPrepMinBlocks<K>) gdn
     wgmma::fence_proxy_async_smem();
     __syncthreads();  // T', factors complete; beta, bs, X consumed before the next item's S0
     if (tid == 0) {
-      bulk_copy_s2g(p.tw.t + ch * kTPlanes * kC * kC, t_stage, kTTileBytes);
+      bulk_copy_s2g(p.tw.t + ch * kTTileElems, t_stage, kTTileBytes);
       bulk_copy_s2g(p.tw.sc + ch * 4 * kC, &s.sc[0][0], 4 * kC * sizeof(float));
       bulk_commit();
     }
