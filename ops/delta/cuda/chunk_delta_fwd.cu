@@ -5,8 +5,7 @@
 //    each walks items with the next item's loads in flight): the gate cumsum, the q/k norms, L and
 //    Aqk, (I+L)^-1, and only what the state recurrence cannot form from the raw inputs.
 //    - GDN (gdn_wg_prep_kernel, gdn_prep_wg.cuh: one warpgroup per CTA, wgmma): T' = (I+A)^-1 diag(beta)
-//      and Q' in bf16 and four per-token factor rows: the scalar gate and the norms stay per-token factors
-//      (K <= 128: no Q', which the state kernel forms; kStateQk).
+//      and Q' in bf16 and four per-token factor rows: the scalar gate and the norms stay per-token factors.
 //    - KDA (kda_prep_kernel, below): the per-channel gate must be applied to q and k here, so it writes
 //      the gated tiles q e^b, k e^b, k e^(bL-b), Aqk (bf16), e^bL and T' (hi + lo).
 // 2. delta_thin_state_kernel<KDA, K, VW> (chunk_delta_thin_fwd.cuh): one warpgroup per (sequence, value
@@ -67,13 +66,6 @@ enum GateMode : int { kGateGiven = 0, kGateSoftplus = 1, kGateLowerBound = 2 };
 constexpr int kTPlanes = 2;
 constexpr int kQPlanes = 1;
 static_assert((kQPlanes == 1 || kQPlanes == 2) && (kTPlanes == 1 || kTPlanes == 2), "one plane or hi + lo");
-// Where GDN's Q' is formed (twentieth session). At K <= 128 the state kernel, which loads the raw q and k tiles
-// anyway, forms Q' from them (one m64n64 SS wgmma chain per chunk beside batch 1, its scaling under the v_new
-// product): the prep then reads no q and writes no Q' (workspace 25 -> 17 KB per chunk and head), and the factor
-// rows carry b and rk in place of c2 and 2^bL, which the state kernel derives with its own 1 / |q|. K = 256 (two
-// warpgroups splitting the channels, q k^T would need one more partial-sum exchange) keeps the prep's Q'.
-template <bool KDA, int K>
-constexpr bool kStateQk = !KDA && K <= 128;
 
 // Per-(chunk, value head) workspace of the KDA prep; ch = global chunk * HV + hv. The bf16 tiles are
 // stored in the state kernel's shared-memory layout (K / 64 SW128 tiles [C][64], `tile_off`), so each
@@ -90,8 +82,8 @@ struct Workspace {
 // writes all three, KDA only t.
 struct ThinWorkspace {
   bf16* t;    // [ch][kTPlanes][C][C] swizzled  T' = (I+A)^-1 diag(beta) as hi, lo
-  bf16* a;    // [ch][kQPlanes][C][C] swizzled  Q' (lower incl., zero above the diagonal); null where kStateQk
-  float* sc;  // [ch][4][C]    per-token factors c1, c2, c3 and 2^bL (repeated); kStateQk: c1, b, c3, rk
+  bf16* a;    // [ch][kQPlanes][C][C] swizzled  Q' (lower incl., zero above the diagonal)
+  float* sc;  // [ch][4][C]    per-token factors c1, c2, c3 and 2^bL (repeated)
 };
 
 struct Params {
@@ -238,24 +230,6 @@ __device__ __forceinline__ float half_row_sumsq(const bf16* src) {
     ss[1] += x2.x * x2.x + x2.y * x2.y + x3.x * x3.x + x3.y * x3.y;
   }
   return ss[0] + ss[1];
-}
-
-// 1 / |row r| (FLA's l2norm: rsqrt(sum of squares + 1e-6)) of a q / k tile in SW128 blocks ([K / 64][C][64]), from the
-// two threads half = 0, 1 of a lane pair (channel halves, one shuffle); 1 without the in-kernel norm. Every lane of
-// the warp calls it.
-template <int K>
-__device__ __forceinline__ float inv_norm_sw128_pair(const bf16* tile, int r, int half, int l2norm) {
-  if (!l2norm) return 1.f;
-  float ss[2] = {0.f, 0.f};
-#pragma unroll
-  for (int c = 0; c < K / 16; ++c) {
-    const uint4 u = *reinterpret_cast<const uint4*>(tile + wgmma::sw128_blocked<kC>(r, 8 * (half * (K / 16) + c)));
-    const float2 x0 = unpack_bf16_bits(u.x), x1 = unpack_bf16_bits(u.y), x2 = unpack_bf16_bits(u.z), x3 = unpack_bf16_bits(u.w);
-    ss[c & 1] += x0.x * x0.x + x0.y * x0.y + x1.x * x1.x + x1.y * x1.y + x2.x * x2.x + x2.y * x2.y + x3.x * x3.x + x3.y * x3.y;
-  }
-  float t = ss[0] + ss[1];
-  t += __shfl_xor_sync(0xffffffffu, t, 1);
-  return rsqrtf(t + 1e-6f);
 }
 
 __device__ __forceinline__ float softplus(float x) { return x > 20.f ? x : log1pf(__expf(x)); }
@@ -781,8 +755,7 @@ bool gdn_prep_sequential() {
 // between calls), the prep over every (chunk, value head), then the state kernel over every (sequence,
 // value head, 64-column V tile); also with no chunks at all (ht = h0). Each workspace array starts
 // 256-byte aligned, so every tile is 16-byte aligned for the bulk copies.
-//   GDN: T' (kTTileBytes), Q' (kQTileBytes; not at K <= 128, kStateQk) and the four factor rows per chunk and head
-//   (17 KB at K <= 128, 25 KB at K = 256, any V).
+//   GDN: T' (kTTileBytes), Q' (kQTileBytes) and the four factor rows per chunk and head (25 KB at any K, V).
 //   KDA: k e^b, q e^b, k e^(bL-b) (kTileBytes<K> each), Aqk (kQTileBytes), T' (kTTileBytes), e^bL (72.5 KB at K = 128).
 // Returns the state kernel's V tiles per CTA (VW).
 template <bool KDA, int K>
@@ -801,7 +774,7 @@ int run(Params prm, const Problem& p, cudaStream_t st) {
   if (nch > 0) {
     if (nch > static_cast<size_t>(INT32_MAX)) throw_unsupported("q", "more than 2^31 chunk-heads", "fewer chunk-heads");
     prm.nitems = static_cast<int>(nch);
-    const size_t b_t = align256(nch * kTTileBytes), b_a = kStateQk<KDA, K> ? 0 : align256(nch * kQTileBytes);
+    const size_t b_t = align256(nch * kTTileBytes), b_a = align256(nch * kQTileBytes);
     if constexpr (KDA) {
       const size_t b_ck = align256(nch * kTileBytes<K>), b_el = align256(nch * K * sizeof(float));
       ws = static_cast<unsigned char*>(workspace_alloc(3 * b_ck + b_a + b_el + b_t, st, "delta fwd workspace"));
@@ -815,16 +788,14 @@ int run(Params prm, const Problem& p, cudaStream_t st) {
         const std::int64_t rows = p.B * p.T;
         if (rows > INT32_MAX)
           throw_unsupported("q", std::to_string(rows) + " token rows on the GDN forward's TMA path", "at most 2^31 - 1 rows");
-        if constexpr (!kStateQk<KDA, K>)  // the prep reads q only where it forms Q'
-          prm.tm_q = tensor_map_bf16_rows_heads_cols(prm.q, static_cast<std::uint64_t>(rows), static_cast<std::uint64_t>(p.H),
-                                                     static_cast<std::uint64_t>(K), 64, kC, "q");
+        prm.tm_q = tensor_map_bf16_rows_heads_cols(prm.q, static_cast<std::uint64_t>(rows), static_cast<std::uint64_t>(p.H),
+                                                   static_cast<std::uint64_t>(K), 64, kC, "q");
         prm.tm_k = tensor_map_bf16_rows_heads_cols(prm.k, static_cast<std::uint64_t>(rows), static_cast<std::uint64_t>(p.H),
                                                    static_cast<std::uint64_t>(K), 64, kC, "k");
       }
       const size_t b_sc = align256(nch * 4 * kC * sizeof(float));
       ws = static_cast<unsigned char*>(workspace_alloc(b_t + b_a + b_sc, st, "delta fwd workspace"));
-      prm.tw = {reinterpret_cast<bf16*>(ws), kStateQk<KDA, K> ? nullptr : reinterpret_cast<bf16*>(ws + b_t),
-                reinterpret_cast<float*>(ws + b_t + b_a)};
+      prm.tw = {reinterpret_cast<bf16*>(ws), reinterpret_cast<bf16*>(ws + b_t), reinterpret_cast<float*>(ws + b_t + b_a)};
       // One warpgroup per CTA, wgmma q k^T / k k^T (gdn_prep_wg.cuh; sixteenth session): H200 B1_T8192_H96_D128 prep
       // 0.364 -> 0.318 ms against the 8-warp mma.sync gdn_thin_prep_kernel it replaced, whole forward 0.766 -> 0.720.
       // q / k reach it as TMA boxes (seventeenth session): prep 0.270 -> 0.243 ms at the same shape

@@ -16,8 +16,6 @@
 //    until the sixteenth session gdn_thin_prep_kernel, 8 warps and mma.sync) writes only T' and Q' (bf16
 //    hi + lo, Q' one plane since the nineteenth session; SW128 rows) and c1, c2, c3, 2^bL: 25 KB per chunk
 //    and head instead of the split path's 96.5 KB (w, q e^b, k e^(bL-b), Aqk, u in fp32). No q / k rewrite, no w, no u.
-//    Since the twentieth session, at K <= 128 (kStateQk), only T' and c1, b, c3, rk (17 KB): the state kernel forms
-//    Q' and c2 from the q and k tiles it loads anyway.
 // 2. delta_thin_state_kernel<false, K, VW> (one warpgroup per sequence, value head and 64-column V tile;
 //    VW = 2: two such warpgroups of one head per CTA, sharing the chunk's tiles) loads q, k, v itself (cp.async into SW128 tiles) and runs the products above on wgmma, H^T in
 //    registers; v_new costs one more product (X T'^T) than the removed split path's u - w H.
@@ -46,11 +44,7 @@
 // K <= 128 with VW = 2: two warpgroups, each its own 64-column V tile of the same (sequence, value head),
 // share the chunk's q / k / T' / Q' (/ k3, 2^bL, factors) tiles: one read of them per head instead of one
 // per V tile (the KDA state kernel was DRAM-bound with 16 % L2 hits on the second tile's reads).
-// GDN, kStateQk: Q' of chunk ci from qacc = q k^T, an SS wgmma group issued right after batch 1; its factors and
-// bf16 stores run while v_new's products do, then one CTA barrier before batch 2. 1 / |q| (two threads per row)
-// while batch 1 runs.
-// Loads: q1, k1 and v of chunk ci + 1 once batch 1 of ci is done everywhere (v double-buffered; GDN kStateQk: q once
-// chunk ci's q k^T is done, after the Q' barrier);
+// Loads: q1, k1 and v of chunk ci + 1 once batch 1 of ci is done everywhere (v double-buffered);
 // T', Q' and the factors (GDN) / k3, T', Q', 2^bL (KDA) of chunk ci at its top (measured for GDN:
 // issuing those one chunk ahead, which needs one more CTA barrier per chunk, is 1-2 % slower at the
 // large shapes, where two CTAs share an SM).
@@ -67,9 +61,7 @@ struct ThinStateSmem {
   bf16 v[VW][2][kC * kC];  // per V tile: [token][64 value columns], SW128, chunk parity
   bf16 t[NB][kTPlanes][kC * kC];  // T' hi, lo
   bf16 a[NB][kQPlanes][kC * kC];  // Q' (hi, lo with two planes)
-  float sc[KDA ? 1 : 4][kC];  // GDN: c1, c2, c3, 2^bL (kStateQk: c1, b, c3, rk)
-  alignas(16) float rq[kStateQk<KDA, K> ? kC : 4];  // kStateQk: 1 / |q| of the chunk's rows (0 past the sequence end)
-  alignas(16) float c2[kStateQk<KDA, K> ? kC : 4];  // kStateQk: c2 = scale 2^b rq
+  float sc[KDA ? 1 : 4][kC];  // GDN: c1, c2, c3, 2^bL
   float el[NB][KDA ? K : 1];  // KDA: 2^bL per channel
   alignas(16) bf16 o[VW][kC][kC + 8];  // per V tile: o [token][value column], padded (16-byte row pieces to HBM)
   // K = 256: batch 1's partials per warpgroup, S^T (8 float4 per thread) then the partner's 32 tokens of
@@ -103,8 +95,6 @@ __global__ void __launch_bounds__(kThinStateThreads<K, VW>, 1) delta_thin_state_
                 "SW128 tiles 1 KB aligned; bulk copies 16-byte aligned");
   constexpr std::uint32_t kQkBytes = kC * K * 2;
   static_assert(kQkBytes == kTileBytes<K>, "a q / k tile = a workspace tile");
-  constexpr bool kSQ = kStateQk<KDA, K>;  // Q' formed here from the q, k tiles (else the prep's, by bulk copy)
-  static_assert(!kSQ || (VW == 1 && !KSPLIT), "Q' in the state kernel: one warpgroup per CTA");
   extern __shared__ __align__(16) unsigned char thin_state_smem_raw[];
   unsigned char* const sm_base = thin_state_smem_raw + ((1024u - (smem_u32(thin_state_smem_raw) & 1023u)) & 1023u);
   S& s = *reinterpret_cast<S*>(sm_base);
@@ -128,9 +118,8 @@ __global__ void __launch_bounds__(kThinStateThreads<K, VW>, 1) delta_thin_state_
   const int nchunks = (sd.length + kC - 1) / kC;
   auto chunk_id = [&](int ci) { return (static_cast<long>(sd.chunk_off) + ci) * p.HV + hv; };
 
-  // q1, k1 (GDN: cp.async of the raw rows; KDA: thread 0's bulk copies) and v (cp.async) of chunk ci. GDN with_q =
-  // false (kStateQk) leaves q to a later load_next_q: chunk ci - 1's Q' product still reads the single q tile then.
-  auto load_next = [&](int ci, bool with_q) {
+  // q1, k1 (GDN: cp.async of the raw rows; KDA: thread 0's bulk copies) and v (cp.async) of chunk ci
+  auto load_next = [&](int ci) {
     const long t0 = sd.row_begin + static_cast<long>(ci) * kC;
     const int Cn = min(kC, sd.length - ci * kC);
     if constexpr (KDA) {
@@ -148,7 +137,7 @@ __global__ void __launch_bounds__(kThinStateThreads<K, VW>, 1) delta_thin_state_
         const int i = tid + NTH * j, r = i / QV, c8 = i % QV;
         const long row = (t0 + min(r, Cn - 1)) * p.H + h;
         const int off = wgmma::sw128_blocked<kC>(r, 8 * c8);
-        if (with_q) cp_async16(s.q + off, p.q + row * K + 8 * c8, r < Cn);
+        cp_async16(s.q + off, p.q + row * K + 8 * c8, r < Cn);
         cp_async16(kb + off, p.k + row * K + 8 * c8, r < Cn);
       }
     }
@@ -171,11 +160,11 @@ __global__ void __launch_bounds__(kThinStateThreads<K, VW>, 1) delta_thin_state_
       bulk_copy_g2s(k3_tile(bb), p.ws.kg + c * kC * K, kQkBytes, bar);
       bulk_copy_g2s(s.el[bb], p.ws.el + c * K, K * 4, bar);
     } else {
-      mbar_arrive_expect_tx(bar, kTTileBytes + (kSQ ? 0u : kQTileBytes) + 4 * kC * 4);
+      mbar_arrive_expect_tx(bar, kTTileBytes + kQTileBytes + 4 * kC * 4);
       bulk_copy_g2s(&s.sc[0][0], p.tw.sc + c * 4 * kC, 4 * kC * 4, bar);
     }
     bulk_copy_g2s(&s.t[bb][0][0], p.tw.t + c * kTTileElems, kTTileBytes, bar);
-    if constexpr (!kSQ) bulk_copy_g2s(&s.a[bb][0][0], (KDA ? p.ws.a : p.tw.a) + c * kQTileElems, kQTileBytes, bar);
+    bulk_copy_g2s(&s.a[bb][0][0], (KDA ? p.ws.a : p.tw.a) + c * kQTileElems, kQTileBytes, bar);
   };
   if (tid == 0) {
     mbar_init(&s.bar[0], 1);
@@ -183,17 +172,7 @@ __global__ void __launch_bounds__(kThinStateThreads<K, VW>, 1) delta_thin_state_
     mbar_init(&s.bar_top1, 1);
     mbar_init_fence();
   }
-  auto load_next_q = [&](int ci) {  // GDN, kStateQk: q of chunk ci alone
-    const long t0 = sd.row_begin + static_cast<long>(ci) * kC;
-    const int Cn = min(kC, sd.length - ci * kC);
-    constexpr int QV = K / 8;
-#pragma unroll
-    for (int j = 0; j < kC * QV / NTH; ++j) {
-      const int i = tid + NTH * j, r = i / QV, c8 = i % QV;
-      cp_async16(s.q + wgmma::sw128_blocked<kC>(r, 8 * c8), p.q + ((t0 + min(r, Cn - 1)) * p.H + h) * K + 8 * c8, r < Cn);
-    }
-  };
-  if (nchunks > 0) load_next(0, true);
+  if (nchunks > 0) load_next(0);
   cp_async_commit();
 
   float ht[KH / 2];  // H^T accumulator (m64nKH) over the warpgroup's channels
@@ -252,12 +231,6 @@ __global__ void __launch_bounds__(kThinStateThreads<K, VW>, 1) delta_thin_state_
     wgmma::fence_regs<32>(sacc);
     wgmma::fence_regs<32>(pacc);
     wgmma::fence_regs<KH / 4>(&af[0][0]);
-    float qacc[kSQ ? 32 : 1];  // kStateQk: q k^T
-    if constexpr (kSQ) {
-#pragma unroll
-      for (int i = 0; i < 32; ++i) qacc[i] = 0.f;
-      wgmma::fence_regs<32>(qacc);
-    }
     cute::warpgroup_arrive();
 #pragma unroll
     for (int ks = 0; ks < KH / 16; ++ks)  // channels 16 ks ..: tile ks / 4, 32 bytes per k-step inside it
@@ -266,19 +239,7 @@ __global__ void __launch_bounds__(kThinStateThreads<K, VW>, 1) delta_thin_state_
     for (int ks = 0; ks < KH / 16; ++ks)
       wgmma::mma_rs<wgmma::M64N64_RS<Major::K>, 32>(af[ks], wgmma::desc_k(a_q + (ks >> 2) * 8192 + (ks & 3) * 32), pacc);
     cute::warpgroup_commit_batch();
-    // kStateQk: qacc = q k^T (raw rows; Q' before its factors) as the next group, and 1 / |q| while both run
-    if constexpr (kSQ) {
-#pragma unroll
-      for (int ks = 0; ks < K / 16; ++ks) {
-        const std::uint32_t off = static_cast<std::uint32_t>((ks >> 2) * 8192 + (ks & 3) * 32);
-        wgmma::mma_ss<wgmma::M64N64_SS<Major::K, Major::K>>(wgmma::desc_k(a_q + off), wgmma::desc_k(a_k1 + off), qacc);
-      }
-      cute::warpgroup_commit_batch();
-      const int r = tid >> 1, Cn = min(kC, sd.length - ci * kC);
-      const float rn = inv_norm_sw128_pair<K>(s.q, r, tid & 1, p.l2norm);
-      if ((tid & 1) == 0) s.rq[r] = r < Cn ? rn : 0.f;  // read after the CTA barrier below
-    }
-    cute::warpgroup_wait<kSQ ? 1 : 0>();
+    cute::warpgroup_wait<0>();
     wgmma::fence_regs<32>(sacc);
     wgmma::fence_regs<32>(pacc);
     wgmma::fence_regs<KH / 4>(&af[0][0]);
@@ -300,7 +261,7 @@ __global__ void __launch_bounds__(kThinStateThreads<K, VW>, 1) delta_thin_state_
     }
 
     __syncthreads();  // every warp's batch-1 reads of q1, k1 done; chunk ci - 1's o tile stored; partials visible
-    if (ci + 1 < nchunks) load_next(ci + 1, !kSQ);
+    if (ci + 1 < nchunks) load_next(ci + 1);
     cp_async_commit();
     if constexpr (KSPLIT) {  // own + partner (the same fp32 sum in both warpgroups)
       const float4* const xp = &s.x[kh ^ 1][0][tw];
@@ -347,42 +308,15 @@ __global__ void __launch_bounds__(kThinStateThreads<K, VW>, 1) delta_thin_state_
         wgmma::mma_rs<wgmma::M64N64_RS<Major::K>, 32>(xf[ks], wgmma::desc_k(a_t + kTTileBytes / 2 + ks * 32), nacc);
     }
     cute::warpgroup_commit_batch();
-    if constexpr (kSQ) {  // while v_new's products run: Q'_rj = scale rq_r rk_j 2^(b_r - b_j) (q k^T)_rj (j <= r), c2
-      cute::warpgroup_wait<1>();
-      wgmma::fence_regs<32>(qacc);
-#pragma unroll
-      for (int hf = 0; hf < 2; ++hf) {  // qacc[4 nt + e]: r = vrow + 8 (e >= 2), j = 8 nt + 2 t4 + (e & 1)
-        const int r = vrow + 8 * hf;
-        const float br = s.sc[1][r], fq = p.scale * s.rq[r];
-#pragma unroll
-        for (int nt = 0; nt < 8; ++nt) {
-          const int j = 8 * nt + 2 * t4;
-          const float2 bj = *reinterpret_cast<const float2*>(&s.sc[1][j]);
-          const float2 kj = *reinterpret_cast<const float2*>(&s.sc[3][j]);
-          const float f0 = ex2(fminf(br - bj.x, 0.f)) * kj.x, f1 = ex2(fminf(br - bj.y, 0.f)) * kj.y;
-          const float* const aq = &qacc[4 * nt + 2 * hf];
-          st_bf16x2_planes<kQPlanes>(&s.a[0][0][0], swz<kC>(r, j), j <= r ? fq * aq[0] * f0 : 0.f,
-                                     j + 1 <= r ? fq * aq[1] * f1 : 0.f);
-        }
-      }
-      if (tid < kC) s.c2[tid] = p.scale * ex2(s.sc[1][tid]) * s.rq[tid];
-    }
     cute::warpgroup_wait<0>();
     wgmma::fence_regs<32>(nacc);
     wgmma::fence_regs<16>(&xf[0][0]);
-    if constexpr (kSQ) {
-      wgmma::fence_proxy_async_smem();  // the Q' stores before batch 2's wgmma reads them
-      __syncthreads();                  // Q', c2 complete; every warp's q k^T done (q free)
-      if (ci + 1 < nchunks) load_next_q(ci + 1);
-      cp_async_commit();
-    }
 
     // o^T starts as P^T diag(c2); H^T decays; v_new^T in bf16 (o) and times c3 (state update)
 #pragma unroll
     for (int i = 0; i < NO / 2; i += 2) {
       float2 c2 = make_float2(p.scale, p.scale);
-      if constexpr (kSQ) c2 = *reinterpret_cast<const float2*>(&s.c2[8 * (i >> 2) + 2 * t4]);
-      else if constexpr (!KDA) c2 = *reinterpret_cast<const float2*>(&s.sc[1][NO * kh + 8 * (i >> 2) + 2 * t4]);
+      if constexpr (!KDA) c2 = *reinterpret_cast<const float2*>(&s.sc[1][NO * kh + 8 * (i >> 2) + 2 * t4]);
       oacc[i] *= c2.x;
       oacc[i + 1] *= c2.y;
     }
@@ -394,7 +328,7 @@ __global__ void __launch_bounds__(kThinStateThreads<K, VW>, 1) delta_thin_state_
         ht[i + 1] *= e.y;
       }
     } else {
-      const float el = kSQ ? ex2(s.sc[1][kC - 1]) : s.sc[3][0];
+      const float el = s.sc[3][0];
 #pragma unroll
       for (int i = 0; i < KH / 2; ++i) ht[i] *= el;
     }

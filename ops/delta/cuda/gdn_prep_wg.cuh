@@ -12,9 +12,6 @@
 //       kernel uses), factors and decay in the epilogue; Q' in bf16 (kQPlanes), the strict-lower A in fp32
 //   S3  (I + A)^-1: diagonal 16 x 16 blocks by forward substitution, two tf32 merge levels (merge_inverse_blocks)
 //   S4  T' = (I + A)^-1 diag(beta) as bf16 hi + lo; the factor rows c1, c2, c3, 2^bL
-// At K <= 128 (kStateQk, twentieth session) the state kernel forms Q' from its own q / k tiles: this kernel then loads
-// no q, runs only k k^T, computes the k norms with two threads per row, issues the next item's k right after S2, and
-// writes the rows c1, b, c3, rk (the state kernel derives c2 and 2^bL with its own 1 / |q|).
 // Q', T' and the factor rows are written to shared memory in their workspace layout (4-byte stores without bank
 // conflicts) and leave by bulk copies (one thread, cp.async.bulk shared -> global): the scattered 4-byte global
 // stores they replace held the epilogue's registers on the long scoreboard (ncu, device call 3).
@@ -27,35 +24,33 @@
 
 template <int K>
 struct WgPrepSmem {
-  bf16 q[kStateQk<false, K> ? 512 : kC * K];  // SW128 tiles [K / 64][C][64] (1 KB aligned: the struct sits at a 1 KB
-                                               // boundary); kStateQk: unused, 1 KB keeps k aligned
-  bf16 k[kC * K];  // (q, then k) from S2's end to S3a's: Q' (8 KB a plane) on its way out by bulk copy (not kStateQk)
+  bf16 q[kC * K];  // SW128 tiles [K / 64][C][64] (1 KB aligned: the struct sits at a 1 KB boundary)
+  bf16 k[kC * K];  // (q, then k) from S2's end to S3a's: Q' (8 KB a plane) on its way out by bulk copy
   alignas(16) float L[kC][68];  // strict-lower A, the inverted diagonal blocks; after the merges T' hi + lo (16 KB) on its way out
   alignas(16) float X[kC][68];  // (I + A)^-1, upper blocks as merge scratch
   alignas(16) float beta[kC];
   alignas(16) float bs[kC];  // log2 cumsum of the gate
   alignas(16) float rq[kC];
   alignas(16) float rk[kC];  // 0 past the sequence end
-  alignas(16) float sc[4][kC];  // the factor rows c1, c2, c3, 2^bL (kStateQk: c1, b, c3, rk) on their way out
+  alignas(16) float sc[4][kC];  // the factor rows c1, c2, c3, 2^bL on their way out
   std::uint64_t bar_qk;  // the item's q, k boxes (TMA)
 };
 constexpr int kWgThreads = 128;
 template <int K>
 constexpr std::size_t kWgPrepSmemBytes = sizeof(WgPrepSmem<K>) + 1024;  // + manual 1 KB alignment
 template <int K>
-constexpr int kWgPrepMinBlocks = K == 64 ? 4 : K == 128 ? (kStateQk<false, K> ? 4 : 3) : 2;
-static_assert(4 * kWgPrepSmemBytes<64> <= 227 * 1024 && kWgPrepMinBlocks<128> * kWgPrepSmemBytes<128> <= 227 * 1024 &&
+constexpr int kWgPrepMinBlocks = K == 64 ? 4 : K == 128 ? 3 : 2;
+static_assert(4 * kWgPrepSmemBytes<64> <= 227 * 1024 && 3 * kWgPrepSmemBytes<128> <= 227 * 1024 &&
                   2 * kWgPrepSmemBytes<256> <= 227 * 1024,
-              "one-warpgroup GDN prep: four / four (three with q) / two CTAs per SM at K = 64 / 128 / 256");
+              "one-warpgroup GDN prep: four / three / two CTAs per SM at K = 64 / 128 / 256");
 
 template <int K, bool SEQ>
 __global__ void __launch_bounds__(kWgThreads, SEQ ? 1 : kWgPrepMinBlocks<K>) gdn_wg_prep_kernel(const __grid_constant__ Params p) {
   using wgmma::Major;
   using S = WgPrepSmem<K>;
-  constexpr bool kPrepQ = !kStateQk<false, K>;  // this kernel forms Q' (K = 256); else the state kernel does
-  static_assert(offsetof(S, k) % 1024 == 0 && (!kPrepQ || offsetof(S, k) == offsetof(S, q) + kC * K * sizeof(bf16)),
+  static_assert(offsetof(S, k) % 1024 == 0 && offsetof(S, k) == offsetof(S, q) + kC * K * sizeof(bf16),
                 "SW128 tiles 1 KB aligned; q, k contiguous (the Q' staging)");
-  static_assert((!kPrepQ || 2 * kC * K * sizeof(bf16) >= kQTileBytes) && sizeof(S::L) >= kTTileBytes, "Q' / T' staging space");
+  static_assert(2 * kC * K * sizeof(bf16) >= kQTileBytes && sizeof(S::L) >= kTTileBytes, "Q' / T' staging space");
   extern __shared__ __align__(16) unsigned char wg_prep_smem_raw[];
   unsigned char* const sm_base = wg_prep_smem_raw + ((1024u - (smem_u32(wg_prep_smem_raw) & 1023u)) & 1023u);
   S& s = *reinterpret_cast<S*>(sm_base);
@@ -88,10 +83,10 @@ __global__ void __launch_bounds__(kWgThreads, SEQ ? 1 : kWgPrepMinBlocks<K>) gdn
   auto issue_qk = [&](int tid, const PrepItem& it) {
     if constexpr (kTmaQk) {
       if (tid != 0) return;
-      mbar_arrive_expect_tx(&s.bar_qk, (kPrepQ ? 2u : 1u) * kC * K * sizeof(bf16));
+      mbar_arrive_expect_tx(&s.bar_qk, 2u * kC * K * sizeof(bf16));
 #pragma unroll
       for (int c = 0; c < K / 64; ++c) {
-        if constexpr (kPrepQ) tma_load_3d(s.q + c * kC * 64, &p.tm_q, 64 * c, it.h, static_cast<int>(it.t0), &s.bar_qk);
+        tma_load_3d(s.q + c * kC * 64, &p.tm_q, 64 * c, it.h, static_cast<int>(it.t0), &s.bar_qk);
         tma_load_3d(s.k + c * kC * 64, &p.tm_k, 64 * c, it.h, static_cast<int>(it.t0), &s.bar_qk);
       }
     } else {
@@ -101,7 +96,7 @@ __global__ void __launch_bounds__(kWgThreads, SEQ ? 1 : kWgPrepMinBlocks<K>) gdn
         const int i = tid + kWgThreads * j, r = i / QV, c8 = i % QV;
         const long row = (it.t0 + min(r, it.Cn - 1)) * p.H + it.h;
         const int off = wgmma::sw128_blocked<kC>(r, 8 * c8);
-        if constexpr (kPrepQ) cp_async16(s.q + off, p.q + row * K + 8 * c8, r < it.Cn);
+        cp_async16(s.q + off, p.q + row * K + 8 * c8, r < it.Cn);
         cp_async16(s.k + off, p.k + row * K + 8 * c8, r < it.Cn);
       }
       cp_async_commit();
@@ -189,18 +184,13 @@ __global__ void __launch_bounds__(kWgThreads, SEQ ? 1 : kWgPrepMinBlocks<K>) gdn
 #pragma unroll
     for (int ks = 0; ks < K / 16; ++ks) {  // channels 16 ks ..: SW128 tile ks / 4, 32 bytes per k-step in it
       const std::uint32_t off = static_cast<std::uint32_t>((ks >> 2) * 8192 + (ks & 3) * 32);
-      if constexpr (kPrepQ)
-        wgmma::mma_ss<wgmma::M64N64_SS<Major::K, Major::K>>(wgmma::desc_k(a_q + off), wgmma::desc_k(a_k + off), acc_q);
+      wgmma::mma_ss<wgmma::M64N64_SS<Major::K, Major::K>>(wgmma::desc_k(a_q + off), wgmma::desc_k(a_k + off), acc_q);
       wgmma::mma_ss<wgmma::M64N64_SS<Major::K, Major::K>>(wgmma::desc_k(a_k + off), wgmma::desc_k(a_k + off), acc_k);
     }
     cute::warpgroup_commit_batch();
     // ---- S1 (during S2's wgmma): inverse norms, thread = one row (q rows 0-63, k rows 64-127), 16-byte pieces of the
-    // SW128 tiles; kStateQk: k rows only, two threads per row (channel halves, one shuffle)
-    if constexpr (!kPrepQ) {
-      const int r = tid >> 1;
-      const float rn = inv_norm_sw128_pair<K>(s.k, r, tid & 1, p.l2norm);
-      if ((tid & 1) == 0) s.rk[r] = r < Cn ? rn : 0.f;
-    } else {
+    // SW128 tiles
+    {
       const int r = tid & (kC - 1);
       if (p.l2norm) {
         const bf16* const src = tid < kC ? s.q : s.k;
@@ -224,14 +214,6 @@ __global__ void __launch_bounds__(kWgThreads, SEQ ? 1 : kWgPrepMinBlocks<K>) gdn
     wgmma::fence_regs<32>(acc_k);
     if (tid == 0) bulk_wait_read();  // the previous item's T' / factor copies have read L and sc
     __syncthreads();  // rq, rk, beta, bs visible; every read of q, k done; L and sc free
-    if constexpr (!kPrepQ) {  // no Q' staging in the k space: the next item's k flies from here
-      if (i + stride < count) {
-        long chn;
-        const PrepItem nx = item_at(i + stride, chn);
-        issue_qk(tid, nx);
-        prefetch_scalars(tid, nx);
-      }
-    }
 
     // Epilogue: element (r, j) of accumulator entry 4 nt + e: r = 16 warp + g8 + 8 (e >= 2), j = 8 nt + 2 t4 + (e & 1).
     //   Q'_rj = scale rq_r rk_j 2^(b_r - b_j) (q k^T)_rj (j <= r),  A_rj = beta_r rk_r rk_j 2^(b_r - b_j) (k k^T)_rj (j < r)
@@ -248,32 +230,28 @@ __global__ void __launch_bounds__(kWgThreads, SEQ ? 1 : kWgPrepMinBlocks<K>) gdn
         const float f0 = ex2(fminf(br - bj.x, 0.f)) * kj.x, f1 = ex2(fminf(br - bj.y, 0.f)) * kj.y;
         const float* const aq = &acc_q[4 * nt + 2 * hf];
         const float* const ak = &acc_k[4 * nt + 2 * hf];
-        if constexpr (kPrepQ) {
-          const float q0 = j <= r && r < Cn ? fq * aq[0] * f0 : 0.f, q1 = j + 1 <= r && r < Cn ? fq * aq[1] * f1 : 0.f;
-          st_bf16x2_planes<kQPlanes>(q_stage, swz<kC>(r, j), q0, q1);
-        }
+        const float q0 = j <= r && r < Cn ? fq * aq[0] * f0 : 0.f, q1 = j + 1 <= r && r < Cn ? fq * aq[1] * f1 : 0.f;
+        st_bf16x2_planes<kQPlanes>(q_stage, swz<kC>(r, j), q0, q1);
         *reinterpret_cast<float2*>(&s.L[r][j]) =
             make_float2(j < r && r < Cn ? fk * ak[0] * f0 : 0.f, j + 1 < r && r < Cn ? fk * ak[1] * f1 : 0.f);
       }
     }
-    if constexpr (kPrepQ) wgmma::fence_proxy_async_smem();  // the Q' stores before the bulk copy reads them
+    wgmma::fence_proxy_async_smem();  // the Q' stores before the bulk copy reads them
     __syncthreads();  // L, Q' complete
-    if (kPrepQ && tid == 0) {
+    if (tid == 0) {
       bulk_copy_s2g(p.tw.a + ch * kQTileElems, q_stage, kQTileBytes);
       bulk_commit();
     }
 
     // ---- S3a: diagonal blocks (warp w: block w); the next item's loads once the Q' copy has read q / k's space
     invert_diagonal_block(s.L, s.X, warp, lane);
-    if (kPrepQ && tid == 0) bulk_wait_read();
+    if (tid == 0) bulk_wait_read();
     __syncthreads();
-    if constexpr (kPrepQ) {
-      if (i + stride < count) {
-        long chn;
-        const PrepItem nx = item_at(i + stride, chn);
-        issue_qk(tid, nx);
-        prefetch_scalars(tid, nx);
-      }
+    if (i + stride < count) {
+      long chn;
+      const PrepItem nx = item_at(i + stride, chn);
+      issue_qk(tid, nx);
+      prefetch_scalars(tid, nx);
     }
 
     // ---- S3b: the merges (three CTA barriers inside)
@@ -285,9 +263,9 @@ __global__ void __launch_bounds__(kWgThreads, SEQ ? 1 : kWgPrepMinBlocks<K>) gdn
       const int r = tid;
       const float br = s.bs[r], bl = s.bs[kC - 1], e = ex2(br);
       s.sc[0][r] = e * s.rk[r];
-      s.sc[1][r] = kPrepQ ? p.scale * e * s.rq[r] : br;
+      s.sc[1][r] = p.scale * e * s.rq[r];
       s.sc[2][r] = s.rk[r] * ex2(fminf(bl - br, 0.f));
-      s.sc[3][r] = kPrepQ ? ex2(bl) : s.rk[r];
+      s.sc[3][r] = ex2(bl);
     }
     wgmma::fence_proxy_async_smem();
     __syncthreads();  // T', factors complete; beta, bs, X consumed before the next item's S0
