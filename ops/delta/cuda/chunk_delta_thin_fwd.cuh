@@ -213,6 +213,7 @@ __global__ void __launch_bounds__(kThinStateThreads<K, VW>, 1) delta_thin_state_
     const int bb = NB == 2 ? (ci & 1) : 0;
     const std::uint32_t a_t = smem_u32(&s.t[bb][0][0]);
     const std::uint32_t a_a = smem_u32(&s.a[bb][0][0]) + static_cast<std::uint32_t>(kh * NO * 128);  // Q' rows NO kh ..
+    if (ci > 0) store_o(ci - 1);
     if constexpr (KDA) mbar_wait(&s.bar[1], ci & 1);  // q e^b, k e^b of chunk ci
     // the products with H_n: k1 = k[ci & 1] (GDN) / k[0] (KDA); batch 3's k3 = the same (GDN) / k[1]
     const std::uint32_t a_k1 = a_k0 + (KDA ? 0u : static_cast<std::uint32_t>(ci & 1) * kQkBytes);
@@ -238,7 +239,6 @@ __global__ void __launch_bounds__(kThinStateThreads<K, VW>, 1) delta_thin_state_
     for (int ks = 0; ks < KH / 16; ++ks)
       wgmma::mma_rs<wgmma::M64N64_RS<Major::K>, 32>(af[ks], wgmma::desc_k(a_q + (ks >> 2) * 8192 + (ks & 3) * 32), pacc);
     cute::warpgroup_commit_batch();
-    if (ci > 0) store_o(ci - 1);  // while batch 1 runs (chunk ci - 1's o tile, complete since the CTA barrier above)
     cute::warpgroup_wait<0>();
     wgmma::fence_regs<32>(sacc);
     wgmma::fence_regs<32>(pacc);
@@ -261,6 +261,8 @@ __global__ void __launch_bounds__(kThinStateThreads<K, VW>, 1) delta_thin_state_
     }
 
     __syncthreads();  // every warp's batch-1 reads of q1, k1 done; chunk ci - 1's o tile stored; partials visible
+    if (ci + 1 < nchunks) load_next(ci + 1);
+    cp_async_commit();
     if constexpr (KSPLIT) {  // own + partner (the same fp32 sum in both warpgroups)
       const float4* const xp = &s.x[kh ^ 1][0][tw];
 #pragma unroll
@@ -306,8 +308,6 @@ __global__ void __launch_bounds__(kThinStateThreads<K, VW>, 1) delta_thin_state_
         wgmma::mma_rs<wgmma::M64N64_RS<Major::K>, 32>(xf[ks], wgmma::desc_k(a_t + kTTileBytes / 2 + ks * 32), nacc);
     }
     cute::warpgroup_commit_batch();
-    if (ci + 1 < nchunks) load_next(ci + 1);  // while v_new's products run
-    cp_async_commit();
     cute::warpgroup_wait<0>();
     wgmma::fence_regs<32>(nacc);
     wgmma::fence_regs<16>(&xf[0][0]);
