@@ -50,7 +50,6 @@
 // large shapes, where two CTAs share an SM).
 // Top tiles (T', Q' and GDN's factors / KDA's k3 and 2^bL) in NB buffers: KDA's V-tile pairs (one CTA per SM, no
 // second CTA to cover the loads' latency) bring chunk ci + 1's during chunk ci; else each chunk's at its top.
-constexpr int kLoadQ = 1, kLoadKV = 2;  // the state kernel's load groups (load_next)
 template <bool KDA, int VW>
 constexpr int kThinTopBufs = KDA && VW == 2 ? 2 : 1;
 template <bool KDA, int K, int VW>
@@ -120,13 +119,11 @@ __global__ void __launch_bounds__(kThinStateThreads<K, VW>, 1) delta_thin_state_
   auto chunk_id = [&](int ci) { return (static_cast<long>(sd.chunk_off) + ci) * p.HV + hv; };
 
   // q1, k1 (GDN: cp.async of the raw rows; KDA: thread 0's bulk copies) and v (cp.async) of chunk ci
-  // parts: kLoadQ the single-buffered tiles (GDN q; KDA q e^b, k e^b), free once batch 1 is done everywhere;
-  // kLoadKV the chunk-parity buffers (GDN k and v; KDA v), free since the previous chunk's end.
-  auto load_next = [&](int ci, int parts) {
+  auto load_next = [&](int ci) {
     const long t0 = sd.row_begin + static_cast<long>(ci) * kC;
     const int Cn = min(kC, sd.length - ci * kC);
     if constexpr (KDA) {
-      if ((parts & kLoadQ) && tid == 0) {
+      if (tid == 0) {
         const long c = chunk_id(ci);
         mbar_arrive_expect_tx(&s.bar[1], 2 * kQkBytes);
         bulk_copy_g2s(s.q, p.ws.qg + c * kC * K, kQkBytes, &s.bar[1]);
@@ -140,11 +137,10 @@ __global__ void __launch_bounds__(kThinStateThreads<K, VW>, 1) delta_thin_state_
         const int i = tid + NTH * j, r = i / QV, c8 = i % QV;
         const long row = (t0 + min(r, Cn - 1)) * p.H + h;
         const int off = wgmma::sw128_blocked<kC>(r, 8 * c8);
-        if (parts & kLoadQ) cp_async16(s.q + off, p.q + row * K + 8 * c8, r < Cn);
-        if (parts & kLoadKV) cp_async16(kb + off, p.k + row * K + 8 * c8, r < Cn);
+        cp_async16(s.q + off, p.q + row * K + 8 * c8, r < Cn);
+        cp_async16(kb + off, p.k + row * K + 8 * c8, r < Cn);
       }
     }
-    if (!(parts & kLoadKV)) return;
     bf16* const vb = s.v[vw][ci & 1];
 #pragma unroll
     for (int j = 0; j < kC * 8 / VTH; ++j) {
@@ -176,7 +172,7 @@ __global__ void __launch_bounds__(kThinStateThreads<K, VW>, 1) delta_thin_state_
     mbar_init(&s.bar_top1, 1);
     mbar_init_fence();
   }
-  if (nchunks > 0) load_next(0, kLoadQ | kLoadKV);
+  if (nchunks > 0) load_next(0);
   cp_async_commit();
 
   float ht[KH / 2];  // H^T accumulator (m64nKH) over the warpgroup's channels
@@ -243,8 +239,6 @@ __global__ void __launch_bounds__(kThinStateThreads<K, VW>, 1) delta_thin_state_
     for (int ks = 0; ks < KH / 16; ++ks)
       wgmma::mma_rs<wgmma::M64N64_RS<Major::K>, 32>(af[ks], wgmma::desc_k(a_q + (ks >> 2) * 8192 + (ks & 3) * 32), pacc);
     cute::warpgroup_commit_batch();
-    if (ci + 1 < nchunks) load_next(ci + 1, kLoadKV);  // while batch 1 runs: a whole chunk step ahead of its use
-    cp_async_commit();
     cute::warpgroup_wait<0>();
     wgmma::fence_regs<32>(sacc);
     wgmma::fence_regs<32>(pacc);
@@ -267,7 +261,7 @@ __global__ void __launch_bounds__(kThinStateThreads<K, VW>, 1) delta_thin_state_
     }
 
     __syncthreads();  // every warp's batch-1 reads of q1, k1 done; chunk ci - 1's o tile stored; partials visible
-    if (ci + 1 < nchunks) load_next(ci + 1, kLoadQ);
+    if (ci + 1 < nchunks) load_next(ci + 1);
     cp_async_commit();
     if constexpr (KSPLIT) {  // own + partner (the same fp32 sum in both warpgroups)
       const float4* const xp = &s.x[kh ^ 1][0][tw];
