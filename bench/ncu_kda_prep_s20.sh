@@ -15,7 +15,7 @@ echo "ncu rc=$? at ${SECONDS}s"
 ncu --import /tmp/kp.ncu-rep > $OUT/ncu_kda_prep.txt 2>&1
 ncu --import /tmp/kp.ncu-rep --page source --csv --print-source sass > /tmp/sass.csv 2>/dev/null
 F=chunk_delta_fwd.cu
-python3 $R/bench/ncu_hot_lines.py /tmp/sass.csv ./lina_cuda_delta_check kda_prep_kernel --ranges $F 255-345:inverse_helpers $F 346-403:item_start $F 404-466:S0_cumsum $F 467-485:S1_l2norm $F 486-649:S2 $F 650-677:S3a_qeb $F 678-680:S3b_merges $F 681-710:S4 > $OUT/ranges.txt 2>&1
+python3 $R/bench/ncu_hot_lines.py /tmp/sass.csv ./lina_cuda_delta_check kda_prep_kernel --ranges $F 255-345:inverse_helpers 346-403:item_start 404-466:S0_cumsum 467-485:S1_l2norm 486-649:S2 650-677:S3a_qeb 678-680:S3b_merges 681-710:S4 > $OUT/ranges.txt 2>&1
 python3 $R/bench/ncu_hot_lines.py /tmp/sass.csv ./lina_cuda_delta_check kda_prep_kernel --top 25 > $OUT/hot.txt 2>&1
 grep -E 'Duration|Issue Slots Busy|DRAM Throughput|Warp Cycles Per Issued|Eligible Warps|Registers Per|Achieved Occupancy' $OUT/ncu_kda_prep.txt | head -12
 head -30 $OUT/ranges.txt
