@@ -181,43 +181,29 @@ static_assert(2 * kTileBytes<256> < (1u << 20) && kTileBytes<256> + kTTileBytes 
 static_assert(sizeof(PrepSmem<128>) <= 113 * 1024, "KDA K=128 prep: two CTAs per SM");
 static_assert(sizeof(PrepSmem<256>) <= 227 * 1024, "KDA K=256 prep over the sm_90 limit");
 
-// acc(16x16, two n8 tiles) += A(16x16) @ B(16x16); fp32 row-major in shared memory, pitch 68. AR / BR: that operand
-// is already tf32 (stored through tf32_round), so its bits go to the mma as they are; else cvt.rna at the load. Same
-// values either way: the rounding moves from every load of a block to its one store.
-template <bool AR = false, bool BR = false>
+// acc(16x16, two n8 tiles) += A(16x16) @ B(16x16); fp32 row-major in shared memory, pitch 68.
 __device__ __forceinline__ void blk_mma_tf32(float acc[2][4], const float* A, const float* B, int lane) {
   const int g = lane >> 2, t = lane & 3;
-  const auto op = [](float x, auto rounded) { return decltype(rounded)::value ? __float_as_uint(x) : to_tf32(x); };
-  const std::integral_constant<bool, AR> ar{};
-  const std::integral_constant<bool, BR> br{};
 #pragma unroll
   for (int ks = 0; ks < 2; ++ks) {
-    const uint32_t a[4] = {op(A[g * 68 + ks * 8 + t], ar), op(A[(g + 8) * 68 + ks * 8 + t], ar),
-                           op(A[g * 68 + ks * 8 + t + 4], ar), op(A[(g + 8) * 68 + ks * 8 + t + 4], ar)};
+    const uint32_t a[4] = {to_tf32(A[g * 68 + ks * 8 + t]), to_tf32(A[(g + 8) * 68 + ks * 8 + t]),
+                           to_tf32(A[g * 68 + ks * 8 + t + 4]), to_tf32(A[(g + 8) * 68 + ks * 8 + t + 4])};
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt) {
-      const uint32_t b0 = op(B[(ks * 8 + t) * 68 + nt * 8 + g], br), b1 = op(B[(ks * 8 + t + 4) * 68 + nt * 8 + g], br);
+      const uint32_t b0 = to_tf32(B[(ks * 8 + t) * 68 + nt * 8 + g]), b1 = to_tf32(B[(ks * 8 + t + 4) * 68 + nt * 8 + g]);
       mma_tf32_1688(acc[nt], a, b0, b1);
     }
   }
 }
 
-// x rounded to tf32 (cvt.rna), as an fp32 value: for blocks read only as tf32 mma operands
-__device__ __forceinline__ float tf32_round(float x) { return __uint_as_float(to_tf32(x)); }
-// L_rj as the preps store it: tf32-rounded below the diagonal 16 x 16 blocks (read only by merge_inverse_blocks'
-// mma), fp32 inside them (the forward substitution's operands)
-__device__ __forceinline__ float l_store(float x, int r, int j) { return (j >> 4) < (r >> 4) ? tf32_round(x) : x; }
-
-template <bool ROUND = false>
 __device__ __forceinline__ void blk_store(float* D, const float acc[2][4], float sign, int lane) {
   const int g = lane >> 2, t = lane & 3;
-  const auto v = [&](float x) { return ROUND ? tf32_round(sign * x) : sign * x; };
 #pragma unroll
   for (int nt = 0; nt < 2; ++nt) {
-    D[g * 68 + nt * 8 + 2 * t] = v(acc[nt][0]);
-    D[g * 68 + nt * 8 + 2 * t + 1] = v(acc[nt][1]);
-    D[(g + 8) * 68 + nt * 8 + 2 * t] = v(acc[nt][2]);
-    D[(g + 8) * 68 + nt * 8 + 2 * t + 1] = v(acc[nt][3]);
+    D[g * 68 + nt * 8 + 2 * t] = sign * acc[nt][0];
+    D[g * 68 + nt * 8 + 2 * t + 1] = sign * acc[nt][1];
+    D[(g + 8) * 68 + nt * 8 + 2 * t] = sign * acc[nt][2];
+    D[(g + 8) * 68 + nt * 8 + 2 * t + 1] = sign * acc[nt][3];
   }
 }
 
@@ -244,31 +230,6 @@ __device__ __forceinline__ float half_row_sumsq(const bf16* src) {
     ss[1] += x2.x * x2.x + x2.y * x2.y + x3.x * x3.x + x3.y * x3.y;
   }
   return ss[0] + ss[1];
-}
-
-// Eight bf16 x (one 16-byte piece) times 2^(bl - b) per element, as eight bf16 (the KDA prep's gated tiles: b the
-// chunk's log2 cumsum of the gate, bl its last row or, without it, 0: x 2^b). b and bl 16-byte aligned fp32 runs.
-__device__ __forceinline__ uint4 scale_bf16x8(uint4 x, const float* b, const float* bl = nullptr) {
-  float e[8];
-  const float4 b0 = *reinterpret_cast<const float4*>(b), b1 = *reinterpret_cast<const float4*>(b + 4);
-  const float bv[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
-  if (bl) {
-    const float4 l0 = *reinterpret_cast<const float4*>(bl), l1 = *reinterpret_cast<const float4*>(bl + 4);
-    const float lv[8] = {l0.x, l0.y, l0.z, l0.w, l1.x, l1.y, l1.z, l1.w};
-#pragma unroll
-    for (int i = 0; i < 8; ++i) e[i] = ex2(lv[i] - bv[i]);
-  } else {
-#pragma unroll
-    for (int i = 0; i < 8; ++i) e[i] = ex2(bv[i]);
-  }
-  const std::uint32_t w[4] = {x.x, x.y, x.z, x.w};
-  std::uint32_t o[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 v = unpack_bf16_bits(w[i]);
-    o[i] = pack_bf16(v.x * e[2 * i], v.y * e[2 * i + 1]);
-  }
-  return make_uint4(o[0], o[1], o[2], o[3]);
 }
 
 __device__ __forceinline__ float softplus(float x) { return x > 20.f ? x : log1pf(__expf(x)); }
@@ -317,31 +278,29 @@ __device__ __forceinline__ void invert_diagonal_block(const float (*L)[68], floa
 // path and all four warps busy in (b) and (c). (Until the sixteenth session: one block diagonal d per round on warps
 // d..3, nine on the longest path; the GDN prep on one warpgroup 0.318 -> 0.274 ms at B1_T8192_H96_D128 with this and
 // its scalar prefetch, the KDA prep unchanged within noise. Splitting the blocks' n8 halves over eight warps measured
-// 1-1.5 % slower in the ninth session: the rounds are bound by dependent shared-memory loads.) L's blocks below its
-// diagonal blocks are read only here, as tf32 A operands, so the preps store them tf32-rounded (l_store); the scratch
-// blocks are stored rounded as well (twentieth session: one cvt per stored value instead of one per load).
+// 1-1.5 % slower in the ninth session: the rounds are bound by dependent shared-memory loads.)
 __device__ __forceinline__ void merge_inverse_blocks(const float (*L)[68], float (*X)[68], int warp, int lane) {
   if (warp < 2) {
     const int i = 2 * warp + 1, j = 2 * warp;
     float acc[2][4] = {};
-    blk_mma_tf32<true, false>(acc, &L[16 * i][16 * j], &X[16 * j][16 * j], lane);
-    blk_store<true>(&X[16 * j][16 * i], acc, 1.f, lane);  // scratch: the upper block (j, i)
+    blk_mma_tf32(acc, &L[16 * i][16 * j], &X[16 * j][16 * j], lane);
+    blk_store(&X[16 * j][16 * i], acc, 1.f, lane);  // scratch: the upper block (j, i)
     __syncwarp();
     float acc2[2][4] = {};
-    blk_mma_tf32<false, true>(acc2, &X[16 * i][16 * i], &X[16 * j][16 * i], lane);
+    blk_mma_tf32(acc2, &X[16 * i][16 * i], &X[16 * j][16 * i], lane);
     blk_store(&X[16 * i][16 * j], acc2, -1.f, lane);
   }
   __syncthreads();
   const int i = 2 + (warp >> 1), j = warp & 1;
   if (warp < 4) {  // Z_ij = sum_{m = j}^{1} L_im X_mj into the upper block (j, i)
     float acc[2][4] = {};
-    for (int m = j; m < 2; ++m) blk_mma_tf32<true, false>(acc, &L[16 * i][16 * m], &X[16 * m][16 * j], lane);
-    blk_store<true>(&X[16 * j][16 * i], acc, 1.f, lane);
+    for (int m = j; m < 2; ++m) blk_mma_tf32(acc, &L[16 * i][16 * m], &X[16 * m][16 * j], lane);
+    blk_store(&X[16 * j][16 * i], acc, 1.f, lane);
   }
   __syncthreads();
   if (warp < 4) {  // X_ij = -sum_{n = 2}^{i} X_in Z_nj
     float acc[2][4] = {};
-    for (int n = 2; n <= i; ++n) blk_mma_tf32<false, true>(acc, &X[16 * i][16 * n], &X[16 * j][16 * n], lane);
+    for (int n = 2; n <= i; ++n) blk_mma_tf32(acc, &X[16 * i][16 * n], &X[16 * j][16 * n], lane);
     blk_store(&X[16 * i][16 * j], acc, -1.f, lane);
   }
   __syncthreads();
@@ -648,7 +607,7 @@ __global__ void __launch_bounds__(kThreads, kPrepMinBlocks<K>) kda_prep_kernel(c
             pack_bf16_split_bits(av[0], av[1], hi, lo);
             *reinterpret_cast<uint32_t*>(Agr + hf * 8 * kC + jp) = hi;
             if constexpr (kQPlanes == 2) *reinterpret_cast<uint32_t*>(Agr + kC * kC + hf * 8 * kC + jp) = lo;
-            *reinterpret_cast<float2*>(Lr + hf * 8 * 68 + nt * 8) = make_float2(l_store(lv[0], r, j), l_store(lv[1], r, j + 1));
+            *reinterpret_cast<float2*>(Lr + hf * 8 * 68 + nt * 8) = make_float2(lv[0], lv[1]);
           }
         }
       }
@@ -696,14 +655,16 @@ __global__ void __launch_bounds__(kThreads, kPrepMinBlocks<K>) kda_prep_kernel(c
       invert_diagonal_block(s.L, s.L, warp, lane);
     } else {  // q e^b (q's space becomes X after the barrier) and the decay
       bf16* const qg = p.ws.qg + ch * kC * K;
-      // 16-byte piece c (8 channels) of rows r1, r1 + PR, ...: every address a compile-time offset from the first
-      constexpr int PR = 128 / (K / 8);  // rows per pass (16, 8, 4)
+      // element pair c of rows r1, r1 + PR, ...: every address a compile-time offset from the first
+      constexpr int PR = 128 / (K / 2);  // rows per pass (4, 2, 1)
       const unsigned u = static_cast<unsigned>(tid - 128);
-      const int c = static_cast<int>(u % (K / 8)) * 8, r1 = static_cast<int>(u / (K / 8));
-#pragma unroll 4
+      const int c = static_cast<int>(u % (K / 2)) * 2, r1 = static_cast<int>(u / (K / 2));
+#pragma unroll 8
       for (int it = 0; it < kC / PR; ++it) {
         const int r = r1 + it * PR;
-        *reinterpret_cast<uint4*>(qg + tile_off<K>(r, c)) = scale_bf16x8(*reinterpret_cast<const uint4*>(&sq[r][c]), &s.b2[r][c]);
+        const float2 qv = load_bf16x2(&sq[r][c]);
+        const float2 b = *reinterpret_cast<const float2*>(&s.b2[r][c]);
+        st_u32(qg + tile_off<K>(r, c), pack_bf16(qv.x * ex2(b.x), qv.y * ex2(b.y)));
       }
       for (int c = tid - 128; c < K; c += 128) p.ws.el[ch * K + c] = ex2(s.bL[c]);
     }
@@ -721,16 +682,18 @@ __global__ void __launch_bounds__(kThreads, kPrepMinBlocks<K>) kda_prep_kernel(c
     store_t_prime(s.u0.X, s.beta, p.tw.t + ch * kTTileElems, tid);
     {
       bf16* const kg = p.ws.kg + ch * kC * K;
-      bf16* const ke = p.ws.ke + ch * kC * K;
-      constexpr int PR = kThreads / (K / 8);  // rows per pass (32, 16, 8)
+      constexpr int PR = kThreads / (K / 2);  // rows per pass (8, 4, 2)
       const unsigned u = static_cast<unsigned>(tid);
-      const int c = static_cast<int>(u % (K / 8)) * 8, r1 = static_cast<int>(u / (K / 8));
-#pragma unroll 2
+      const int c = static_cast<int>(u % (K / 2)) * 2, r1 = static_cast<int>(u / (K / 2));
+      const float2 bl = *reinterpret_cast<const float2*>(&s.bL[c]);
+#pragma unroll 8
       for (int it = 0; it < kC / PR; ++it) {
         const int r = r1 + it * PR;
-        const uint4 kv = *reinterpret_cast<const uint4*>(&sk[r][c]);
-        *reinterpret_cast<uint4*>(kg + tile_off<K>(r, c)) = scale_bf16x8(kv, &s.b2[r][c], &s.bL[c]);
-        *reinterpret_cast<uint4*>(ke + tile_off<K>(r, c)) = scale_bf16x8(kv, &s.b2[r][c]);
+        const float2 kv = load_bf16x2(&sk[r][c]);
+        const float2 b = *reinterpret_cast<const float2*>(&s.b2[r][c]);
+        const float e0 = ex2(b.x), e1 = ex2(b.y), l0 = ex2(bl.x - b.x), l1 = ex2(bl.y - b.y);
+        st_u32(kg + tile_off<K>(r, c), pack_bf16(kv.x * l0, kv.y * l1));
+        st_u32(p.ws.ke + ch * kC * K + tile_off<K>(r, c), pack_bf16(kv.x * e0, kv.y * e1));
       }
     }
     // k's last reads were in S4 too: the next item's q, gate and k go as one group (waited at its top).

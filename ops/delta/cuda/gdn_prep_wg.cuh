@@ -232,8 +232,8 @@ __global__ void __launch_bounds__(kWgThreads, SEQ ? 1 : kWgPrepMinBlocks<K>) gdn
         const float* const ak = &acc_k[4 * nt + 2 * hf];
         const float q0 = j <= r && r < Cn ? fq * aq[0] * f0 : 0.f, q1 = j + 1 <= r && r < Cn ? fq * aq[1] * f1 : 0.f;
         st_bf16x2_planes<kQPlanes>(q_stage, swz<kC>(r, j), q0, q1);
-        *reinterpret_cast<float2*>(&s.L[r][j]) = make_float2(l_store(j < r && r < Cn ? fk * ak[0] * f0 : 0.f, r, j),
-                                                             l_store(j + 1 < r && r < Cn ? fk * ak[1] * f1 : 0.f, r, j + 1));
+        *reinterpret_cast<float2*>(&s.L[r][j]) =
+            make_float2(j < r && r < Cn ? fk * ak[0] * f0 : 0.f, j + 1 < r && r < Cn ? fk * ak[1] * f1 : 0.f);
       }
     }
     wgmma::fence_proxy_async_smem();  // the Q' stores before the bulk copy reads them
