@@ -24,8 +24,22 @@ struct CellComparison {
   std::string verdict;          // "faster", "slower", "noise"
 };
 
-// Percentile bootstrap: both sample sets are resampled with replacement, `resamples` times, from a
-// generator seeded with `seed`; the same inputs and seed always give the same interval.
+// One cell's timing samples grouped by round: one vector per `lina run` process (verify alternates the sides round by
+// round). A process's own state (where its buffers landed in memory, the clocks it met) moves all of its samples
+// together, so the samples of a round are not independent of each other: an A/A verify of identical kernels on the
+// H200 (twentieth session) measured the baseline's two rounds of B1_T8192_H96_D128 GDN at a pooled median 4.7 %
+// above the candidate's, and the pooled bootstrap's interval [1.046, 1.048] called it a win. The interval therefore
+// resamples rounds first (with replacement, as many as there are), then samples within each drawn round; a single
+// round is the plain bootstrap over its samples.
+using RoundSamples = std::vector<std::vector<double>>;
+
+// Percentile bootstrap of median(base) / median(head) over two levels (rounds, then samples), `resamples` times, from
+// a generator seeded with `seed`; the same inputs and seed always give the same interval. The point estimate is the
+// ratio of the pooled medians. Empty rounds are ignored; a side without samples is refused.
+CellComparison compare_rounds(const RoundSamples& base_ms, const RoundSamples& head_ms, std::uint64_t seed,
+                              double threshold_pct = kDefaultThresholdPct, int resamples = kBootstrapResamples);
+
+// The same for one round per side (samples pooled by the caller, e.g. two result files).
 CellComparison compare_samples(const std::vector<double>& base_ms, const std::vector<double>& head_ms,
                                std::uint64_t seed, double threshold_pct = kDefaultThresholdPct,
                                int resamples = kBootstrapResamples);
@@ -38,6 +52,9 @@ struct GeomeanComparison {
 };
 GeomeanComparison bootstrap_geomean(const std::vector<std::pair<std::vector<double>, std::vector<double>>>& cells,
                                   std::uint64_t seed, int resamples = kBootstrapResamples);
+// ... with every cell's samples grouped by round (each resample redraws rounds, then samples, as compare_rounds).
+GeomeanComparison bootstrap_geomean_rounds(const std::vector<std::pair<RoundSamples, RoundSamples>>& cells, std::uint64_t seed,
+                                           int resamples = kBootstrapResamples);
 
 // Verdict from an interval and a change (exposed for tests and for reports).
 std::string speedup_verdict(double ci_low, double ci_high, double change_pct, double threshold_pct);

@@ -77,6 +77,7 @@ std::string row_key(const json& row) {
 struct Pooled {
   json row;  // the cell's first row, with pooled samples and statistics
   std::vector<double> times;
+  RoundSamples round_times;  // the same samples, one vector per round (the interval's first level)
   int rounds = 0;
 };
 
@@ -91,11 +92,13 @@ std::pair<std::vector<std::string>, std::map<std::string, Pooled>> pool(const st
       Pooled& p = it->second;
       if (fresh) { order.push_back(k); p.row = row; }
       ++p.rounds;
+      std::vector<double>& rt = p.round_times.emplace_back();
       if (row.contains("times_ms") && row["times_ms"].is_array() && !row["times_ms"].empty()) {
-        for (const auto& t : row["times_ms"]) p.times.push_back(t.get<double>());
+        for (const auto& t : row["times_ms"]) rt.push_back(t.get<double>());
       } else {
-        p.times.push_back(row.at("median_ms").get<double>());
+        rt.push_back(row.at("median_ms").get<double>());
       }
+      p.times.insert(p.times.end(), rt.begin(), rt.end());
       // A cell is only as verified as its worst round.
       const json& chk = row.contains("check") ? row["check"] : json(nullptr);
       const bool failed = chk.is_object() && chk.contains("pass") && chk["pass"] == false;
@@ -156,7 +159,9 @@ json compare_documents(const std::vector<json>& base_runs, const std::vector<jso
     } else {
       const Pooled& b = it->second;
       const double bm = b.row["median_ms"].get<double>(), hm = h.row["median_ms"].get<double>();
-      const auto [lo, hi] = bootstrap_speedup_ci(b.times, h.times, opt.bootstrap, opt.bootstrap_seed + salt++);
+      // rounds, then samples (harness/compare.h, RoundSamples: a round's samples share its process's state)
+      const CellComparison cc = compare_rounds(b.round_times, h.round_times, opt.bootstrap_seed + salt++, kDefaultThresholdPct, opt.bootstrap);
+      const double lo = cc.ci_low, hi = cc.ci_high;
       const double change = (hm / bm - 1.0) * 100.0;
       std::string verdict = "noise";
       // Faster / slower only when the interval excludes 1 and the change passes the threshold.

@@ -68,7 +68,8 @@ json pooled_row(const json& last_row, const std::vector<double>& t, int rounds) 
 struct Side {
   std::string name;  // "candidate" / "baseline"
   fs::path exe;
-  std::map<std::string, std::vector<double>> samples;
+  std::map<std::string, std::vector<double>> samples;  // pooled over rounds
+  std::map<std::string, RoundSamples> rounds;          // the same, one vector per round (the bootstrap's first level)
   std::map<std::string, json> last_row;
   std::map<std::string, std::string> check;  // "pass", "FAIL", "unverified"
   std::vector<std::string> order;            // cell keys in first-seen order
@@ -83,6 +84,7 @@ void absorb(Side& s, const RunFile& f) {
     if (!s.samples.count(k)) s.order.push_back(k);
     auto& v = s.samples[k];
     v.insert(v.end(), r.times_ms.begin(), r.times_ms.end());
+    s.rounds[k].push_back(r.times_ms);
     s.last_row[k] = r.row;
     const std::string now = check_label(r.check_pass);
     auto it = s.check.find(k);
@@ -290,8 +292,8 @@ VerifyOutcome verify(const VerifyOptions& o, std::ostream& out) {
     a.insert(a.end(), {"--seed", std::to_string(o.seed), "--json", json_out.string()});
     return a;
   };
-  Side cand{"candidate", cand_exe, {}, {}, {}, {}, {}};
-  Side bside{"baseline", base ? base->lina_exe : fs::path(), {}, {}, {}, {}, {}};
+  Side cand{"candidate", cand_exe, {}, {}, {}, {}, {}, {}};
+  Side bside{"baseline", base ? base->lina_exe : fs::path(), {}, {}, {}, {}, {}, {}};
   doc["config"]["command"] = quote_argv(run_args(cand_exe, "<json>"));
   for (int r = 0; r < o.rounds; ++r) {
     std::vector<Side*> order = {&cand};
@@ -339,7 +341,7 @@ VerifyOutcome verify(const VerifyOptions& o, std::ostream& out) {
 
   // 4. Rows, comparisons, table.
   for (const auto& k : cand.order) doc["results"].push_back(pooled_row(cand.last_row[k], cand.samples[k], o.rounds));
-  std::vector<std::pair<std::vector<double>, std::vector<double>>> matched;
+  std::vector<std::pair<RoundSamples, RoundSamples>> matched;
   int faster = 0, slower = 0;
   std::vector<std::string> check_problems;
   for (const auto& k : cand.order)
@@ -361,8 +363,8 @@ VerifyOutcome verify(const VerifyOptions& o, std::ostream& out) {
                 {"shape_keys", rowj.value("shape_keys", json(nullptr))}};
       const bool in_c = cand.samples.count(k) > 0, in_b = bside.samples.count(k) > 0;
       if (in_c && in_b) {
-        const CellComparison cc = compare_samples(bside.samples[k], cand.samples[k], ++cell_seed, o.threshold_pct);
-        matched.emplace_back(bside.samples[k], cand.samples[k]);
+        const CellComparison cc = compare_rounds(bside.rounds[k], cand.rounds[k], ++cell_seed, o.threshold_pct);
+        matched.emplace_back(bside.rounds[k], cand.rounds[k]);
         faster += cc.verdict == "faster";
         slower += cc.verdict == "slower";
         c.update({{"base_median_ms", cc.base_median_ms}, {"head_median_ms", cc.head_median_ms}, {"speedup", cc.speedup},
@@ -432,7 +434,7 @@ VerifyOutcome verify(const VerifyOptions& o, std::ostream& out) {
                 : "hardware '" + (cand.last_file.gpu.empty() ? std::string("cpu") : cand.last_file.gpu) + "' is not an sm_90+ datacenter GPU: supplementary");
   GeomeanComparison gm;
   if (base && !matched.empty()) {
-    gm = bootstrap_geomean(matched, o.seed);
+    gm = bootstrap_geomean_rounds(matched, o.seed);
     out << fmt::format("\ngeomean speedup over {} cells: {:.3f}x [{:.3f}, {:.3f}]  ({} faster, {} slower, {} within noise)\n", gm.cells,
                        gm.geomean, gm.ci_low, gm.ci_high, faster, slower, gm.cells - faster - slower);
     doc["geomean"] = {{"speedup", gm.geomean}, {"ci_low", gm.ci_low}, {"ci_high", gm.ci_high}, {"cells", gm.cells},

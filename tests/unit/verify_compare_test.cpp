@@ -94,5 +94,57 @@ TEST(VerifyCompare, GeomeanSpeedupAndInterval) {
   EXPECT_THROW(compare_samples({}, {1.0}, 1), Error);
 }
 
+// The twentieth session's A/A verify on the H200, in miniature: identical kernels, but one of the baseline's two
+// rounds (processes) ran 4.7 % slow throughout. Pooled, its 1,000 samples look like 1,000 independent draws and the
+// plain bootstrap calls a win; resampling rounds first, the interval spans both rounds and the verdict is noise.
+TEST(VerifyCompare, OneSlowRoundIsNoiseNotAWin) {
+  const RoundSamples base = {samples(1.047, 0.002, 600, 20), samples(1.0, 0.002, 400, 21)};
+  const RoundSamples head = {samples(1.0, 0.002, 500, 22), samples(1.0, 0.002, 500, 23)};
+  std::vector<double> pooled_base = base[0];
+  pooled_base.insert(pooled_base.end(), base[1].begin(), base[1].end());
+  std::vector<double> pooled_head = head[0];
+  pooled_head.insert(pooled_head.end(), head[1].begin(), head[1].end());
+  const auto flat = compare_samples(pooled_base, pooled_head, 7);
+  EXPECT_EQ(flat.verdict, "faster");  // what the pooled bootstrap said
+  const auto c = compare_rounds(base, head, 7);
+  EXPECT_EQ(c.verdict, "noise");
+  EXPECT_DOUBLE_EQ(c.speedup, flat.speedup);  // the point estimate is the pooled medians' ratio either way
+  EXPECT_LT(c.ci_low, 1.0);
+  EXPECT_GT(c.ci_high, 1.04);
+  // the geomean over such a cell and a clean one is not a win either
+  const std::vector<std::pair<RoundSamples, RoundSamples>> cells = {
+      {base, head}, {{samples(1.0, 0.002, 300, 24), samples(1.0, 0.002, 300, 25)}, {samples(1.0, 0.002, 300, 26), samples(1.0, 0.002, 300, 27)}}};
+  EXPECT_LT(bootstrap_geomean_rounds(cells, 3).ci_low, 1.0);
+}
+
+TEST(VerifyCompare, AWinInEveryRoundStaysAWin) {
+  const RoundSamples base = {samples(1.05, 0.01, 200, 30), samples(1.052, 0.01, 200, 31), samples(1.049, 0.01, 200, 32)};
+  const RoundSamples head = {samples(1.0, 0.01, 200, 33), samples(1.001, 0.01, 200, 34), samples(0.999, 0.01, 200, 35)};
+  const auto c = compare_rounds(base, head, 7);
+  EXPECT_EQ(c.verdict, "faster");
+  EXPECT_GT(c.ci_low, 1.03);
+  const std::vector<std::pair<RoundSamples, RoundSamples>> cells = {{base, head}, {head, base}};
+  const auto g = bootstrap_geomean_rounds(cells, 3);
+  EXPECT_NEAR(g.geomean, 1.0, 0.01);
+}
+
+TEST(VerifyCompare, OneRoundIsThePlainBootstrap) {
+  const auto b = samples(1.1, 0.05, 25, 40), h = samples(1.0, 0.05, 25, 41);
+  const auto flat = compare_samples(b, h, 99), r = compare_rounds({b}, {h}, 99);
+  EXPECT_EQ(flat.ci_low, r.ci_low);
+  EXPECT_EQ(flat.ci_high, r.ci_high);
+  // empty rounds are ignored; a side with no samples at all is refused by name
+  const auto e = compare_rounds({{}, b}, {h, {}}, 99);
+  EXPECT_EQ(e.ci_low, r.ci_low);
+  try {
+    compare_rounds({{}, {}}, {h}, 1);
+    FAIL() << "no base samples accepted";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("base samples"), std::string::npos) << err.what();
+  }
+  EXPECT_THROW(compare_rounds({b}, {}, 1), Error);
+  EXPECT_THROW(bootstrap_geomean_rounds({{{b}, {{}}}}, 1), Error);
+}
+
 }  // namespace
 }  // namespace lina::harness
