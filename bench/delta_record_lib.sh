@@ -77,7 +77,7 @@ b1_faster() {
 # contract cells, two rounds, full gate; JSON as $OUT/verify_OP_fwd.json (a repo clone from the bundle first)
 fwd_verify() {
   local exe=$1; shift
-  [ -d /tmp/vr ] || setup_verify_repo
+  [ -n "${VR_READY:-}" ] || { setup_verify_repo; VR_READY=1; }  # a fresh clone per script: a warm machine keeps /tmp
   for op in "$@"; do
     timeout 200 $exe verify --op $op --base $(cat /tmp/b/bin/SHA) --base-exe /tmp/b/bin/lina --repo /tmp/vr --modes fwd \
       --shapes $CELLS_FWD --rounds 2 --json $OUT/verify_${op}_fwd.json > /tmp/v_$op.log 2>&1
