@@ -195,6 +195,46 @@ TEST(VerifyFlow, EveryMissingConditionIsAReason) {
   for (const auto& c : r.json["comparisons"]) EXPECT_EQ(c["verdict"], "noise");
 }
 
+// A `lina` stand-in that answers its n-th call with docs[n] (the last one after that): rounds that differ.
+fs::path fake_lina_rounds(const fs::path& dir, const std::string& name, const std::vector<json>& docs) {
+  for (std::size_t i = 0; i < docs.size(); ++i) std::ofstream(dir / (name + std::to_string(i) + ".json")) << docs[i].dump();
+  const fs::path script = dir / name, counter = dir / (name + ".n");
+  std::ofstream f(script);
+  f << "#!/bin/sh\nout=''\nwhile [ $# -gt 0 ]; do\n"
+    << "  if [ \"$1\" = --json ]; then out=\"$2\"; shift; fi\n  shift\ndone\n"
+    << "n=$(cat '" << counter.string() << "' 2>/dev/null || echo 0)\n"
+    << "echo $((n + 1)) > '" << counter.string() << "'\n"
+    << "[ $n -ge " << docs.size() << " ] && n=" << docs.size() - 1 << "\n"
+    << "cp '" << (dir / name).string() << "'$n.json \"$out\"\n";
+  f.close();
+  fs::permissions(script, fs::perms::owner_all);
+  return script;
+}
+
+// The twentieth session's A/A false win, end to end: the baseline's first two rounds (processes) run 6 % slow, its
+// third does not, the candidate is the same code. Pooled over rounds the 36 baseline samples sit mostly at 1.06; the
+// interval resamples rounds, so no cell is faster and there is no repeatable win.
+TEST(VerifyFlow, SlowRoundsOfIdenticalCodeAreNotAWin) {
+  TempDir d("verify");
+  VerifyOptions o = base_opts(d.path());
+  o.no_gate = true;
+  o.base = "main";
+  o.baseline_sha = kBaseSha;
+  o.candidate_exe = fake_lina(d.path(), "cand", run_doc("cccc", 1.0));
+  o.baseline_exe = fake_lina_rounds(d.path(), "base", {run_doc(kBaseSha, 1.06), run_doc(kBaseSha, 1.06), run_doc(kBaseSha, 1.0)});
+  std::ostringstream out;
+  const auto r = verify(o, out);
+  ASSERT_EQ(r.exit_code, kVerifyOk) << out.str();
+  ASSERT_EQ(r.json["comparisons"].size(), 2u);
+  for (const auto& c : r.json["comparisons"]) {
+    EXPECT_GT(c["speedup"].get<double>(), 1.04) << c.dump();  // the pooled medians
+    EXPECT_LE(c["ci_low"].get<double>(), 1.0) << c.dump();
+    EXPECT_EQ(c["verdict"], "noise");
+  }
+  EXPECT_EQ(r.json["geomean"]["faster"], 0);
+  EXPECT_NE(out.str().find("no repeatable win"), std::string::npos) << out.str();
+}
+
 TEST(VerifyFlow, SlowerCellsAreARegressionAndCanFailTheRun) {
   TempDir d("verify");
   VerifyOptions o = base_opts(d.path());
