@@ -32,21 +32,25 @@ json run_doc(const std::string& sha, double ms, const std::string& gpu = "NVIDIA
           {"machine", {{"gpu", gpu}, {"compute_capability", "9.0"}}}, {"results", rows}};
 }
 
-// A `lina` stand-in: logs its arguments (without the --json path), writes `doc` to --json.
-fs::path fake_lina(const fs::path& dir, const std::string& name, const json& doc) {
-  const fs::path script = dir / name;
-  const fs::path payload = dir / (name + ".json");
-  std::ofstream(payload) << doc.dump();
+// A `lina` stand-in: logs its arguments (without the --json path) and answers its n-th call with docs[n] (the last
+// one after that), written to --json: rounds that differ, or one doc for every round.
+fs::path fake_lina_rounds(const fs::path& dir, const std::string& name, const std::vector<json>& docs) {
+  for (std::size_t i = 0; i < docs.size(); ++i) std::ofstream(dir / (name + std::to_string(i) + ".json")) << docs[i].dump();
+  const fs::path script = dir / name, counter = dir / (name + ".n");
   std::ofstream f(script);
   f << "#!/bin/sh\nout=''\nargs=''\nwhile [ $# -gt 0 ]; do\n"
     << "  if [ \"$1\" = --json ]; then out=\"$2\"; shift; shift; continue; fi\n"
     << "  args=\"$args $1\"; shift\ndone\n"
     << "echo \"" << name << ":$args\" >> '" << (dir / "calls.log").string() << "'\n"
-    << "cp '" << payload.string() << "' \"$out\"\n";
+    << "n=$(cat '" << counter.string() << "' 2>/dev/null || echo 0)\n"
+    << "echo $((n + 1)) > '" << counter.string() << "'\n"
+    << "[ $n -ge " << docs.size() << " ] && n=" << docs.size() - 1 << "\n"
+    << "cp '" << (dir / name).string() << "'$n.json \"$out\"\n";
   f.close();
   fs::permissions(script, fs::perms::owner_all);
   return script;
 }
+fs::path fake_lina(const fs::path& dir, const std::string& name, const json& doc) { return fake_lina_rounds(dir, name, {doc}); }
 
 std::string read(const fs::path& p) {
   std::ifstream f(p);
@@ -193,22 +197,6 @@ TEST(VerifyFlow, EveryMissingConditionIsAReason) {
   EXPECT_NE(all.find("needs profiler evidence"), std::string::npos) << all;
   EXPECT_NE(all.find("frozen file changed since `lina loop init`: harness/tolerances.cpp"), std::string::npos) << all;
   for (const auto& c : r.json["comparisons"]) EXPECT_EQ(c["verdict"], "noise");
-}
-
-// A `lina` stand-in that answers its n-th call with docs[n] (the last one after that): rounds that differ.
-fs::path fake_lina_rounds(const fs::path& dir, const std::string& name, const std::vector<json>& docs) {
-  for (std::size_t i = 0; i < docs.size(); ++i) std::ofstream(dir / (name + std::to_string(i) + ".json")) << docs[i].dump();
-  const fs::path script = dir / name, counter = dir / (name + ".n");
-  std::ofstream f(script);
-  f << "#!/bin/sh\nout=''\nwhile [ $# -gt 0 ]; do\n"
-    << "  if [ \"$1\" = --json ]; then out=\"$2\"; shift; fi\n  shift\ndone\n"
-    << "n=$(cat '" << counter.string() << "' 2>/dev/null || echo 0)\n"
-    << "echo $((n + 1)) > '" << counter.string() << "'\n"
-    << "[ $n -ge " << docs.size() << " ] && n=" << docs.size() - 1 << "\n"
-    << "cp '" << (dir / name).string() << "'$n.json \"$out\"\n";
-  f.close();
-  fs::permissions(script, fs::perms::owner_all);
-  return script;
 }
 
 // The twentieth session's A/A false win, end to end: the baseline's first two rounds (processes) run 6 % slow, its
