@@ -20,6 +20,12 @@ std::string speedup_verdict(double ci_low, double ci_high, double change_pct, do
   return "noise";
 }
 
+std::vector<double> pooled_samples(const RoundSamples& x) {
+  std::vector<double> v;
+  for (const auto& r : x) v.insert(v.end(), r.begin(), r.end());
+  return v;
+}
+
 namespace {
 double percentile_sorted(const std::vector<double>& v, double p) {
   const double pos = p * static_cast<double>(v.size() - 1);
@@ -34,12 +40,6 @@ RoundSamples nonempty_rounds(const RoundSamples& x) {
   for (const auto& v : x)
     if (!v.empty()) r.push_back(v);
   return r;
-}
-
-std::vector<double> pooled(const RoundSamples& x) {
-  std::vector<double> v;
-  for (const auto& r : x) v.insert(v.end(), r.begin(), r.end());
-  return v;
 }
 
 // One bootstrap draw of a side's median: as many rounds as it has, drawn with replacement, then each drawn round's
@@ -69,7 +69,7 @@ GeomeanComparison bootstrap_geomean_rounds(const std::vector<std::pair<RoundSamp
   for (const auto& [b, h] : cells) {
     RoundSamples bb = nonempty_rounds(b), hh = nonempty_rounds(h);
     if (bb.empty() || hh.empty()) throw_invalid("geomean cells", "a cell without samples", "samples on both sides");
-    point.push_back(median_of(pooled(bb)) / median_of(pooled(hh)));
+    point.push_back(median_of(pooled_samples(bb)) / median_of(pooled_samples(hh)));
     cs.emplace_back(std::move(bb), std::move(hh));
   }
   g.geomean = geomean_of(point);
@@ -99,8 +99,8 @@ CellComparison compare_rounds(const RoundSamples& base_ms, const RoundSamples& h
   if (b.empty()) throw_invalid("base samples", "none", "at least one timing sample");
   if (h.empty()) throw_invalid("candidate samples", "none", "at least one timing sample");
   CellComparison c;
-  c.base_median_ms = median_of(pooled(b));
-  c.head_median_ms = median_of(pooled(h));
+  c.base_median_ms = median_of(pooled_samples(b));
+  c.head_median_ms = median_of(pooled_samples(h));
   c.speedup = c.base_median_ms / c.head_median_ms;
   c.change_pct = (c.speedup - 1.0) * 100.0;
   std::mt19937_64 gen(seed);

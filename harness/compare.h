@@ -32,6 +32,8 @@ struct CellComparison {
 // resamples rounds first (with replacement, as many as there are), then samples within each drawn round; a single
 // round is the plain bootstrap over its samples.
 using RoundSamples = std::vector<std::vector<double>>;
+// Every round's samples in round order, as one vector.
+std::vector<double> pooled_samples(const RoundSamples& x);
 
 // Percentile bootstrap of median(base) / median(head) over two levels (rounds, then samples), `resamples` times, from
 // a generator seeded with `seed`; the same inputs and seed always give the same interval. The point estimate is the

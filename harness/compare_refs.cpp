@@ -76,8 +76,7 @@ std::string row_key(const json& row) {
 
 struct Pooled {
   json row;  // the cell's first row, with pooled samples and statistics
-  std::vector<double> times;
-  RoundSamples round_times;  // the same samples, one vector per round (the interval's first level)
+  RoundSamples round_times;  // one vector per round (the interval's first level; pooled for the statistics)
   int rounds = 0;
 };
 
@@ -98,7 +97,6 @@ std::pair<std::vector<std::string>, std::map<std::string, Pooled>> pool(const st
       } else {
         rt.push_back(row.at("median_ms").get<double>());
       }
-      p.times.insert(p.times.end(), rt.begin(), rt.end());
       // A cell is only as verified as its worst round.
       const json& chk = row.contains("check") ? row["check"] : json(nullptr);
       const bool failed = chk.is_object() && chk.contains("pass") && chk["pass"] == false;
@@ -110,10 +108,11 @@ std::pair<std::vector<std::string>, std::map<std::string, Pooled>> pool(const st
     }
   }
   for (auto& [k, p] : cells) {
-    const Summary st = summarize(p.times);
+    const std::vector<double> times = pooled_samples(p.round_times);
+    const Summary st = summarize(times);
     json& r = p.row;
-    r["times_ms"] = p.times;
-    r["samples"] = p.times.size();
+    r["times_ms"] = times;
+    r["samples"] = times.size();
     r["median_ms"] = st.median;
     r["mean_ms"] = st.mean;
     r["std_ms"] = st.std;
