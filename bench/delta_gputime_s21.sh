@@ -7,11 +7,7 @@
 set -u
 source bench/delta_record_lib.sh
 R=$PWD
-mkdir -p /tmp/l && tar -xJf $R/.carry/bin.tar.xz -C /tmp/l
-BIN=/tmp/l/bin
-nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,driver_version --format=csv,noheader | tee $OUT/machine.txt
-setup_fla
-tar -xzf $R/.carry/fla-autotune.tgz -C /tmp
+setup_side
 for op in chunk_kda chunk_gdn; do
   left=$((440 - SECONDS)); [ $left -lt 30 ] && break
   timeout $left python3 bench/fla_side_by_side.py --append --gpu-time --budget-s 0.3 --out $OUT/side_gputime_h200 --ops $op \

@@ -23,6 +23,16 @@ setup_fla() {
   mkdir -p /tmp/triton-cache
   export PYTHONPATH=/tmp/site TRITON_CACHE_DIR=/tmp/triton-cache LINA_LIB=$BIN/liblina_c.so PYTHONUNBUFFERED=1 LINA_GIT_SHA=$(cat $BIN/SHA)
 }
+# A side-by-side call's start: lina's binaries (.carry/bin.tar.xz) into $BIN = /tmp/l/bin, the machine line, FLA's
+# environment (setup_fla), and FLA's autotune decisions when .carry/fla-autotune.tgz is carried
+setup_side() {
+  mkdir -p /tmp/l && tar -xJf $R/.carry/bin.tar.xz -C /tmp/l
+  BIN=/tmp/l/bin
+  nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,driver_version --format=csv,noheader | tee $OUT/machine.txt
+  setup_fla
+  [ -f $R/.carry/fla-autotune.tgz ] && tar -xzf $R/.carry/fla-autotune.tgz -C /tmp
+  return 0
+}
 # The correctness jobs' summary lines (after `wait`), then /tmp/san.txt (the caller's sanitizer lines)
 correctness_summary() {
   echo "unit *Cuda*: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' /tmp/unit.log | tr '\n' ' ')"

@@ -5,11 +5,7 @@
 set -u
 source bench/delta_record_lib.sh
 R=$PWD
-mkdir -p /tmp/l && tar -xJf $R/.carry/bin.tar.xz -C /tmp/l
-BIN=/tmp/l/bin
-nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,driver_version --format=csv,noheader | tee $OUT/machine.txt
-setup_fla
-tar -xzf $R/.carry/fla-autotune.tgz -C /tmp
+setup_side
 timeout 400 python3 bench/fla_side_by_side.py --budget-s 0.3 --out $OUT/side_gdn_varlen_h200 --ops chunk_gdn --modes fwd \
   --shapes "" --varlen-tokens 32768 > /tmp/side.log 2>&1; echo "chunk_gdn fwd varlen rc=$? at ${SECONDS}s"
 tail -5 /tmp/side.log
