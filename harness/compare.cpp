@@ -14,9 +14,9 @@ double median_of(std::vector<double> v) { return v.empty() ? NAN : median(std::m
 
 double geomean_of(const std::vector<double>& v) { return v.empty() ? NAN : geomean(v); }
 
-std::string speedup_verdict(double ci_low, double ci_high, double change_pct, double threshold_pct) {
-  if (ci_low > 1.0 && change_pct >= threshold_pct) return "faster";
-  if (ci_high < 1.0 && -change_pct >= threshold_pct) return "slower";
+std::string speedup_verdict(double ci_low, double ci_high, double speedup_pct, double threshold_pct) {
+  if (ci_low > 1.0 && speedup_pct >= threshold_pct) return "faster";
+  if (ci_high < 1.0 && -speedup_pct >= threshold_pct) return "slower";
   return "noise";
 }
 
@@ -102,7 +102,7 @@ CellComparison compare_rounds(const RoundSamples& base_ms, const RoundSamples& h
   c.base_median_ms = median_of(pooled_samples(b));
   c.head_median_ms = median_of(pooled_samples(h));
   c.speedup = c.base_median_ms / c.head_median_ms;
-  c.change_pct = (c.speedup - 1.0) * 100.0;
+  c.speedup_pct = (c.speedup - 1.0) * 100.0;
   std::mt19937_64 gen(seed);
   std::vector<double> ratios, scratch;
   ratios.reserve(static_cast<std::size_t>(resamples));
@@ -110,7 +110,7 @@ CellComparison compare_rounds(const RoundSamples& base_ms, const RoundSamples& h
   std::sort(ratios.begin(), ratios.end());
   c.ci_low = percentile_sorted(ratios, 0.025);
   c.ci_high = percentile_sorted(ratios, 0.975);
-  c.verdict = speedup_verdict(c.ci_low, c.ci_high, c.change_pct, threshold_pct);
+  c.verdict = speedup_verdict(c.ci_low, c.ci_high, c.speedup_pct, threshold_pct);
   return c;
 }
 

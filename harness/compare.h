@@ -20,8 +20,10 @@ struct CellComparison {
   double base_median_ms = 0, head_median_ms = 0;
   double speedup = 0;           // base median / candidate median (> 1: the candidate is faster)
   double ci_low = 0, ci_high = 0;  // bootstrap 95 % interval of the speedup
-  double change_pct = 0;        // (speedup - 1) * 100
+  double speedup_pct = 0;       // (speedup - 1) * 100: the verdict's threshold applies to it
   std::string verdict;          // "faster", "slower", "noise"
+  // The latency change (head / base - 1) * 100, negative = faster: a result file's `change_pct` (docs/json-schema.md).
+  double latency_change_pct() const { return (head_median_ms / base_median_ms - 1.0) * 100.0; }
 };
 
 // One cell's timing samples grouped by round: one vector per `lina run` process (verify alternates the sides round by
@@ -59,6 +61,6 @@ GeomeanComparison bootstrap_geomean_rounds(const std::vector<std::pair<RoundSamp
                                            int resamples = kBootstrapResamples);
 
 // Verdict from an interval and a change (exposed for tests and for reports).
-std::string speedup_verdict(double ci_low, double ci_high, double change_pct, double threshold_pct);
+std::string speedup_verdict(double ci_low, double ci_high, double speedup_pct, double threshold_pct);
 
 }  // namespace lina::harness

@@ -159,15 +159,11 @@ json compare_documents(const std::vector<json>& base_runs, const std::vector<jso
       const Pooled& b = it->second;
       const double bm = b.row["median_ms"].get<double>(), hm = h.row["median_ms"].get<double>();
       // rounds, then samples (harness/compare.h, RoundSamples: a round's samples share its process's state)
-      const CellComparison cc = compare_rounds(b.round_times, h.round_times, opt.bootstrap_seed + salt++, kDefaultThresholdPct, opt.bootstrap);
-      const double lo = cc.ci_low, hi = cc.ci_high;
-      const double change = (hm / bm - 1.0) * 100.0;
-      std::string verdict = "noise";
-      // Faster / slower only when the interval excludes 1 and the change passes the threshold.
-      if (lo > 1.0 && -change >= opt.threshold_pct) verdict = "faster";
-      if (hi < 1.0 && change >= opt.threshold_pct) verdict = "slower";
-      c.update(json{{"base_median_ms", bm}, {"speedup", bm / hm}, {"ci_low", lo}, {"ci_high", hi},
-                    {"change_pct", change}, {"verdict", verdict}});
+      // The verdict is verify's rule (speedup_verdict: the interval excludes 1 and the speedup passes the threshold);
+      // change_pct stays the latency change, negative = faster.
+      const CellComparison cc = compare_rounds(b.round_times, h.round_times, opt.bootstrap_seed + salt++, opt.threshold_pct, opt.bootstrap);
+      c.update(json{{"base_median_ms", bm}, {"speedup", bm / hm}, {"ci_low", cc.ci_low}, {"ci_high", cc.ci_high},
+                    {"change_pct", cc.latency_change_pct()}, {"verdict", cc.verdict}});
     }
     comparisons.push_back(c);
   }

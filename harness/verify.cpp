@@ -368,7 +368,7 @@ VerifyOutcome verify(const VerifyOptions& o, std::ostream& out) {
         faster += cc.verdict == "faster";
         slower += cc.verdict == "slower";
         c.update({{"base_median_ms", cc.base_median_ms}, {"head_median_ms", cc.head_median_ms}, {"speedup", cc.speedup},
-                  {"ci_low", cc.ci_low}, {"ci_high", cc.ci_high}, {"change_pct", cc.change_pct}, {"verdict", cc.verdict},
+                  {"ci_low", cc.ci_low}, {"ci_high", cc.ci_high}, {"change_pct", cc.latency_change_pct()}, {"verdict", cc.verdict},
                   {"check", cand.check[k]}, {"base_check", bside.check[k]}});
         out << fmt::format("{:<44} {:>10} {:>10} {:>8.3f}x [{:.3f}, {:.3f}] {:>8} {}{}\n", k, fmt_ms(cc.base_median_ms),
                            fmt_ms(cc.head_median_ms), cc.speedup, cc.ci_low, cc.ci_high, cc.verdict, cand.check[k], unv);

@@ -2,7 +2,9 @@
 
 #include <fstream>
 #include <sys/stat.h>
+#include <tuple>
 
+#include "harness/compare.h"
 #include "harness/compare_refs.h"
 #include "harness/proc_util.h"
 #include "harness/summary.h"
@@ -77,6 +79,32 @@ TEST(ToolsCompare, SlowRoundsAreNotAVerdict) {
   EXPECT_GT(bootstrap_speedup_ci(pb, ph, 2000, 7).first, 1.0);
 }
 
+// compare and verify read one rule (harness/compare.h, speedup_verdict): the threshold applies to the speedup, so a
+// 1.051x cell whose interval excludes 1 is faster for both (its latency change is -4.85 %, under a 5 % latency
+// threshold: compare alone called it noise), and a 0.951x cell (latency +5.1 %) is noise for both.
+TEST(ToolsCompare, VerdictIsVerifysRule) {
+  CompareSide base{"base", "main", "", "/b"}, head{"head", "HEAD", "", "/h"};
+  CompareOptions opt;
+  opt.rounds = 3;
+  opt.threshold_pct = 5.0;
+  const auto one = [](double center) { return run_doc(std::string(40, 'b'), {cell("fwd", "B1_T8192_H96_D128", kB1, center)}); };
+  const auto rounds_of = [](const json& run) {
+    std::vector<double> t;
+    for (const auto& x : run["results"][0]["times_ms"]) t.push_back(x.get<double>());
+    return RoundSamples{t, t, t};
+  };
+  for (const auto& [b, h, want] : {std::tuple{2.102, 2.0, "faster"}, std::tuple{2.0, 2.102, "noise"}}) {
+    const json doc = compare_documents({one(b), one(b), one(b)}, {one(h), one(h), one(h)}, base, head, opt);
+    const json* c = find(doc["comparisons"], "fwd", "B1_T8192_H96_D128", kB1);
+    ASSERT_NE(c, nullptr);
+    EXPECT_TRUE((*c)["ci_low"].get<double>() > 1.0 || (*c)["ci_high"].get<double>() < 1.0) << c->dump();  // not the interval
+    EXPECT_EQ((*c)["verdict"], want) << c->dump();
+    const CellComparison v = compare_rounds(rounds_of(one(b)), rounds_of(one(h)), 1, opt.threshold_pct);
+    EXPECT_EQ((*c)["verdict"], v.verdict) << "verify's rule on the same samples";
+    EXPECT_NEAR((*c)["change_pct"].get<double>(), (h / b - 1.0) * 100.0, 1e-9);  // still the latency change
+  }
+}
+
 TEST(ToolsCompare, MatchesRowsOnEveryShapeKey) {
   CompareSide base{"base", "main", "", "/b"}, head{"head", "HEAD", "", "/h"};
   CompareOptions opt;
@@ -122,7 +150,7 @@ TEST(ToolsCompare, MatchesRowsOnEveryShapeKey) {
 TEST(ToolsCompare, ThresholdGatesVerdicts) {
   CompareSide base{"base", "", "", "/b"}, head{"head", "", "", "/h"};
   CompareOptions opt;
-  opt.threshold_pct = 25;  // both real changes are under 25 %
+  opt.threshold_pct = 30;  // both real changes are under 30 % as speedups (1.25x, 0.89x; verify's rule)
   const json doc = compare_documents({base_run()}, {head_run()}, base, head, opt);
   EXPECT_EQ((*find(doc["comparisons"], "fwd", "B1_T8192_H96_D128", kB1))["verdict"], "noise");
   EXPECT_TRUE(regressions(doc).empty());

@@ -56,6 +56,23 @@ TEST(ToolsSummary, RankingGeomeanAndFlags) {
   EXPECT_NEAR(*geomean_speedup(f.comparisons), expect, 1e-12);
 }
 
+// Verify files before the twenty-first session stored (speedup - 1) x 100 under change_pct: the change is taken from
+// the medians, so such a file's wins are not flagged REGRESSION.
+TEST(ToolsSummary, ChangeComesFromTheMedians) {
+  nlohmann::json doc = nlohmann::json::parse(read_text_file(data("verify_ok.json")));
+  for (auto& c : doc["comparisons"])
+    if (c["speedup"].is_number()) c["change_pct"] = (c["speedup"].get<double>() - 1.0) * 100.0;
+  lina::testing::TempDir d;
+  const auto path = d.path / "old_verify.json";
+  write_text_file(path, doc.dump());
+  auto r = ranked(load_summary_file(path).comparisons);
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(r[0].shape, "B1_T8192_H96_D128");
+  EXPECT_NEAR(*r[0].change_pct, -20.0, 1e-9);
+  EXPECT_EQ(change_flag(r[0], 5), "IMPROVED");
+  EXPECT_EQ(change_flag(r[1], 5), "REGRESSION");
+}
+
 TEST(ToolsSummary, CompareFileNewAndRemovedRankLast) {
   auto f = load_summary_file(data("compare_ok.json"));
   EXPECT_EQ(f.head_sha, std::string(40, 'd'));

@@ -34,14 +34,17 @@ TEST(VerifyCompare, ClearWinIsFasterWithIntervalAboveOne) {
   EXPECT_GT(c.ci_low, 1.0);
   EXPECT_LE(c.ci_low, c.speedup);
   EXPECT_GE(c.ci_high, c.speedup);
-  EXPECT_NEAR(c.change_pct, (c.speedup - 1) * 100, 1e-9);
+  EXPECT_NEAR(c.speedup_pct, (c.speedup - 1) * 100, 1e-9);
+  EXPECT_NEAR(c.latency_change_pct(), (1 / c.speedup - 1) * 100, 1e-9);
+  EXPECT_LT(c.latency_change_pct(), -45);
 }
 
 TEST(VerifyCompare, ClearLossIsSlower) {
   const auto c = compare_samples(samples(1.0, 0.01, 30, 3), samples(1.25, 0.01, 30, 4), 7);
   EXPECT_EQ(c.verdict, "slower");
   EXPECT_LT(c.ci_high, 1.0);
-  EXPECT_LT(c.change_pct, -15);
+  EXPECT_LT(c.speedup_pct, -15);
+  EXPECT_GT(c.latency_change_pct(), 20);
 }
 
 TEST(VerifyCompare, SameDistributionIsNoise) {

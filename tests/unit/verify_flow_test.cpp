@@ -10,6 +10,7 @@
 
 #include "harness/frozen.h"
 #include "harness/subprocess.h"
+#include "harness/summary.h"
 #include "harness/verify.h"
 
 namespace lina::harness {
@@ -238,6 +239,29 @@ TEST(VerifyFlow, SlowerCellsAreARegressionAndCanFailTheRun) {
   EXPECT_EQ(r.json["comparisons"][0]["verdict"], "slower");
   EXPECT_EQ(r.json["verdict"]["label"], "UNVERIFIED");  // --no-gate dominates the label
   EXPECT_NE(out.str().find("UNVERIFIED"), std::string::npos);
+}
+
+// A verify file's change_pct is the latency change, as in compare files and the schema (negative = faster), so that
+// `lina summarize` flags a 2x win IMPROVED (verify wrote (speedup - 1) x 100 until the twenty-first session, and
+// summarize flagged every win of a verify file REGRESSION).
+TEST(VerifyFlow, ChangeIsTheLatencyChangeThatSummarizeReads) {
+  TempDir d("verify");
+  VerifyOptions o = base_opts(d.path());
+  o.no_gate = true;
+  o.base = "main";
+  o.baseline_sha = kBaseSha;
+  o.candidate_exe = fake_lina(d.path(), "cand", run_doc("cccc", 1.0));
+  o.baseline_exe = fake_lina(d.path(), "base", run_doc(kBaseSha, 2.0));
+  o.json = d.path() / "verify.json";
+  std::ostringstream out;
+  const auto r = verify(o, out);
+  ASSERT_EQ(r.exit_code, kVerifyOk) << out.str();
+  const json& c = r.json["comparisons"][0];
+  EXPECT_EQ(c["verdict"], "faster");
+  EXPECT_NEAR(c["change_pct"].get<double>(), -50.0, 0.5);
+  const std::string text = render_summary_text({load_summary_file(*o.json)}, SummaryOptions{});
+  EXPECT_NE(text.find("IMPROVED"), std::string::npos) << text;
+  EXPECT_EQ(text.find("REGRESSION"), std::string::npos) << text;
 }
 
 TEST(VerifyFlow, RedGateStopsBeforeAnyTiming) {
