@@ -134,12 +134,17 @@ std::string check_td(CheckState c) {
 std::string stats_html(const std::vector<SummaryRow>& rows) {
   std::string s = "<table><tr><th>op</th><th>mode</th><th>shape</th><th>median</th><th>mean</th><th>std</th><th>min</th><th>p10</th><th>p90</th><th>n</th><th>frac_hbm</th><th>frac_tc</th><th>SM MHz before/after</th><th>check</th></tr>";
   for (const auto& r : rows) {
+    if (!r.not_run.empty()) {
+      s += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td colspan=\"11\">not run: {}</td></tr>", html_escape(row_op_label(r)),
+                       html_escape(r.mode), html_escape(r.shape), html_escape(r.not_run));
+      continue;
+    }
     std::string clk = (r.clock_before || r.clock_after) ? opt_num(r.clock_before, "{:.0f}") + " / " + opt_num(r.clock_after, "{:.0f}") : "-";
     s += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td{}>{}</td>{}</tr>",
-                     html_escape(r.op), html_escape(r.mode), html_escape(r.shape), opt_num(r.median_ms), opt_num(r.mean_ms),
+                     html_escape(row_op_label(r)), html_escape(r.mode), html_escape(r.shape), opt_num(r.median_ms), opt_num(r.mean_ms),
                      opt_num(r.std_ms), opt_num(r.min_ms), opt_num(r.p10_ms), opt_num(r.p90_ms), r.samples,
                      opt_num(r.frac_hbm, "{:.3f}"), opt_num(r.frac_tc, "{:.3f}"), r.throttled ? R"( class="warn")" : "",
-                     html_escape(clk + (r.throttled ? " throttled" : "")), check_td(r.check));
+                     html_escape(clk + (r.throttled ? " throttled" : "")), is_reference_row(r) ? "<td>reference</td>" : check_td(r.check));
   }
   return s + "</table>";
 }

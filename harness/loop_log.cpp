@@ -235,7 +235,7 @@ LoopEntry make_entry(const LoopContract& c, const std::vector<LoopEntry>& prior,
   e.all_checks_pass = true;
   bool all_base = true;
   for (const auto& r : f.rows) {
-    if (!target(r.op, r.mode, r.shape)) continue;
+    if (!target(r.op, r.mode, r.shape) || !r.not_run.empty() || is_reference_row(r)) continue;  // lina's timed rows only
     head.push_back(r.median_ms);
     e.cells.push_back(fmt::format("{} {} {:.4f} {}", r.mode, r.shape, r.median_ms, check_label(r.check)));
     e.all_checks_pass = e.all_checks_pass && r.check == CheckState::pass;

@@ -94,6 +94,12 @@ SummaryRow parse_row(const Reader& r, const json& row, const std::string& ctx) {
   s.shape = r.req_string(row, "shape", ctx);
   if (const json* k = r.opt_object(row, "shape_keys", ctx)) s.shape_keys = *k;
   s.backend = r.opt_string(row, "backend", ctx);
+  s.impl = r.opt_string(row, "impl", ctx);
+  if (!r.find(row, "median_ms")) {  // a side-by-side side that could not run says why instead of timing
+    for (const char* why : {"skipped", "error"})
+      if (s.not_run.empty()) s.not_run = r.opt_string(row, why, ctx);
+    if (!s.not_run.empty()) return s;
+  }
   s.samples = static_cast<long long>(r.opt_number(row, "samples", ctx).value_or(0));
   s.median_ms = r.req_number(row, "median_ms", ctx);
   if (!(s.median_ms > 0) || !std::isfinite(s.median_ms)) r.fail(ctx + "median_ms", "seen " + std::to_string(s.median_ms) + ", expected a positive time");
@@ -130,7 +136,9 @@ std::vector<SummaryRow> parse_rows(const Reader& r, const json& arr, const std::
 
 }  // namespace
 
-std::string SummaryRow::key() const { return cell_key(op, mode, shape, shape_keys); }
+std::string SummaryRow::key() const { return cell_key(op, mode, shape, shape_keys) + (impl.empty() ? "" : "|" + impl); }
+std::string row_op_label(const SummaryRow& r) { return r.impl.empty() ? r.op : r.op + " [" + r.impl + "]"; }
+bool is_reference_row(const SummaryRow& r) { return !r.impl.empty() && r.impl.rfind("lina", 0) != 0; }
 std::string SummaryComparison::key() const { return cell_key(op, mode, shape, shape_keys); }
 
 SummaryFile parse_summary_file(const json& doc, const fs::path& path) {
@@ -314,9 +322,14 @@ Table comparison_table(const SummaryFile& f, const SummaryOptions& opt) {
 Table stats_table(const std::vector<SummaryRow>& rows) {
   Table t{{"op", "mode", "shape", "median", "mean", "std", "min", "p10", "p90", "n", "frac_hbm", "frac_tc", "sm MHz", "check"}, {}};
   for (const auto& r : rows) {
-    t.rows.push_back({r.op, r.mode, r.shape, num(r.median_ms), num(r.mean_ms), num(r.std_ms), num(r.min_ms),
+    const std::string op = row_op_label(r);
+    if (!r.not_run.empty()) {
+      t.rows.push_back({op, r.mode, r.shape, "not run", "-", "-", "-", "-", "-", "0", "-", "-", "-", "-"});
+      continue;
+    }
+    t.rows.push_back({op, r.mode, r.shape, num(r.median_ms), num(r.mean_ms), num(r.std_ms), num(r.min_ms),
                       num(r.p10_ms), num(r.p90_ms), std::to_string(r.samples), num(r.frac_hbm, "{:.3f}"),
-                      num(r.frac_tc, "{:.3f}"), clocks(r), check_label(r.check)});
+                      num(r.frac_tc, "{:.3f}"), clocks(r), is_reference_row(r) ? "reference" : check_label(r.check)});
   }
   return t;
 }
@@ -351,9 +364,15 @@ std::vector<std::string> claim_warnings(const SummaryFile& f) {
   std::vector<std::string> w;
   auto scan = [&](const std::vector<SummaryRow>& rows, const char* side) {
     for (const auto& r : rows) {
-      if (r.check == CheckState::fail) w.push_back(fmt::format("FAILED check: {} {} {} ({})", r.op, r.mode, r.shape, side));
-      if (r.check == CheckState::unverified) w.push_back(fmt::format("UNVERIFIED: {} {} {} ({}): no passing check recorded", r.op, r.mode, r.shape, side));
-      if (r.throttled) w.push_back(fmt::format("THROTTLED: {} {} {} ({})", r.op, r.mode, r.shape, side));
+      const std::string who = r.impl.empty() ? side : r.impl;
+      if (!r.not_run.empty()) {
+        w.push_back(fmt::format("NOT RUN: {} {} {} ({}): {}", r.op, r.mode, r.shape, who, r.not_run));
+        continue;
+      }
+      if (is_reference_row(r)) continue;
+      if (r.check == CheckState::fail) w.push_back(fmt::format("FAILED check: {} {} {} ({})", r.op, r.mode, r.shape, who));
+      if (r.check == CheckState::unverified) w.push_back(fmt::format("UNVERIFIED: {} {} {} ({}): no passing check recorded", r.op, r.mode, r.shape, who));
+      if (r.throttled) w.push_back(fmt::format("THROTTLED: {} {} {} ({})", r.op, r.mode, r.shape, who));
     }
   };
   scan(f.rows, "head");

@@ -20,6 +20,8 @@ struct SummaryRow {
   std::string op, mode, shape;
   nlohmann::json shape_keys;  // object or null
   std::string backend;
+  std::string impl;     // side-by-side files: lina-cuda or fla-triton (part of the key); empty elsewhere
+  std::string not_run;  // side-by-side files: why this side has no timings (its `skipped` or `error`); empty when timed
   long long samples = 0;
   double median_ms = 0;
   std::optional<double> mean_ms, std_ms, min_ms, p10_ms, p90_ms;
@@ -28,8 +30,13 @@ struct SummaryRow {
   bool throttled = false;
   CheckState check = CheckState::unverified;
   std::optional<double> err_ratio;
-  std::string key() const;  // op|mode|shape|shape_keys: rows match only when every shape key does
+  std::string key() const;  // op|mode|shape|shape_keys[|impl]: rows match only when every shape key does
 };
+
+// The op column of a row: "op", or "op [impl]" for a side-by-side file's row.
+std::string row_op_label(const SummaryRow& r);
+// A side-by-side file's reference row (impl set, not lina's): shown, but neither a claim nor loop evidence.
+bool is_reference_row(const SummaryRow& r);
 
 struct SummaryComparison {
   std::string op, mode, shape;
@@ -67,7 +74,8 @@ std::optional<double> geomean_speedup(const std::vector<SummaryComparison>& cmps
 // REGRESSION / IMPROVED / within noise / new / removed / "" (below threshold).
 std::string change_flag(const SummaryComparison& c, double threshold_pct);
 
-// FAILED check / UNVERIFIED / THROTTLED lines for the head cells of `f`.
+// FAILED check / UNVERIFIED / THROTTLED / NOT RUN lines for the head cells of `f` (a side-by-side file's FLA rows are the
+// reference, not claims: only NOT RUN applies to them).
 std::vector<std::string> claim_warnings(const SummaryFile& f);
 
 std::string render_summary_text(const std::vector<SummaryFile>& files, const SummaryOptions& opt);

@@ -73,6 +73,44 @@ TEST(ToolsSummary, ChangeComesFromTheMedians) {
   EXPECT_EQ(change_flag(r[1], 5), "REGRESSION");
 }
 
+// Side-by-side files (bench/fla_side_by_side.py): rows carry `impl`, and a side that could not run carries `skipped` or
+// `error` instead of timings (FLA refuses chunk_gdn's backward on the H200's Triton). Such a file is summarized, the
+// row shown as not run with its reason; the FLA rows (the reference, never checked) are not UNVERIFIED claims.
+TEST(ToolsSummary, SideBySideFileWithARefusedSide) {
+  const nlohmann::json keys = {{"B", 1}, {"T", 8192}, {"H", 96}, {"HV", 96}, {"K", 128}, {"V", 128}};
+  auto row = [&](const char* mode, const char* impl) {
+    return nlohmann::json{{"op", "chunk_gdn"}, {"mode", mode}, {"shape", "B1_T8192_H96_D128"}, {"shape_keys", keys}, {"impl", impl}};
+  };
+  nlohmann::json lina_fwd = row("fwd", "lina-cuda"), fla_fwd = row("fwd", "fla-triton"), fla_bwd = row("fwdbwd", "fla-triton");
+  lina_fwd.update({{"median_ms", 0.6}, {"samples", 40}, {"check", {{"pass", true}, {"err_ratio", 0.3}}}});
+  fla_fwd.update({{"median_ms", 1.6}, {"samples", 40}});
+  fla_bwd["skipped"] = "FLA refuses chunk_gated_delta_rule backward on Triton 3.6 / Hopper";
+  const nlohmann::json doc = {{"schema", "lina.bench/1"}, {"kind", "run"}, {"tool", {{"name", "lina fla_side_by_side.py"}}},
+                              {"results", {lina_fwd, fla_fwd, fla_bwd}}};
+  const SummaryFile f = parse_summary_file(doc, "side.json");
+  ASSERT_EQ(f.rows.size(), 3u);
+  EXPECT_NE(f.rows[0].key(), f.rows[1].key());  // the two impls of one cell are two rows
+  EXPECT_EQ(f.rows[1].impl, "fla-triton");
+  EXPECT_EQ(f.rows[2].not_run, "FLA refuses chunk_gated_delta_rule backward on Triton 3.6 / Hopper");
+  const auto w = claim_warnings(f);
+  ASSERT_EQ(w.size(), 1u) << ::testing::PrintToString(w);
+  EXPECT_EQ(w[0], "NOT RUN: chunk_gdn fwdbwd B1_T8192_H96_D128 (fla-triton): FLA refuses chunk_gated_delta_rule backward on Triton 3.6 / Hopper");
+  const std::string text = render_summary_text({f}, SummaryOptions{});
+  EXPECT_NE(text.find("chunk_gdn [fla-triton]"), std::string::npos) << text;
+  EXPECT_NE(text.find("not run"), std::string::npos) << text;
+  EXPECT_NE(text.find("reference"), std::string::npos) << text;  // the FLA row's check column
+  EXPECT_EQ(text.find("UNVERIFIED"), std::string::npos) << text;
+  // A row with neither timings nor a reason is still refused by name.
+  nlohmann::json bad = doc;
+  bad["results"][2].erase("skipped");
+  try {
+    parse_summary_file(bad, "side.json");
+    ADD_FAILURE() << "accepted a row without timings or a reason";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("results[2].median_ms"), std::string::npos) << e.what();
+  }
+}
+
 TEST(ToolsSummary, CompareFileNewAndRemovedRankLast) {
   auto f = load_summary_file(data("compare_ok.json"));
   EXPECT_EQ(f.head_sha, std::string(40, 'd'));
