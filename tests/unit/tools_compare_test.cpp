@@ -49,6 +49,9 @@ json head_run() {
                                         cell("fwdbwd", "B1_T8192_H96_D128", kB1, 7.0, false)});
 }
 
+// A run with the one cell fwd B1_T8192_H96_D128 centred on `center` ms.
+json b1_run(double center) { return run_doc(std::string(40, 'b'), {cell("fwd", "B1_T8192_H96_D128", kB1, center)}); }
+
 const json* find(const json& cmps, const std::string& mode, const std::string& shape, const json& k) {
   for (const auto& c : cmps)
     if (c["mode"] == mode && c["shape"] == shape && c["shape_keys"] == k) return &c;
@@ -63,15 +66,14 @@ TEST(ToolsCompare, SlowRoundsAreNotAVerdict) {
   CompareOptions opt;
   opt.rounds = 3;
   opt.threshold_pct = 2.0;
-  const auto one = [](double center) { return run_doc(std::string(40, 'b'), {cell("fwd", "B1_T8192_H96_D128", kB1, center)}); };
-  const json doc = compare_documents({one(2.16), one(2.16), one(2.0)}, {one(2.0), one(2.0), one(2.0)}, base, head, opt);
+  const json doc = compare_documents({b1_run(2.16), b1_run(2.16), b1_run(2.0)}, {b1_run(2.0), b1_run(2.0), b1_run(2.0)}, base, head, opt);
   const json* c = find(doc["comparisons"], "fwd", "B1_T8192_H96_D128", kB1);
   ASSERT_NE(c, nullptr);
   EXPECT_GT((*c)["speedup"].get<double>(), 1.05);  // the pooled medians
   EXPECT_LE((*c)["ci_low"].get<double>(), 1.0) << c->dump();
   EXPECT_EQ((*c)["verdict"], "noise");
   std::vector<double> pb, ph;  // the same samples pooled: what the interval was before rounds counted
-  const json slow = one(2.16), fast = one(2.0);
+  const json slow = b1_run(2.16), fast = b1_run(2.0);
   for (const json* d : {&slow, &slow, &fast})
     for (const auto& t : (*d)["results"][0]["times_ms"]) pb.push_back(t.get<double>());
   for (int r = 0; r < 3; ++r)
@@ -87,19 +89,18 @@ TEST(ToolsCompare, VerdictIsVerifysRule) {
   CompareOptions opt;
   opt.rounds = 3;
   opt.threshold_pct = 5.0;
-  const auto one = [](double center) { return run_doc(std::string(40, 'b'), {cell("fwd", "B1_T8192_H96_D128", kB1, center)}); };
   const auto rounds_of = [](const json& run) {
     std::vector<double> t;
     for (const auto& x : run["results"][0]["times_ms"]) t.push_back(x.get<double>());
     return RoundSamples{t, t, t};
   };
   for (const auto& [b, h, want] : {std::tuple{2.102, 2.0, "faster"}, std::tuple{2.0, 2.102, "noise"}}) {
-    const json doc = compare_documents({one(b), one(b), one(b)}, {one(h), one(h), one(h)}, base, head, opt);
+    const json doc = compare_documents({b1_run(b), b1_run(b), b1_run(b)}, {b1_run(h), b1_run(h), b1_run(h)}, base, head, opt);
     const json* c = find(doc["comparisons"], "fwd", "B1_T8192_H96_D128", kB1);
     ASSERT_NE(c, nullptr);
     EXPECT_TRUE((*c)["ci_low"].get<double>() > 1.0 || (*c)["ci_high"].get<double>() < 1.0) << c->dump();  // not the interval
     EXPECT_EQ((*c)["verdict"], want) << c->dump();
-    const CellComparison v = compare_rounds(rounds_of(one(b)), rounds_of(one(h)), 1, opt.threshold_pct);
+    const CellComparison v = compare_rounds(rounds_of(b1_run(b)), rounds_of(b1_run(h)), 1, opt.threshold_pct);
     EXPECT_EQ((*c)["verdict"], v.verdict) << "verify's rule on the same samples";
     EXPECT_NEAR((*c)["change_pct"].get<double>(), (h / b - 1.0) * 100.0, 1e-9);  // still the latency change
   }

@@ -85,6 +85,15 @@ VerifyOptions base_opts(const fs::path& dir) {
   return o;
 }
 
+// An ungated verify against `main` whose baseline SHA is given (no git needed): the timing side of the flow alone.
+VerifyOptions ungated_vs_main(const fs::path& dir) {
+  VerifyOptions o = base_opts(dir);
+  o.no_gate = true;
+  o.base = "main";
+  o.baseline_sha = kBaseSha;
+  return o;
+}
+
 TEST(VerifyFlow, BaselineReportingAnotherShaIsRefused) {
   TempDir d("verify");
   VerifyOptions o = base_opts(d.path());
@@ -205,10 +214,7 @@ TEST(VerifyFlow, EveryMissingConditionIsAReason) {
 // interval resamples rounds, so no cell is faster and there is no repeatable win.
 TEST(VerifyFlow, SlowRoundsOfIdenticalCodeAreNotAWin) {
   TempDir d("verify");
-  VerifyOptions o = base_opts(d.path());
-  o.no_gate = true;
-  o.base = "main";
-  o.baseline_sha = kBaseSha;
+  VerifyOptions o = ungated_vs_main(d.path());
   o.candidate_exe = fake_lina(d.path(), "cand", run_doc("cccc", 1.0));
   o.baseline_exe = fake_lina_rounds(d.path(), "base", {run_doc(kBaseSha, 1.06), run_doc(kBaseSha, 1.06), run_doc(kBaseSha, 1.0)});
   std::ostringstream out;
@@ -226,10 +232,7 @@ TEST(VerifyFlow, SlowRoundsOfIdenticalCodeAreNotAWin) {
 
 TEST(VerifyFlow, SlowerCellsAreARegressionAndCanFailTheRun) {
   TempDir d("verify");
-  VerifyOptions o = base_opts(d.path());
-  o.no_gate = true;
-  o.base = "main";
-  o.baseline_sha = kBaseSha;
+  VerifyOptions o = ungated_vs_main(d.path());
   o.fail_on_regression = true;
   o.candidate_exe = fake_lina(d.path(), "cand", run_doc("cccc", 1.5));
   o.baseline_exe = fake_lina(d.path(), "base", run_doc(kBaseSha, 1.0));
@@ -246,10 +249,7 @@ TEST(VerifyFlow, SlowerCellsAreARegressionAndCanFailTheRun) {
 // summarize flagged every win of a verify file REGRESSION).
 TEST(VerifyFlow, ChangeIsTheLatencyChangeThatSummarizeReads) {
   TempDir d("verify");
-  VerifyOptions o = base_opts(d.path());
-  o.no_gate = true;
-  o.base = "main";
-  o.baseline_sha = kBaseSha;
+  VerifyOptions o = ungated_vs_main(d.path());
   o.candidate_exe = fake_lina(d.path(), "cand", run_doc("cccc", 1.0));
   o.baseline_exe = fake_lina(d.path(), "base", run_doc(kBaseSha, 2.0));
   o.json = d.path() / "verify.json";
