@@ -68,12 +68,13 @@ json pooled_row(const json& last_row, const std::vector<double>& t, int rounds) 
 struct Side {
   std::string name;  // "candidate" / "baseline"
   fs::path exe;
-  std::map<std::string, std::vector<double>> samples;  // pooled over rounds
-  std::map<std::string, RoundSamples> rounds;          // the same, one vector per round (the bootstrap's first level)
+  std::map<std::string, RoundSamples> rounds;  // per cell, one vector of samples per round (the bootstrap's first level)
   std::map<std::string, json> last_row;
   std::map<std::string, std::string> check;  // "pass", "FAIL", "unverified"
   std::vector<std::string> order;            // cell keys in first-seen order
   RunFile last_file;
+  bool has(const std::string& k) const { return rounds.count(k) > 0; }
+  std::vector<double> pooled(const std::string& k) const { return pooled_samples(rounds.at(k)); }  // over rounds
 };
 
 std::string check_label(const std::optional<bool>& c) { return !c ? "unverified" : *c ? "pass" : "FAIL"; }
@@ -81,9 +82,7 @@ std::string check_label(const std::optional<bool>& c) { return !c ? "unverified"
 void absorb(Side& s, const RunFile& f) {
   for (const RunRow& r : f.rows) {
     const std::string k = r.key();
-    if (!s.samples.count(k)) s.order.push_back(k);
-    auto& v = s.samples[k];
-    v.insert(v.end(), r.times_ms.begin(), r.times_ms.end());
+    if (!s.has(k)) s.order.push_back(k);
     s.rounds[k].push_back(r.times_ms);
     s.last_row[k] = r.row;
     const std::string now = check_label(r.check_pass);
@@ -292,8 +291,8 @@ VerifyOutcome verify(const VerifyOptions& o, std::ostream& out) {
     a.insert(a.end(), {"--seed", std::to_string(o.seed), "--json", json_out.string()});
     return a;
   };
-  Side cand{"candidate", cand_exe, {}, {}, {}, {}, {}, {}};
-  Side bside{"baseline", base ? base->lina_exe : fs::path(), {}, {}, {}, {}, {}, {}};
+  Side cand{"candidate", cand_exe, {}, {}, {}, {}, {}};
+  Side bside{"baseline", base ? base->lina_exe : fs::path(), {}, {}, {}, {}, {}};
   doc["config"]["command"] = quote_argv(run_args(cand_exe, "<json>"));
   for (int r = 0; r < o.rounds; ++r) {
     std::vector<Side*> order = {&cand};
@@ -340,7 +339,7 @@ VerifyOutcome verify(const VerifyOptions& o, std::ostream& out) {
   doc["machine"] = cand.last_file.machine;
 
   // 4. Rows, comparisons, table.
-  for (const auto& k : cand.order) doc["results"].push_back(pooled_row(cand.last_row[k], cand.samples[k], o.rounds));
+  for (const auto& k : cand.order) doc["results"].push_back(pooled_row(cand.last_row[k], cand.pooled(k), o.rounds));
   std::vector<std::pair<RoundSamples, RoundSamples>> matched;
   int faster = 0, slower = 0;
   std::vector<std::string> check_problems;
@@ -349,19 +348,19 @@ VerifyOutcome verify(const VerifyOptions& o, std::ostream& out) {
   const std::string unv = o.no_gate ? " UNVERIFIED" : "";
   if (base) {
     json brows = json::array();
-    for (const auto& k : bside.order) brows.push_back(pooled_row(bside.last_row[k], bside.samples[k], o.rounds));
+    for (const auto& k : bside.order) brows.push_back(pooled_row(bside.last_row[k], bside.pooled(k), o.rounds));
     doc["baseline"] = {{"ref", base->ref}, {"sha", base->sha}, {"results", brows}, {"machine", bside.last_file.machine}};
     out << fmt::format("\n{:<44} {:>10} {:>10} {:>26} {:>8} {}\n", "cell", "base ms", "cand ms", "speedup [95% CI]", "verdict", "check");
     std::set<std::string> seen;
     std::uint64_t cell_seed = o.seed;
     std::vector<std::string> keys = cand.order;
     for (const auto& k : bside.order)
-      if (!cand.samples.count(k)) keys.push_back(k);
+      if (!cand.has(k)) keys.push_back(k);
     for (const auto& k : keys) {
       const json& rowj = cand.last_row.count(k) ? cand.last_row[k] : bside.last_row[k];
       json c = {{"op", rowj.value("op", "")}, {"mode", rowj.value("mode", "")}, {"shape", rowj.value("shape", "")},
                 {"shape_keys", rowj.value("shape_keys", json(nullptr))}};
-      const bool in_c = cand.samples.count(k) > 0, in_b = bside.samples.count(k) > 0;
+      const bool in_c = cand.has(k), in_b = bside.has(k);
       if (in_c && in_b) {
         const CellComparison cc = compare_rounds(bside.rounds[k], cand.rounds[k], ++cell_seed, o.threshold_pct);
         matched.emplace_back(bside.rounds[k], cand.rounds[k]);
@@ -374,19 +373,20 @@ VerifyOutcome verify(const VerifyOptions& o, std::ostream& out) {
                            fmt_ms(cc.head_median_ms), cc.speedup, cc.ci_low, cc.ci_high, cc.verdict, cand.check[k], unv);
       } else {
         const std::string v = in_c ? "new" : "removed";
-        c.update({{"base_median_ms", in_b ? json(median_of(bside.samples[k])) : json(nullptr)},
-                  {"head_median_ms", in_c ? json(median_of(cand.samples[k])) : json(nullptr)}, {"speedup", nullptr},
+        const double median = median_of(in_c ? cand.pooled(k) : bside.pooled(k));  // the one side that has the cell
+        c.update({{"base_median_ms", in_b ? json(median) : json(nullptr)},
+                  {"head_median_ms", in_c ? json(median) : json(nullptr)}, {"speedup", nullptr},
                   {"ci_low", nullptr}, {"ci_high", nullptr}, {"change_pct", nullptr}, {"verdict", v},
                   {"check", in_c ? json(cand.check[k]) : json(nullptr)}});
-        out << fmt::format("{:<44} {:>10} {:>10} {:>26} {:>8} {}\n", k, in_b ? fmt_ms(median_of(bside.samples[k])) : "-",
-                           in_c ? fmt_ms(median_of(cand.samples[k])) : "-", "-", v, in_c ? cand.check[k] : "-");
+        out << fmt::format("{:<44} {:>10} {:>10} {:>26} {:>8} {}\n", k, in_b ? fmt_ms(median) : "-", in_c ? fmt_ms(median) : "-",
+                           "-", v, in_c ? cand.check[k] : "-");
       }
       doc["comparisons"].push_back(c);
     }
   } else {
     out << fmt::format("\n{:<44} {:>10} {:>10} {}\n", "cell", "cand ms", "min ms", "check");
     for (const auto& k : cand.order) {
-      const auto& t = cand.samples[k];
+      const std::vector<double> t = cand.pooled(k);
       out << fmt::format("{:<44} {:>10} {:>10} {}{}\n", k, fmt_ms(median_of(t)), fmt_ms(*std::min_element(t.begin(), t.end())), cand.check[k], unv);
     }
   }
