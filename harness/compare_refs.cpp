@@ -129,13 +129,6 @@ std::pair<std::vector<std::string>, std::map<std::string, Pooled>> pool(const st
 
 }  // namespace
 
-std::pair<double, double> bootstrap_speedup_ci(const std::vector<double>& base, const std::vector<double>& head,
-                                               int iterations, std::uint64_t seed) {
-  // One bootstrap for verify and compare (harness/compare.h); the threshold does not touch the interval.
-  const CellComparison c = compare_samples(base, head, seed, kDefaultThresholdPct, iterations);
-  return {c.ci_low, c.ci_high};
-}
-
 json compare_documents(const std::vector<json>& base_runs, const std::vector<json>& head_runs, const CompareSide& base,
                        const CompareSide& head, const CompareOptions& opt) {
   if (base_runs.empty() || head_runs.empty()) throw Error(ErrorCode::invalid_argument, "rounds", "compare needs at least one run per side");
@@ -156,13 +149,10 @@ json compare_documents(const std::vector<json>& base_runs, const std::vector<jso
       c.update(json{{"base_median_ms", nullptr}, {"speedup", nullptr}, {"ci_low", nullptr}, {"ci_high", nullptr},
                     {"change_pct", nullptr}, {"verdict", "new"}});
     } else {
-      const Pooled& b = it->second;
-      const double bm = b.row["median_ms"].get<double>(), hm = h.row["median_ms"].get<double>();
-      // rounds, then samples (harness/compare.h, RoundSamples: a round's samples share its process's state)
-      // The verdict is verify's rule (speedup_verdict: the interval excludes 1 and the speedup passes the threshold);
-      // change_pct stays the latency change, negative = faster.
-      const CellComparison cc = compare_rounds(b.round_times, h.round_times, opt.bootstrap_seed + salt++, opt.threshold_pct, opt.bootstrap);
-      c.update(json{{"base_median_ms", bm}, {"speedup", bm / hm}, {"ci_low", cc.ci_low}, {"ci_high", cc.ci_high},
+      // Rounds, then samples (harness/compare.h, RoundSamples: a round's samples share its process's state); the
+      // medians are the pooled rows' medians, the verdict verify's rule; change_pct is the latency change.
+      const CellComparison cc = compare_rounds(it->second.round_times, h.round_times, opt.bootstrap_seed + salt++, opt.threshold_pct, opt.bootstrap);
+      c.update(json{{"base_median_ms", cc.base_median_ms}, {"speedup", cc.speedup}, {"ci_low", cc.ci_low}, {"ci_high", cc.ci_high},
                     {"change_pct", cc.latency_change_pct()}, {"verdict", cc.verdict}});
     }
     comparisons.push_back(c);

@@ -33,10 +33,6 @@ struct CompareOptions {
   std::string command;                        // the compare command line, recorded in config.command
 };
 
-// 95 % percentile-bootstrap interval of median(base) / median(head).
-std::pair<double, double> bootstrap_speedup_ci(const std::vector<double>& base, const std::vector<double>& head,
-                                               int iterations, std::uint64_t seed);
-
 // Pure part: run documents of each side (one per round) -> the compare document. Rows are pooled
 // over rounds per cell; cells only in head are `new`, only in base `removed`.
 nlohmann::json compare_documents(const std::vector<nlohmann::json>& base_runs, const std::vector<nlohmann::json>& head_runs,

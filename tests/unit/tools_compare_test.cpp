@@ -78,7 +78,7 @@ TEST(ToolsCompare, SlowRoundsAreNotAVerdict) {
     for (const auto& t : (*d)["results"][0]["times_ms"]) pb.push_back(t.get<double>());
   for (int r = 0; r < 3; ++r)
     for (const auto& t : fast["results"][0]["times_ms"]) ph.push_back(t.get<double>());
-  EXPECT_GT(bootstrap_speedup_ci(pb, ph, 2000, 7).first, 1.0);
+  EXPECT_GT(compare_samples(pb, ph, 7, kDefaultThresholdPct, 2000).ci_low, 1.0);
 }
 
 // compare and verify read one rule (harness/compare.h, speedup_verdict): the threshold applies to the speedup, so a
@@ -160,10 +160,10 @@ TEST(ToolsCompare, ThresholdGatesVerdicts) {
 TEST(ToolsCompare, BootstrapIsDeterministicAndCoversTruth) {
   std::vector<double> b, h;
   for (int i = 0; i < 30; ++i) { b.push_back(2.0 + 0.01 * (i % 7)); h.push_back(1.0 + 0.005 * (i % 5)); }
-  auto [lo, hi] = bootstrap_speedup_ci(b, h, 2000, 7);
-  auto [lo2, hi2] = bootstrap_speedup_ci(b, h, 2000, 7);
-  EXPECT_EQ(lo, lo2);
-  EXPECT_EQ(hi, hi2);
+  const CellComparison c1 = compare_samples(b, h, 7, kDefaultThresholdPct, 2000), c2 = compare_samples(b, h, 7, kDefaultThresholdPct, 2000);
+  const double lo = c1.ci_low, hi = c1.ci_high;
+  EXPECT_EQ(lo, c2.ci_low);
+  EXPECT_EQ(hi, c2.ci_high);
   EXPECT_LT(lo, 2.03 / 1.01);
   EXPECT_GT(hi, 2.03 / 1.01 - 0.02);
   EXPECT_GT(lo, 1.9);
