@@ -19,12 +19,16 @@ struct ExecOptions {
   Backend backend = Backend::automatic;  // automatic: the device of q decides
   void* stream = nullptr;                // cudaStream_t for the CUDA backend
   int num_threads = 0;                   // CPU backend; 0 = std::thread::hardware_concurrency()
+  // A kernel variant by name (docs/environment.md lists each op's table); empty = the default choice,
+  // the first variant that supports the call. A named variant that declines the call is refused.
+  std::string variant;
 };
 
 // What ran: recorded by the harness with every measurement.
 struct RunInfo {
   std::string backend;               // "cpu", "cuda", "reference"
   std::vector<std::string> kernels;  // kernels launched (CUDA) or stages run (CPU)
+  std::string variant;               // the variant table entry that ran ("" where the op has one implementation)
 };
 
 // Forward outputs. o: [B,T,H(V),V]. final_state present <=> output_final_state: [N,H(V),K,V] f32.
