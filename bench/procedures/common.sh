@@ -89,6 +89,11 @@ require_file() {
   [ "$DRY_RUN" = 1 ] || [ -e "$1" ] || die "$2 not found at $1 (build lina, or pass --build DIR / --bin DIR)"
 }
 
+# require_tool PATH WHAT: a missing tool (compute-sanitizer, cuobjdump) ends the procedure, as require_file.
+require_tool() {
+  [ "$DRY_RUN" = 1 ] || [ -x "$1" ] || die "$2 not found at $1 (install it, or name it with its flag)"
+}
+
 # The machine line (GPU, clocks, driver) into OUT/machine.txt, beside the lina binary's version.
 record_machine() {
   say "machine"

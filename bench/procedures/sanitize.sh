@@ -48,7 +48,7 @@ for op in $(split_list "$OPS"); do
 done
 require_out
 if [ -z "$SANITIZER" ]; then SANITIZER="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"; fi
-require_file "$SANITIZER" "compute-sanitizer"
+require_tool "$SANITIZER" "compute-sanitizer (--sanitizer)"
 
 # One (target name, command...) per line of work; a target's command is its executable and arguments.
 jobs=()

@@ -2,6 +2,8 @@
 # SASS instructions and registers per kernel of a CUDA binary (no GPU needed): the instruction-cache budget
 # of the large kernels (docs/kernels/chunk_delta_bwd.md) and the restructuring bar "SASS instruction counts
 # and registers unchanged". With --base-binary, both binaries side by side and the kernels that differ.
+# A kernel in an anonymous namespace carries per-build hashes in its mangled name; they are dropped, so
+# the same kernel of two builds compares as one.
 # cuobjdump comes with the CUDA toolkit (or the PyPI package nvidia-cuda-cuobjdump).
 set -euo pipefail
 # shellcheck source=bench/procedures/common.sh
@@ -31,7 +33,7 @@ export LC_ALL=C  # sort and join agree on the order of kernel names
 require_file "$BINARY" "--binary"
 [ -z "$BASE_BINARY" ] || require_file "$BASE_BINARY" "--base-binary"
 if [ -z "$CUOBJDUMP" ]; then CUOBJDUMP="$(command -v cuobjdump || echo /usr/local/cuda/bin/cuobjdump)"; fi
-require_file "$CUOBJDUMP" "cuobjdump"
+require_tool "$CUOBJDUMP" "cuobjdump (--cuobjdump)"
 
 # count BINARY OUTFILE: "instructions registers kernel" per kernel matching --kernels, sorted by name
 count() {
@@ -42,6 +44,7 @@ count() {
         END { for (f in n) print n[f], f }' | sort -k2,2) \
     <("$CUOBJDUMP" -res-usage "$1" | awk '/Function / { name = $2; sub(/:$/, "", name) }
         /REG:/ { for (i = 1; i <= NF; i++) if ($i ~ /^REG:/) { sub(/^REG:/, "", $i); print $i, name } }' | sort -u -k2,2) |
+    sed -E 's/_GLOBAL__N__[0-9a-f]+_([0-9]+_[A-Za-z0-9_]*_cu)_[0-9a-f]{8}/_GLOBAL__N__\1/' |
     awk -v pat="$KERNELS" '$3 ~ pat' >"$2"
   echo "$(wc -l <"$2") kernels in $1"
 }
