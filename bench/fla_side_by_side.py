@@ -9,7 +9,7 @@ calls after an estimate from 5 flushed calls; then batches of max(--min-samples,
 samples (at most --max-samples) until relative noise (std/mean) is under --max-noise or --budget-s per
 cell is spent. It stays the primary number (median_ms, the speedup and x floor columns). Inputs follow
 FLA's benchmarks/ops/registry.py transforms from one torch seed. Writes lina.bench/1 JSON and a markdown
-table. --timer synced is the method of the first seven sessions (a 2 x L2 flush and a synchronize after
+table. --timer synced is the method of the early records (a 2 x L2 flush and a synchronize after
 every sample): it also counts the host time of a call whenever the GPU finishes the flush before the
 host has enqueued the call's kernels, which do_bench does not (its queue stays ahead of the GPU).
 
@@ -25,7 +25,8 @@ waits for the GPU, e.g. a device-to-host copy). Each sample is then reduced by t
 per row, columns "FLA GPU ms | lina GPU ms | GPU speedup | lina GPU x floor" in the markdown. The
 primary numbers are measured first and exactly as without the flag.
 
-    python3 bench/fla_side_by_side.py --ops chunk_gla --modes fwd fwdbwd --out benchmarks/results/x
+    python3 bench/fla_side_by_side.py --ops chunk_gla --modes fwd fwdbwd --lib build/bindings/liblina_c.so --out /tmp/side
+bench/procedures/side_by_side.sh runs it one process per op (bench/README.md).
 """
 import argparse
 import json
@@ -430,12 +431,19 @@ def main():
                     help="primary timer: dobench (FLA's runner, default) or synced (a synchronize after every sample)")
     ap.add_argument("--out", required=True, help="output path prefix (.json and .md are written)")
     ap.add_argument("--append", action="store_true",
-                    help="add this invocation's rows to an existing OUT.json (same machine, same session) and "
+                    help="add this invocation's rows to an existing OUT.json (same machine, same lina build) and "
                          "rewrite OUT.md over all of them; each invocation's command is kept")
     ap.add_argument("--gpu-time", action="store_true",
                     help="also time every cell GPU only (host time hidden behind a sleep kernel), as gpu_* fields "
                          "and extra markdown columns; about doubles the time per cell")
+    ap.add_argument("--lib", help="lina's liblina_c.so (default: $LINA_LIB, else build/bindings of this checkout)")
+    ap.add_argument("--git-sha", default=os.environ.get("LINA_GIT_SHA", ""),
+                    help="the commit lina was built from, recorded in the JSON (default: $LINA_GIT_SHA)")
     args = ap.parse_args()
+    if args.lib:
+        if not Path(args.lib).is_file():
+            ap.error(f"--lib: {args.lib} is not a file, expected lina's liblina_c.so")
+        os.environ["LINA_LIB"] = args.lib  # read when lina_torch first loads the library
     # "fwd,fwdbwd" was once taken as one mode and timed as fwd under that label: split and refuse unknowns
     args.modes = [m for arg in args.modes for m in arg.split(",") if m]
     bad = [m for m in args.modes if m not in ("fwd", "fwdbwd")]
@@ -443,7 +451,7 @@ def main():
         ap.error(f"--modes: {bad} not supported, expected fwd or fwdbwd")
     args.impls = args.impls.split(",")
     timer = Timer(args)
-    sha = os.environ.get("LINA_GIT_SHA", "")
+    sha = args.git_sha
     doc = dict(schema="lina.bench/1", kind="run", tool=dict(name="lina fla_side_by_side.py", git_sha=sha),
                machine=machine(), config=dict(seed=args.seed, l2_flush=True, graphs=False, timer=args.timer,
                                               primary_method=PRIMARY_METHODS[args.timer], min_samples=args.min_samples,

@@ -8,11 +8,13 @@ For each (impl, op, shape, mode) it reports, as medians over --n calls:
                 enqueued everything: GPU time of the op alone
   host_ms       perf_counter around the call, no synchronisation: what the host spends enqueueing
   c_call_ms     (lina) the part of host_ms inside lina_c_call (C++ validation, tables, launches)
-Run on the GPU machine, same environment as bench/fla_side_by_side.py:
-    python3 bench/host_overhead_probe.py --ops chunk_gla --shapes B8_T1024_H8_D64 --impls lina fla
+Run on the GPU machine, same environment as bench/fla_side_by_side.py (or through
+bench/procedures/side_by_side.sh --host-probe):
+    python3 bench/host_overhead_probe.py --ops chunk_gla --shapes B8_T1024_H8_D64 --impls lina fla --lib build/bindings/liblina_c.so
 """
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -103,7 +105,12 @@ def main():
     ap.add_argument("--n", type=int, default=30)
     ap.add_argument("--json")
     ap.add_argument("--profile", action="store_true", help="also cProfile 200 calls of each cell")
+    ap.add_argument("--lib", help="lina's liblina_c.so (default: $LINA_LIB, else build/bindings of this checkout)")
     a = ap.parse_args()
+    if a.lib:
+        if not Path(a.lib).is_file():
+            ap.error(f"--lib: {a.lib} is not a file, expected lina's liblina_c.so")
+        os.environ["LINA_LIB"] = a.lib  # read when lina_torch first loads the library
     timed = TimedLibrary(lina_torch.library())
     lina_torch._lib = timed
     rows = []

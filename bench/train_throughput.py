@@ -9,6 +9,7 @@ then an MLP. Timed: forward + backward + AdamW step, after warm-up; prints token
 """
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -85,7 +86,12 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--lib", help="lina's liblina_c.so (default: $LINA_LIB, else build/bindings of this checkout)")
     a = ap.parse_args()
+    if a.lib:
+        if not Path(a.lib).is_file():
+            ap.error(f"--lib: {a.lib} is not a file, expected lina's liblina_c.so")
+        os.environ["LINA_LIB"] = a.lib  # read when lina_torch first loads the library
     if not torch.cuda.is_available():
         print("train-bench: no CUDA GPU visible to PyTorch", file=sys.stderr)
         sys.exit(2)

@@ -1,10 +1,11 @@
-// Standalone check + timing of the CUDA chunk_kda / chunk_gdn backward through the public API.
-// Correctness, FLA's metric RMS(ref - out) / RMS(ref) at FLA's tolerances (harness/tolerances.cpp):
+// Correctness check of the CUDA chunk_kda / chunk_gdn backward through the public API (ctest, label gpu).
+// FLA's metric RMS(ref - out) / RMS(ref) at FLA's tolerances (harness/tolerances.cpp):
 //   small shapes: the fp64 host reference (lina::reference, naive recurrence) on the same inputs;
 //   large shapes: the GPU fp32 naive reference (lina::gpu_reference).
-// Outputs are poisoned with NaN. Timing: FLA's benchmark inputs (safe gate, lower_bound -5, q/k
-// l2norm in kernel), forward (training) and backward, CUDA events, median, 256 MB L2 flush.
-// Exit code: 0 all checks passed, 1 a check failed.
+// Outputs are poisoned with NaN.
+//   lina_cuda_delta_bwd_check [--small] [--match TEXT]
+//     --small: small shapes only (compute-sanitizer); --match: only the cases whose name contains TEXT
+// Exit code: 0 all checks passed, 1 a check failed, 2 a bad argument, 3 a CUDA error, 77 no CUDA device.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -33,7 +34,6 @@ using namespace lina;
 namespace {
 
 using lina_test::DevBuf;
-using lina_test::bench_fill;
 
 enum Gate { kGiven = 0, kSoftplus = 1, kLowerBound = 2 };
 
@@ -250,112 +250,24 @@ int run_case(const Case& c, std::uint64_t seed) {
   return pass ? 0 : 1;
 }
 
-// ---- timing on FLA's benchmark inputs (device-side hash RNG)
-
-struct Shape4 {
-  int B, T, H, D;
-  double fla_kda_fb;  // FLA fwd+bwd ms (anchors), 0 = n/a
-};
-
-void time_one(bool kda, const Shape4& s, std::FILE* log) {
-  const long BT = static_cast<long>(s.B) * s.T, n_qk = BT * s.H * s.D, ng = kda ? n_qk : BT * s.H;
-  DevBuf q(n_qk * 2), k(n_qk * 2), v(n_qk * 2), o(n_qk * 2), g(ng * 2), beta(BT * s.H * 2), dO(n_qk * 2);
-  DevBuf dq(n_qk * 2), dk(n_qk * 2), dv(n_qk * 2), dg(ng * 2), dbeta(BT * s.H * 2);
-  bench_fill(q, n_qk, 1, 0);
-  bench_fill(k, n_qk, 2, 0);
-  bench_fill(v, n_qk, 3, 0);
-  bench_fill(g, ng, 4, 1);
-  bench_fill(beta, BT * s.H, 5, 2);
-  bench_fill(dO, n_qk, 6, 0);
-  CK(cudaGetLastError());
-  DevBuf flush(256ull << 20);
-  auto view = [](DevBuf& b, Shape sh) { return TensorView::contiguous(b.p, DType::bf16, sh, Device::cuda, 0); };
-  const Shape qs{s.B, s.T, s.H, s.D}, gsh = kda ? qs : Shape{s.B, s.T, s.H}, bs{s.B, s.T, s.H};
-  AttentionOutputs out{view(o, qs), std::nullopt};
-  ExecOptions opts;
-  opts.backend = Backend::cuda;
-  ChunkKdaArgs ka;
-  ChunkGdnArgs ga;
-  DeltaRuleArgs& a = kda ? static_cast<DeltaRuleArgs&>(ka) : static_cast<DeltaRuleArgs&>(ga);
-  a.q = view(q, qs);
-  a.k = view(k, qs);
-  a.v = view(v, qs);
-  a.g = view(g, gsh);
-  a.beta = view(beta, bs);
-  a.use_qk_l2norm_in_kernel = true;
-  ka.safe_gate = true;
-  ka.lower_bound = -5.0;
-  const AttentionGradInputs gi{view(dO, qs), std::nullopt};
-  const DeltaRuleGrads gr{view(dq, qs), view(dk, qs), view(dv, qs), view(dg, gsh), view(dbeta, bs), std::nullopt, std::nullopt, std::nullopt};
-  auto fwd = [&] {
-    if (kda) chunk_kda_forward(ka, out, ForwardMode::training, opts);
-    else chunk_gdn_forward(ga, out, ForwardMode::training, opts);
-  };
-  auto bwd = [&] {
-    if (kda) chunk_kda_backward(ka, gi, gr, opts);
-    else chunk_gdn_backward(ga, gi, gr, opts);
-  };
-  char name[64];
-  std::snprintf(name, sizeof name, "B%d_T%d_H%d_D%d", s.B, s.T, s.H, s.D);
-  try {
-    fwd();
-    bwd();
-    CK(cudaDeviceSynchronize());
-  } catch (const Error& e) {
-    std::printf("%-4s %-22s unsupported: %s\n", kda ? "kda" : "gdn", name, e.what());
-    return;
-  }
-  cudaEvent_t e0, e1, e2;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  CK(cudaEventCreate(&e2));
-  std::vector<float> tf, tb, tt;
-  for (int i = 0; i < 10; ++i) {
-    CK(cudaMemsetAsync(flush.p, i & 0xff, flush.n));
-    CK(cudaEventRecord(e0));
-    fwd();
-    CK(cudaEventRecord(e1));
-    bwd();
-    CK(cudaEventRecord(e2));
-    CK(cudaEventSynchronize(e2));
-    float x, y;
-    CK(cudaEventElapsedTime(&x, e0, e1));
-    CK(cudaEventElapsedTime(&y, e1, e2));
-    tf.push_back(x);
-    tb.push_back(y);
-    tt.push_back(x + y);
-  }
-  CK(cudaGetLastError());
-  auto med = [](std::vector<float> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; };
-  const double mf = med(tf), mb = med(tb), mt = med(tt);
-  char fla_s[64] = "n/a";
-  if (kda && s.fla_kda_fb > 0) std::snprintf(fla_s, sizeof fla_s, "%.3f ms (%.2fx)", s.fla_kda_fb, s.fla_kda_fb / mt);
-  std::printf("%-4s %-22s fwd %8.3f ms  bwd %8.3f ms  fwd+bwd %8.3f ms  FLA fwd+bwd %s\n", kda ? "kda" : "gdn", name, mf, mb, mt, fla_s);
-  if (log) std::fprintf(log, "%s,%s,%.4f,%.4f,%.4f,%.3f\n", kda ? "kda" : "gdn", name, mf, mb, mt, kda ? s.fla_kda_fb : 0.0);
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-  cudaEventDestroy(e2);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool do_time = true, do_check = true, small_only = false;
-  int only_op = -1, only_shape = -1;  // --op kda|gdn, --shape INDEX
-  const char* match = nullptr;         // --match TEXT: only the checks whose name contains TEXT (sanitizer runs)
+  bool small_only = false;       // --small: no large (GPU-reference) cases, for compute-sanitizer
+  const char* match = nullptr;  // --match TEXT: only the checks whose name contains TEXT (sanitizer runs)
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--op") && i + 1 < argc) only_op = !std::strcmp(argv[++i], "kda") ? 1 : 0;
-    if (!std::strcmp(argv[i], "--shape") && i + 1 < argc) only_shape = std::atoi(argv[++i]);
-    if (!std::strcmp(argv[i], "--no-time")) do_time = false;
-    if (!std::strcmp(argv[i], "--no-check")) do_check = false;
-    if (!std::strcmp(argv[i], "--small")) small_only = true;  // for compute-sanitizer
-    if (!std::strcmp(argv[i], "--match") && i + 1 < argc) match = argv[++i];
+    if (!std::strcmp(argv[i], "--small")) {
+      small_only = true;
+    } else if (!std::strcmp(argv[i], "--match") && i + 1 < argc) {
+      match = argv[++i];
+    } else {
+      std::printf("lina_cuda_delta_bwd_check: unknown argument `%s`, expected --small or --match TEXT\n", argv[i]);
+      return 2;
+    }
   }
-  cudaDeviceProp prop;
-  CK(cudaGetDeviceProperties(&prop, 0));
-  std::printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
+  lina_test::require_device_or_skip();
   int fails = 0;
-  if (do_check) {
+  {
     const std::vector<int> vl = {0, 0, 16, 100, 300};
     std::vector<Case> cases;
     auto add = [&](Case c) { cases.push_back(std::move(c)); };
@@ -411,17 +323,6 @@ int main(int argc, char** argv) {
       r.refuse = true;
       if (!match) fails += run_case(r, 7);
     }
-  }
-  if (do_time) {
-    std::FILE* log = nullptr;
-    if (const char* o = std::getenv("OUT")) log = std::fopen((std::string(o) + "/timing_bwd.csv").c_str(), "w");
-    const std::vector<Shape4> shapes = {{1, 8192, 96, 128, 12.229}, {2, 16384, 16, 128, 8.153}, {4, 2048, 16, 128, 3.862},
-                                        {4, 4096, 64, 128, 15.446}, {8, 1024, 8, 64, 0}, {8, 2048, 32, 256, 0}};
-    for (bool kda : {true, false})
-      for (size_t i = 0; i < shapes.size(); ++i)
-        if ((only_op < 0 || only_op == static_cast<int>(kda)) && (only_shape < 0 || only_shape == static_cast<int>(i)))
-          time_one(kda, shapes[i], log);
-    if (log) std::fclose(log);
   }
   std::printf("%s (%d failing checks)\n", fails ? "FAILED" : "ALL CHECKS PASSED", fails);
   return fails ? 1 : 0;

@@ -1,8 +1,8 @@
-// Standalone check + timing of the CUDA chunk_kda / chunk_gdn forward through the public API.
-// Correctness: fp64 host recurrence (spec section 2) on the same bf16-rounded inputs, FLA's metric
+// Correctness check of the CUDA chunk_kda / chunk_gdn forward through the public API (ctest, label gpu).
+// Reference: fp64 host recurrence (docs/math.md section 2) on the same bf16-rounded inputs, FLA's metric
 // RMS(ref - out) / RMS(ref) with tolerance 0.005 on o and the final state; outputs poisoned with NaN.
-// Timing: FLA's benchmark inputs and shapes, CUDA events, median of 30 samples, 256 MB L2 flush.
-// Exit code: 0 all checks passed, 1 a check failed.
+//   lina_cuda_delta_check [--match TEXT]   only the cases whose name contains TEXT (sanitizer runs)
+// Exit code: 0 all checks passed, 1 a check failed, 2 a bad argument, 3 a CUDA error, 77 no CUDA device.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -29,7 +29,6 @@ using namespace lina;
 namespace {
 
 using lina_test::DevBuf;
-using lina_test::bench_fill;
 
 TensorView dev_view(DevBuf& b, DType dt, Shape s) { return TensorView::contiguous(b.p, dt, s, Device::cuda, 0); }
 
@@ -203,81 +202,21 @@ int run_case(const Case& c, std::uint64_t seed) {
   return pass ? 0 : 1;
 }
 
-// ---- timing on FLA's benchmark inputs (device-side seeded RNG; the host would take too long)
-
-struct Shape4 {
-  int B, T, H, D;
-  double fla_kda, fla_gdn;  // ms, 0 = not measured
-};
-
-double time_one(bool kda, const Shape4& s, std::FILE* log) {
-  const long BT = static_cast<long>(s.B) * s.T, n_qk = BT * s.H * s.D;
-  DevBuf q(n_qk * 2), k(n_qk * 2), v(n_qk * 2), o(n_qk * 2), g((kda ? n_qk : BT * s.H) * 2), beta(BT * s.H * 2);
-  bench_fill(q, n_qk, 1, 0);
-  bench_fill(k, n_qk, 2, 0);
-  bench_fill(v, n_qk, 3, 0);
-  bench_fill(g, kda ? n_qk : BT * s.H, 4, 1);
-  bench_fill(beta, BT * s.H, 5, 2);
-  CK(cudaGetLastError());
-  AttentionOutputs out{dev_view(o, DType::bf16, {s.B, s.T, s.H, s.D}), std::nullopt};
-  ExecOptions opts;
-  opts.backend = Backend::cuda;
-  ChunkKdaArgs ka;
-  ChunkGdnArgs ga;
-  DeltaRuleArgs& a = kda ? static_cast<DeltaRuleArgs&>(ka) : static_cast<DeltaRuleArgs&>(ga);
-  a.q = dev_view(q, DType::bf16, {s.B, s.T, s.H, s.D});
-  a.k = dev_view(k, DType::bf16, {s.B, s.T, s.H, s.D});
-  a.v = dev_view(v, DType::bf16, {s.B, s.T, s.H, s.D});
-  a.g = kda ? dev_view(g, DType::bf16, {s.B, s.T, s.H, s.D}) : dev_view(g, DType::bf16, {s.B, s.T, s.H});
-  a.beta = dev_view(beta, DType::bf16, {s.B, s.T, s.H});
-  a.use_qk_l2norm_in_kernel = true;
-  ka.safe_gate = true;
-  ka.lower_bound = -5.0;
-  auto call = [&] {
-    if (kda) chunk_kda_forward(ka, out, ForwardMode::inference, opts);
-    else chunk_gdn_forward(ga, out, ForwardMode::inference, opts);
-  };
-  char name[64];
-  std::snprintf(name, sizeof name, "B%d_T%d_H%d_D%d", s.B, s.T, s.H, s.D);
-  try {
-    for (int i = 0; i < 3; ++i) call();
-    CK(cudaDeviceSynchronize());
-  } catch (const Error& e) {
-    std::printf("%-4s %-22s unsupported: %s\n", kda ? "kda" : "gdn", name, e.what());
-    return 0;
-  }
-  lina_test::FlushTimer timer;
-  const std::vector<float> ms = timer.samples(call, 30, 0);  // warmed up above
-  CK(cudaGetLastError());
-  const double med = ms[ms.size() / 2];
-  const double ns_th = med * 1e6 / (static_cast<double>(BT) * s.H);
-  const double fla = kda ? s.fla_kda : s.fla_gdn;
-  char fla_s[64] = "n/a";
-  if (fla > 0) std::snprintf(fla_s, sizeof fla_s, "%.3f ms (%.2fx)", fla, fla / med);
-  std::printf("%-4s %-22s %8.4f ms  %6.3f ns/th  min %.4f p90 %.4f  FLA %s\n", kda ? "kda" : "gdn", name, med, ns_th, ms.front(),
-              ms[ms.size() * 9 / 10], fla_s);
-  if (log) std::fprintf(log, "%s,%s,%.5f,%.4f,%.5f\n", kda ? "kda" : "gdn", name, med, ns_th, fla);
-  return med;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool do_time = true, do_check = true;
-  int only_op = -1, only_shape = -1;  // --op kda|gdn, --shape INDEX (for profiling one cell)
-  const char* match = nullptr;         // --match TEXT: only the checks whose name contains TEXT (sanitizer runs)
+  const char* match = nullptr;  // --match TEXT: only the checks whose name contains TEXT (sanitizer runs)
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--match") && i + 1 < argc) match = argv[++i];
-    if (!std::strcmp(argv[i], "--no-time")) do_time = false;
-    if (!std::strcmp(argv[i], "--no-check")) do_check = false;
-    if (!std::strcmp(argv[i], "--op") && i + 1 < argc) only_op = !std::strcmp(argv[++i], "kda") ? 1 : 0;
-    if (!std::strcmp(argv[i], "--shape") && i + 1 < argc) only_shape = std::atoi(argv[++i]);
+    if (!std::strcmp(argv[i], "--match") && i + 1 < argc) {
+      match = argv[++i];
+    } else {
+      std::printf("lina_cuda_delta_check: unknown argument `%s`, expected --match TEXT\n", argv[i]);
+      return 2;
+    }
   }
-  cudaDeviceProp prop;
-  CK(cudaGetDeviceProperties(&prop, 0));
-  std::printf("device: %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
+  lina_test::require_device_or_skip();
   int fails = 0;
-  if (do_check) {
+  {
     const std::vector<int> vl = {0, 0, 16, 100, 300};
     const std::vector<int> vlm = {0, 1000, 1000, 1001, 3000, 4500};  // with a zero-length and a T = 1 sequence
     const std::vector<Case> cases = {
@@ -322,18 +261,6 @@ int main(int argc, char** argv) {
       const std::uint64_t cs = seed++;  // a case's seed does not depend on the filter
       if (!match || std::strstr(c.name, match)) fails += run_case(c, cs);
     }
-  }
-  if (do_time) {
-    std::FILE* log = nullptr;
-    if (const char* o = std::getenv("OUT")) log = std::fopen((std::string(o) + "/timing.csv").c_str(), "w");
-    const std::vector<Shape4> shapes = {{1, 8192, 96, 128, 2.581, 1.595}, {2, 16384, 16, 128, 1.847, 1.245},
-                                        {4, 2048, 16, 128, 1.513, 0.883},  {4, 4096, 64, 128, 3.303, 1.968},
-                                        {8, 2048, 32, 256, 0, 0},          {8, 1024, 8, 64, 0, 0}};
-    for (bool kda : {true, false})
-      for (size_t i = 0; i < shapes.size(); ++i)
-        if ((only_op < 0 || only_op == static_cast<int>(kda)) && (only_shape < 0 || only_shape == static_cast<int>(i)))
-          time_one(kda, shapes[i], log);
-    if (log) std::fclose(log);
   }
   std::printf("%s (%d failing checks)\n", fails ? "FAILED" : "ALL CHECKS PASSED", fails);
   return fails ? 1 : 0;

@@ -1,5 +1,5 @@
-// Device buffers, CUDA error checks, seeded device-side inputs and the L2-flushed event timer shared
-// by the standalone check programs in tests/cuda/ (built for the GPU machine, not ctests).
+// Device buffers, CUDA error checks and seeded device-side inputs shared by the CUDA check programs in
+// tests/cuda/ (ctests labelled `gpu`: correctness only; timing belongs to the harness, `lina run`).
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -36,6 +35,23 @@ inline void ck(cudaError_t e, const char* what) {
     std::printf("CUDA error %s: %s\n", what, cudaGetErrorString(e));
     std::exit(3);
   }
+}
+
+// Exit code of a check program that found no CUDA device: ctest's SKIP_RETURN_CODE for the `gpu` label
+// (tests/CMakeLists.txt), so a machine without a GPU reports the check skipped, not failed.
+inline constexpr int kSkipNoDevice = 77;
+
+// Ends the program with kSkipNoDevice when no CUDA device is usable; otherwise prints the device line.
+inline void require_device_or_skip() {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess || n == 0) {
+    std::printf("SKIPPED: no CUDA device (%s)\n", e != cudaSuccess ? cudaGetErrorString(e) : "device count 0");
+    std::exit(kSkipNoDevice);
+  }
+  cudaDeviceProp prop{};
+  ck(cudaGetDeviceProperties(&prop, 0), "props");
+  std::printf("device: %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
 }
 
 // Raw device bytes (at least 16, so that empty tensors still have a valid pointer).
@@ -126,28 +142,6 @@ inline std::uint64_t fnv1a64(const void* data, std::size_t bytes) {
   return h;
 }
 
-// The delta-rule programs' bench inputs (a different hash, kept so their inputs stay as recorded):
-// transform 0 randn, 1 logsigmoid(randn), 2 sigmoid(randn), all drawn in bf16.
-__device__ __forceinline__ float hash_normal(unsigned long long i, unsigned long long seed) {
-  unsigned long long x = i * 0x9E3779B97F4A7C15ull + seed;
-  x ^= x >> 30; x *= 0xBF58476D1CE4E5B9ull; x ^= x >> 27; x *= 0x94D049BB133111EBull; x ^= x >> 31;
-  const float u1 = ((x >> 40) + 1) * (1.0f / 16777217.0f), u2 = ((x >> 16) & 0xFFFFFF) * (1.0f / 16777216.0f);
-  return sqrtf(-2.f * logf(u1)) * cospif(2.f * u2);
-}
-
-__global__ void bench_fill_kernel(__nv_bfloat16* p, long n, unsigned long long seed, int transform) {
-  for (long i = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x; i < n; i += static_cast<long>(gridDim.x) * blockDim.x) {
-    float x = __bfloat162float(__float2bfloat16(hash_normal(i, seed)));
-    if (transform == 1) x = x >= 0 ? -log1pf(expf(-x)) : x - log1pf(expf(x));  // logsigmoid
-    if (transform == 2) x = 1.f / (1.f + expf(-x));                             // sigmoid
-    p[i] = __float2bfloat16(x);
-  }
-}
-
-inline void bench_fill(const DevBuf& b, long n, unsigned long long seed, int transform) {
-  bench_fill_kernel<<<1024, 256>>>(static_cast<__nv_bfloat16*>(b.p), n, seed, transform);
-}
-
 // A device tensor (bf16 or f32) as doubles on the host.
 inline std::vector<double> to_host(const lina::TensorView& v) {
   const std::size_t n = static_cast<std::size_t>(v.numel());
@@ -164,42 +158,5 @@ inline std::vector<double> to_host(const lina::TensorView& v) {
   }
   return out;
 }
-
-// ---- timing: CUDA events around each call, 256 MB written before every sample (L2 flushed)
-struct FlushTimer {
-  DevBuf flush{256ull << 20};
-  cudaEvent_t e0 = nullptr, e1 = nullptr;
-  FlushTimer() {
-    ck(cudaEventCreate(&e0), "event");
-    ck(cudaEventCreate(&e1), "event");
-  }
-  ~FlushTimer() {
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
-  }
-  FlushTimer(const FlushTimer&) = delete;
-  FlushTimer& operator=(const FlushTimer&) = delete;
-  // Sorted per-call times in ms, after `warmup` untimed calls.
-  std::vector<float> samples(const std::function<void()>& fn, int n, int warmup) {
-    for (int i = 0; i < warmup; ++i) fn();
-    std::vector<float> t;
-    for (int i = 0; i < n; ++i) {
-      ck(cudaMemsetAsync(flush.p, i & 0xFF, flush.n), "flush");
-      ck(cudaEventRecord(e0), "rec");
-      fn();
-      ck(cudaEventRecord(e1), "rec");
-      ck(cudaEventSynchronize(e1), "sync");
-      float ms = 0;
-      ck(cudaEventElapsedTime(&ms, e0, e1), "elapsed");
-      t.push_back(ms);
-    }
-    std::sort(t.begin(), t.end());
-    return t;
-  }
-  double median_ms(const std::function<void()>& fn, int n, int warmup) {
-    const std::vector<float> t = samples(fn, n, warmup);
-    return t[t.size() / 2];
-  }
-};
 
 }  // namespace lina_test

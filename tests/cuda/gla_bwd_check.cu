@@ -1,10 +1,12 @@
-// Standalone check + benchmark for the CUDA chunk_gla backward (ops/gla/cuda/chunk_gla_bwd.cu).
+// Correctness check of the CUDA chunk_gla backward (ops/gla/cuda/chunk_gla_bwd.cu), ctest label gpu.
 //   lina_cuda_gla_bwd_check            small shapes vs fp64 host recurrence and GPU fp32 reference,
-//                                      bench shapes vs GPU reference, timing table (fwd, bwd, fwd+bwd)
+//                                      then FLA's benchmark shapes vs the GPU reference
 //   lina_cuda_gla_bwd_check --small    small shapes only (for compute-sanitizer)
 // Inputs: randn bf16 q, k, v, dO; g = logsigmoid(randn) clamped at -5 (FLA's benchmark) unless a
 // case says otherwise; h0, dht randn fp32. Outputs NaN-poisoned before each call. Metric: FLA's
 // err_ratio RMS(ref - out) / RMS(ref), tolerance 0.005 for every gradient (harness/tolerances.cpp).
+// Exit code: 0 all checks passed, 1 a check failed, 2 a bad argument or an exception, 3 a CUDA error,
+// 77 no CUDA device.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -13,7 +15,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -170,9 +171,6 @@ void check_small(const std::string& name, const HostCfg& cfg, int gate_kind, boo
 }
 
 void run(bool small_only) {
-  cudaDeviceProp prop{};
-  ck(cudaGetDeviceProperties(&prop, 0), "props");
-  std::printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
 
   check_small("T=1 B1 H2 D64 h0", gla_cfg(1, 1, 2, 64, 64, true), 1);
   check_small("T=63 B2 H3 D128", gla_cfg(2, 63, 3, 128, 128, false), 1);
@@ -202,22 +200,16 @@ void run(bool small_only) {
   }
   if (small_only) return;
 
-  struct Shape6 {
+  // FLA's benchmark shapes against the GPU fp32 reference.
+  struct BenchShape {
     const char* name;
     int B, T, H, D;
-    double fla_fwd, fla_total;
   };
-  const Shape6 shapes[] = {
-      {"B1_T8192_H96_D128", 1, 8192, 96, 128, 2.002, 9.651}, {"B2_T16384_H16_D128", 2, 16384, 16, 128, 1.525, 7.025},
-      {"B4_T2048_H16_D128", 4, 2048, 16, 128, 0.609, 2.486}, {"B4_T4096_H64_D128", 4, 4096, 64, 128, 2.632, 12.776},
-      {"B8_T2048_H32_D256", 8, 2048, 32, 256, 0, 0},         {"B8_T1024_H8_D64", 8, 1024, 8, 64, 0, 0},
+  const BenchShape shapes[] = {
+      {"B1_T8192_H96_D128", 1, 8192, 96, 128}, {"B2_T16384_H16_D128", 2, 16384, 16, 128},
+      {"B4_T2048_H16_D128", 4, 2048, 16, 128}, {"B4_T4096_H64_D128", 4, 4096, 64, 128},
+      {"B8_T2048_H32_D256", 8, 2048, 32, 256}, {"B8_T1024_H8_D64", 8, 1024, 8, 64},
   };
-  lina_test::FlushTimer timer;
-  struct Row {
-    std::string name;
-    double fwd, bwd, fla_total;
-  };
-  std::vector<Row> rows;
   for (const auto& s : shapes) {
     std::printf("[bench check] %s\n", s.name);
     Case C(gla_cfg(s.B, s.T, s.H, s.D, s.D, false), 42, 1, false);
@@ -232,35 +224,24 @@ void run(bool small_only) {
       device_err("dv vs GPU ref", ref.dv, out.dv, kTol);
       device_err("dg vs GPU ref", ref.dg, out.dg, kTol);
     }
-    Grads out(C, DType::bf16, false);
-    DTensor o(DType::bf16, C.vs());
-    const double bwd = timer.median_ms([&] { chunk_gla_backward(a, C.gin(), out.view(), ExecOptions{Backend::cuda}); }, 20, 2);
-    const double fwd = timer.median_ms(
-        [&] { chunk_gla_forward(a, AttentionOutputs{o.view, std::nullopt}, ForwardMode::training, ExecOptions{Backend::cuda}); }, 20, 2);
-    rows.push_back({s.name, fwd, bwd, s.fla_total});
   }
-  std::printf("\nchunk_gla CUDA (bf16), median of 20, L2 flushed; FLA = fwd+bwd anchor\n");
-  std::printf("%-20s %9s %9s %9s %9s %8s\n", "shape", "fwd ms", "bwd ms", "sum ms", "FLA ms", "vs FLA");
-  double lg = 0;
-  int nl = 0;
-  for (const auto& r : rows) {
-    char fla[32] = "n/a", sp[32] = "n/a";
-    if (r.fla_total > 0) {
-      std::snprintf(fla, sizeof fla, "%.3f", r.fla_total);
-      std::snprintf(sp, sizeof sp, "%.2fx", r.fla_total / (r.fwd + r.bwd));
-      lg += std::log(r.fla_total / (r.fwd + r.bwd));
-      ++nl;
-    }
-    std::printf("%-20s %9.3f %9.3f %9.3f %9s %8s\n", r.name.c_str(), r.fwd, r.bwd, r.fwd + r.bwd, fla, sp);
-  }
-  if (nl) std::printf("geomean speedup vs FLA (fwd+bwd, %d shapes): %.2fx\n", nl, std::exp(lg / nl));
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  bool small_only = false;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--small")) {
+      small_only = true;
+    } else {
+      std::printf("lina_cuda_gla_bwd_check: unknown argument `%s`, expected --small\n", argv[i]);
+      return 2;
+    }
+  }
+  lina_test::require_device_or_skip();
   try {
-    run(argc > 1 && std::strcmp(argv[1], "--small") == 0);
+    run(small_only);
   } catch (const std::exception& e) {
     std::printf("exception: %s\n", e.what());
     return 2;

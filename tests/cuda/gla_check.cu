@@ -1,9 +1,13 @@
-// Standalone check + benchmark for the CUDA chunk_gla forward and the GPU fp32 references.
-//   lina_cuda_gla_check --selftest   host only: finite-difference check of the fp64 host recurrences
-//   lina_cuda_gla_check              GPU: references vs host fp64, CUDA chunk_gla vs both, timing table
-//   lina_cuda_gla_check --bench [SHAPE]  GPU: full-size checks and the timing table only (one shape if named)
+// Correctness check of the CUDA chunk_gla forward and the GPU fp32 references (ctest, label gpu).
+//   lina_cuda_gla_check --selftest       host only: finite-difference check of the fp64 host recurrences
+//   lina_cuda_gla_check                  the self-test, then GPU: references vs host fp64, CUDA chunk_gla vs
+//                                        both at small shapes, then at FLA's benchmark shapes vs the GPU reference
+//   lina_cuda_gla_check --small          the self-test and the small shapes only (for compute-sanitizer)
+//   lina_cuda_gla_check --large [NAMES]  the benchmark-shape checks only (those named, comma-separated)
 // Inputs follow FLA's benchmark (randn bf16; GLA g = logsigmoid(x) clamped at -5), drawn on the device
 // from a counter hash. Outputs are poisoned with NaN before every call. Metric: FLA's err_ratio.
+// Exit code: 0 all checks passed, 1 a check failed, 2 a bad argument or an exception, 3 a CUDA error,
+// 77 no CUDA device (the self-test alone needs none).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -13,7 +17,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -291,18 +294,11 @@ void check_d256_layout() {
 struct BenchShape {
   const char* name;
   int B, T, H, D;
-  double fla_fwd_ms;  // 0 = not measured
-  double floor_us;
 };
 
-void run_gpu(bool small_only, bool bench_only, const char* only_shape) {
-  int dev = 0;
-  cudaDeviceProp prop{};
-  ck(cudaGetDeviceProperties(&prop, dev), "props");
-  std::printf("device: %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
-
+void run_gpu(bool small_only, bool large_only, const char* only_shapes) {
   // 1. GPU references vs host fp64 (forward and backward).
-  if (!bench_only) {
+  if (!large_only) {
     HostCfg c;
     c.op = HostOp::gla; c.B = 2; c.T = 100; c.H = 2; c.HV = 2; c.K = 64; c.V = 64; c.h0 = true; c.scale = 0.125;
     check_reference("GLA B2 T100 H2 K64 V64 h0", c, 1, DType::bf16);
@@ -340,7 +336,7 @@ void run_gpu(bool small_only, bool bench_only, const char* only_shape) {
     c.scale = 1.0 / std::sqrt(static_cast<double>(K));
     return c;
   };
-  if (!bench_only) {
+  if (!large_only) {
   check_d256_layout();
   {  // the K = 128 kernel's wgmma pieces alone: names a wrong descriptor / swizzle / fragment layout
     const std::string r = lina::detail::cuda::gla_wgmma_selftest();
@@ -374,15 +370,6 @@ void run_gpu(bool small_only, bool bench_only, const char* only_shape) {
   check_gla_fwd("steep gate T600 K256 V64 h0 (split 5)", gla_cfg(1, 600, 1, 256, 64, true), 2, DType::bf16, true);
   check_gla_fwd("medium gate B2 T1000 H2 K256 V128 (split 8)", gla_cfg(2, 1000, 2, 256, 128, true), 6, DType::bf16, false);
   check_gla_fwd("B2 T1000 H4 D128 (B*H below SM count)", gla_cfg(2, 1000, 4, 128, 128, true), 1, DType::bf16, false);
-  {  // split pass 1 (chunk_gla_fwd_segstate) with every piece on its exact token-recurrence path: the
-     // path pieces with growing gates take, reached here with ordinary gates through the test knob
-    setenv("LINA_GLA_FWD_SEGSTATE", "exact", 1);
-    check_gla_fwd("segstate exact: medium gate T200 D64 B2 h0 (split)", gla_cfg(2, 200, 2, 64, 64, true), 6, DType::bf16, true);
-    check_gla_fwd("segstate exact: K128 V64 T200 B2 h0 (split)", gla_cfg(2, 200, 2, 128, 64, true), 1, DType::bf16, true);
-    check_gla_fwd("segstate exact: varlen [0,15,100,300] H2 D128 h0 (split)", gla_cfg(1, 300, 2, 128, 128, true, {0, 15, 100, 300}), 1,
-                  DType::bf16, true);
-    unsetenv("LINA_GLA_FWD_SEGSTATE");
-  }
   {  // f16 is refused, naming the dtype
     Problem P;
     P.cfg = gla_cfg(1, 8, 1, 64, 64, false);
@@ -402,117 +389,28 @@ void run_gpu(bool small_only, bool bench_only, const char* only_shape) {
   }
 
   if (small_only) return;
-  // 3. Full-size correctness and timing at FLA's benchmark shapes.
+  // 3. Full-size correctness at FLA's benchmark shapes.
   const BenchShape shapes[] = {
-      {"B1_T8192_H96_D128", 1, 8192, 96, 128, 2.167, 234}, {"B2_T16384_H16_D128", 2, 16384, 16, 128, 1.731, 156},
-      {"B4_T2048_H16_D128", 4, 2048, 16, 128, 0.984, 39},  {"B4_T4096_H64_D128", 4, 4096, 64, 128, 2.858, 312},
-      {"B8_T2048_H32_D256", 8, 2048, 32, 256, 3.490, 312}, {"B8_T1024_H8_D64", 8, 1024, 8, 64, 0.560, 10},
+      {"B1_T8192_H96_D128", 1, 8192, 96, 128}, {"B2_T16384_H16_D128", 2, 16384, 16, 128},
+      {"B4_T2048_H16_D128", 4, 2048, 16, 128}, {"B4_T4096_H64_D128", 4, 4096, 64, 128},
+      {"B8_T2048_H32_D256", 8, 2048, 32, 256}, {"B8_T1024_H8_D64", 8, 1024, 8, 64},
   };
-  lina_test::FlushTimer timer;
-  struct Row {
-    std::string name;
-    double ms, nsth, fla, floor_us, err_o, err_ht, ref_ms;
-  };
-  std::vector<Row> rows;
   for (const auto& s : shapes) {
-    if (only_shape && !std::strstr(only_shape, s.name)) continue;  // one name or a comma-separated list
+    if (only_shapes && !std::strstr(only_shapes, s.name)) continue;  // one name or a comma-separated list
     Problem P;
     P.cfg = gla_cfg(s.B, s.T, s.H, s.D, s.D, false);
     P.make(42, false);
     const ChunkGlaArgs a = P.gla_args();
     DTensor o(DType::bf16, P.v_shape()), ht(DType::f32, P.state_shape());
     DTensor ro(DType::f32, P.v_shape()), rht(DType::f32, P.state_shape());
-    o.poison();
-    ht.poison();
-    ro.poison();
-    rht.poison();
-    const AttentionOutputs out{o.view, ht.view};
-    chunk_gla_forward(a, out, ForwardMode::training, ExecOptions{Backend::cuda});
-    ck(cudaEventRecord(timer.e0), "rec");
+    for (DTensor* t : {&o, &ht, &ro, &rht}) t->poison();
+    chunk_gla_forward(a, AttentionOutputs{o.view, ht.view}, ForwardMode::training, ExecOptions{Backend::cuda});
     gpu_reference::chunk_gla_forward(a, AttentionOutputs{ro.view, rht.view});
-    ck(cudaEventRecord(timer.e1), "rec");
-    ck(cudaEventSynchronize(timer.e1), "sync");
-    float ref_ms = 0;
-    ck(cudaEventElapsedTime(&ref_ms, timer.e0, timer.e1), "elapsed");
+    ck(cudaDeviceSynchronize(), "bench shape");
     std::printf("[bench check] %s\n", s.name);
-    const auto c1 = report("o vs GPU ref", to_host(ro.view), to_host(o.view), 0.004);
-    const auto c2 = report("final_state vs GPU ref", to_host(rht.view), to_host(ht.view), 0.005);
-    const double ms = timer.median_ms([&] { chunk_gla_forward(a, out, ForwardMode::training, ExecOptions{Backend::cuda}); }, 30, 3);
-    const double th = static_cast<double>(s.B) * s.T * s.H;
-    // LINA_GLA_BENCH_AB=N[,M..]: also time LINA_GLA_FWD_VERSION=N (and M ..) against the default in this
-    // process, alternating twice (default, N, M, .., default, N, M, ..) after the row's own sample; same
-    // inputs and timer. Printed as "[ab] shape default a b | VERSION=N a b ratio (N / default) | ..".
-    if (const char* ab = std::getenv("LINA_GLA_BENCH_AB")) {
-      const char* prev = std::getenv("LINA_GLA_FWD_VERSION");
-      const std::string keep = prev ? prev : "";
-      std::vector<std::string> vers{""};
-      for (std::string rest = ab; !rest.empty();) {
-        const std::size_t c = rest.find(',');
-        vers.push_back(rest.substr(0, c));
-        rest = c == std::string::npos ? "" : rest.substr(c + 1);
-      }
-      auto set_version = [&](const std::string& v) {
-        if (!v.empty())
-          setenv("LINA_GLA_FWD_VERSION", v.c_str(), 1);
-        else if (prev)
-          setenv("LINA_GLA_FWD_VERSION", keep.c_str(), 1);
-        else
-          unsetenv("LINA_GLA_FWD_VERSION");
-      };
-      std::vector<double> t(2 * vers.size());
-      for (int rep = 0; rep < 2; ++rep)
-        for (std::size_t i = 0; i < vers.size(); ++i) {
-          set_version(vers[i]);
-          t[rep * vers.size() + i] = timer.median_ms([&] { chunk_gla_forward(a, out, ForwardMode::training, ExecOptions{Backend::cuda}); }, 30, 3);
-        }
-      set_version("");
-      const double base = t[0] + t[vers.size()];
-      std::printf("[ab] %-20s default %.4f %.4f ms", s.name, t[0], t[vers.size()]);
-      for (std::size_t i = 1; i < vers.size(); ++i)
-        std::printf(" | VERSION=%s %.4f %.4f ms ratio %.3f", vers[i].c_str(), t[i], t[vers.size() + i], (t[i] + t[vers.size() + i]) / base);
-      std::printf("\n");
-    }
-    rows.push_back({s.name, ms, ms * 1e6 / th, s.fla_fwd_ms, s.floor_us, c1.err_ratio, c2.err_ratio, ref_ms});
+    report("o vs GPU ref", to_host(ro.view), to_host(o.view), 0.004);
+    report("final_state vs GPU ref", to_host(rht.view), to_host(ht.view), 0.005);
   }
-  // GPU reference backward cost at one shape (informative: it is what `lina run` checks with).
-  if (!bench_only) {
-    Problem P;
-    P.cfg = gla_cfg(4, 2048, 16, 128, 128, true);
-    P.make(43, true);
-    const ChunkGlaArgs a = P.gla_args();
-    DTensor dq(DType::f32, P.qk_shape()), dk(DType::f32, P.qk_shape()), dv(DType::f32, P.v_shape()), dg(DType::f32, P.qk_shape()),
-        dh0(DType::f32, P.state_shape());
-    const double ms = timer.median_ms(
-        [&] {
-          gpu_reference::chunk_gla_backward(a, AttentionGradInputs{P.dO.view, P.dht.view},
-                                            ChunkGlaGrads{dq.view, dk.view, dv.view, dg.view, dh0.view});
-        },
-        3, 1);
-    std::printf("[ref] GPU reference GLA backward B4_T2048_H16_D128: %.2f ms\n", ms);
-  }
-  std::printf("\nchunk_gla forward (CUDA, bf16, training mode), median of 30, L2 flushed\n");
-  std::printf("%-20s %9s %8s %10s %8s %9s %10s %10s %10s\n", "shape", "ms", "ns/th", "FLA ms", "vs FLA", "floor us", "err o",
-              "err ht", "ref fwd ms");
-  for (const auto& r : rows) {
-    char fla[32] = "n/a", sp[32] = "n/a";
-    if (r.fla > 0) {
-      std::snprintf(fla, sizeof fla, "%.3f", r.fla);
-      std::snprintf(sp, sizeof sp, "%.2fx", r.fla / r.ms);
-    }
-    std::printf("%-20s %9.4f %8.3f %10s %8s %9.0f %10.2e %10.2e %10.2f\n", r.name.c_str(), r.ms, r.nsth, fla, sp, r.floor_us,
-                r.err_o, r.err_ht, r.ref_ms);
-  }
-  double lsp = 0, lfl = 0;
-  int nsp = 0;
-  for (const auto& r : rows) {
-    lfl += std::log(r.ms * 1e3 / r.floor_us);
-    if (r.fla > 0) {
-      lsp += std::log(r.fla / r.ms);
-      ++nsp;
-    }
-  }
-  std::printf("geomean: %.2fx FLA (%d shapes), %.2fx the HBM floor\n", nsp ? std::exp(lsp / nsp) : 0.0, nsp,
-              rows.empty() ? 0.0 : std::exp(lfl / static_cast<double>(rows.size())));
 }
 
 // ---------------- host self-test: finite differences on the fp64 recurrences ----------------
@@ -609,13 +507,19 @@ void selftest() {
 
 int main(int argc, char** argv) {
   try {
-    if (argc > 1 && std::strcmp(argv[1], "--selftest") == 0) {
-      selftest();
-    } else {
-      const bool small_only = argc > 1 && std::strcmp(argv[1], "--small") == 0;
-      const bool bench_only = argc > 1 && std::strcmp(argv[1], "--bench") == 0;  // full-size checks + timing only
-      if (!bench_only) selftest();
-      run_gpu(small_only, bench_only, bench_only && argc > 2 ? argv[2] : nullptr);
+    const std::string mode = argc > 1 ? argv[1] : "";
+    const bool large_only = mode == "--large";
+    const int max_args = large_only ? 3 : 2;  // --large takes an optional list of shape names
+    const bool known = mode.empty() || mode == "--selftest" || mode == "--small" || large_only;
+    if (!known || argc > max_args) {
+      std::printf("lina_cuda_gla_check: unexpected argument `%s`, expected none, --selftest, --small or --large [NAMES]\n",
+                  known ? argv[max_args] : argv[1]);
+      return 2;
+    }
+    if (!large_only) selftest();
+    if (mode != "--selftest") {
+      lina_test::require_device_or_skip();
+      run_gpu(mode == "--small", large_only, large_only && argc > 2 ? argv[2] : nullptr);
     }
   } catch (const std::exception& e) {
     std::printf("exception: %s\n", e.what());

@@ -1,4 +1,4 @@
-// Small fp64 host recurrences for GLA / KDA / GDN, forward and backward (spec sections 1, 2, 4.4),
+// Small fp64 host recurrences for GLA / KDA / GDN, forward and backward (docs/math.md sections 1, 2, 4.4),
 // independent of lina::reference, for checking the GPU references and kernels at small shapes.
 // Stores every state, so small shapes only. Checked against finite differences by `--selftest`.
 #pragma once
