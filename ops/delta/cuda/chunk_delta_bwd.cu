@@ -39,9 +39,9 @@
 #include "ops/common/cuda/launch_setup.h"
 #include "ops/common/cuda/mbarrier.cuh"
 #include "ops/common/cuda/mma_primitives.cuh"
-#include "ops/common/cuda/stage_timer.h"
 #include "ops/common/cuda/wgmma_sm90.cuh"
 #include "ops/common/cuda/workspace.h"
+#include "ops/delta/cuda_launch.h"
 
 namespace lina::detail::cuda {
 namespace {
@@ -94,7 +94,7 @@ struct Params {
   int qk_inline;  // bf16 q / k with fuse_qk (K <= 128) or qk_v2 (K = 256): chunk_prep_v2 normalises its q / k
                   // rows itself (InlineQkRows) and writes rq / rk, grad_k_v2 too (K <= 128) or scales its half of the
                   // raw rows by them (ScaledQkHalf); prep_qk does not run and qn / kn are not allocated
-  int qk_v2;      // the vectorised prep_qk_v2 / post_qk_v2 run (dq, dk 16-byte aligned; LINA_DELTA_BWD_QK)
+  int qk_v2;      // the vectorised prep_qk_v2 / post_qk_v2 run (dq, dk 16-byte aligned; not in the scalar_qk variant)
   int safe;  // KDA safe_gate with lower_bound >= -5: chunk_prep_v2's diagonal blocks through their middle row
   // scratch (fp32, except the bf16 planes below)
   float *qn, *kn, *rq, *rk;   // [R,H,K], [R,H]
@@ -620,7 +620,7 @@ struct StateBlock {
 };
 
 // ---------------------------------------------------------------------------------------------
-// D1, grad_v (where dO or dv is not 16-byte aligned, and under LINA_DELTA_BWD_SIMT; grad_v4 otherwise): per (chunk,
+// D1, grad_v (where dO or dv is not 16-byte aligned, and in the simt variant; grad_v4 otherwise): per (chunk,
 // value head), products over V on tensor cores (operands as bf16 hi + lo, fp32 accumulators; H_n, dh[n], v_new and
 // dvn arrive as the state passes' planes). Warp tiles: rows m0 = 16 (warp % 4) of the chunk; columns nk0 (K/2 of K) for the
 // [64][K] products, n64 (32 of 64) for the [64][64] ones.
@@ -1049,7 +1049,7 @@ __global__ void __launch_bounds__(kNT, 1) grad_k_kernel(const Params p) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// D1 / D2 on tensor cores: grad_v4 / grad_k_v2 (LINA_DELTA_BWD_SIMT=1 selects grad_v_kernel and the SIMT
+// D1 / D2 on tensor cores: grad_v4 / grad_k_v2 (the simt variant runs grad_v_kernel and the SIMT
 // grad_k_kernel above). Their own file, so that D1 / D2 and the state passes change independently.
 #include "ops/delta/cuda/chunk_delta_bwd_grad.cuh"
 
@@ -1202,36 +1202,16 @@ void launch_clusters(Kern kern, dim3 grid, int threads, size_t smem, cudaStream_
   cuda_util::check(cudaLaunchKernelEx(&cfg, kern, prm), name);
 }
 
-// LINA_DELTA_BWD_STAGES=1 prints the time of each stage (CUDA events; synchronises the stream).
-bool stage_timing() {
-  static const bool on = cuda_util::env_flag("LINA_DELTA_BWD_STAGES");
-  return on;
-}
-
-// LINA_DELTA_BWD_SIMT=1 runs grad_v (instead of grad_v4) and the SIMT grad_k kernel (instead of grad_k_v2), the
-// comparison for accuracy and time. K = 256 has only the default chunk kernels.
-bool simt_chunk_kernels(int K) {
-  static const bool on = cuda_util::env_flag("LINA_DELTA_BWD_SIMT");
-  return on && K <= 128;
-}
-
-// Which prep_qk / post_qk (P, E1) run: 0 = prep_qk_v2 / post_qk_v2 (default); 1 = the previous ones:
-// LINA_DELTA_BWD_QK=old. Read per call.
-int qk_variant() {
-  const char* e = std::getenv("LINA_DELTA_BWD_QK");
-  return e && !std::strcmp(e, "old") ? 1 : 0;
-}
-
 bool aligned16(const void* ptr) { return (reinterpret_cast<std::uintptr_t>(ptr) & 15u) == 0; }
 
 // Which element-wise stages fold into the chunk kernels; decided before the scratch is sized (qk_inline
 // leaves qn / kn out of it).
-void choose_fusions(Params& prm) {
+void choose_fusions(Params& prm, DeltaBwdKernels kernels) {
   // the v2 element-wise kernels use vector loads / stores of q, k, dq, dk (K / 32 elements per lane); q, k
   // (and v, g) are 16-byte aligned by the front door's require_aligned16, the outputs may not be
-  prm.qk_v2 = qk_variant() == 0 && aligned16(prm.dq) && aligned16(prm.dk);
+  prm.qk_v2 = kernels != DeltaBwdKernels::scalar_qk && aligned16(prm.dq) && aligned16(prm.dk);
   const bool k256 = prm.K == 256;
-  const bool simt = simt_chunk_kernels(prm.K);
+  const bool simt = kernels == DeltaBwdKernels::simt && prm.K <= 128;
   // post_qk's work moves into grad_k_v2's tail where one value head owns each q/k head (no GVA sum) and
   // post_qk_v2 would run; not with the SIMT chunk kernels. At K = 256 the CTA pair swaps its row dots (PairRowDots).
   prm.fuse_qk = prm.G == 1 && prm.qk_v2 && !simt;
@@ -1246,15 +1226,13 @@ void choose_fusions(Params& prm) {
 }
 
 template <int K>
-void run_pipeline(const Params& prm, int total_chunks, cudaStream_t st) {
+void run_pipeline(const Params& prm, int total_chunks, cudaStream_t st, DeltaBwdKernels kernels) {
   using S = SmemSize<K>;
   const dim3 chunk_grid(static_cast<unsigned>(total_chunks), static_cast<unsigned>(prm.HV));
   const dim3 seq_grid(static_cast<unsigned>(static_cast<i64>(prm.N) * prm.HV * prm.nvt));
   const auto warps = [](i64 n) { return dim3(static_cast<unsigned>((n + 7) / 8)); };
-  cuda_util::StageTimer timer(stage_timing(), st, "delta_bwd");
-  auto mark = [&](const char* name) { timer.mark(name); };
-  mark("start");
-  const bool qk_v2 = prm.qk_v2 != 0, simt = simt_chunk_kernels(K);
+  // the simt variant declines K = 256 (variants.cpp), whose chunk kernels exist only as grad_v4 / grad_k_v2
+  const bool qk_v2 = prm.qk_v2 != 0, simt = K <= 128 && kernels == DeltaBwdKernels::simt;
   constexpr unsigned kStateCl = StateSlice<K>::CL;  // CTAs per state block (2 at K = 256: the channel halves)
   const dim3 state_grid(seq_grid.x * kStateCl);
   if (!prm.qk_inline) {
@@ -1263,7 +1241,6 @@ void run_pipeline(const Params& prm, int total_chunks, cudaStream_t st) {
     else
       launch(prep_qk_kernel, warps(prm.R * prm.H), 256, 0, st, prm, "delta_bwd prep_qk");
   }
-  mark("prep_qk");
   // chunk_prep_v2 (two CTAs per SM, fragments built in registers, 3xTF32 merges): on the H200 2.74 ms
   // against the first tensor-core chunk_prep's 6.98 ms at KDA B1_T8192_H96_D128 and 0.109 against the
   // SIMT kernel's 0.351 ms at B8_T1024_H8_D64 (docs/kernels/chunk_delta_bwd.md).
@@ -1271,7 +1248,6 @@ void run_pipeline(const Params& prm, int total_chunks, cudaStream_t st) {
   cuda_util::set_func_attribute(chunk_prep_v2_kernel<K>, cudaFuncAttributePreferredSharedMemoryCarveout,
                                 cudaSharedmemCarveoutMaxShared, "delta_bwd chunk_prep carveout");
   launch(chunk_prep_v2_kernel<K>, chunk_grid, kNT, prep_v2_smem<K>(), st, prm, "delta_bwd chunk_prep");
-  mark("chunk_prep");
   // The two state passes are independent (C reads chunk_prep's images and dO, not B's H_n or v_new):
   // C on a side stream next to B, so that their CTAs (one per SM, 192 each at B1_T8192_H96_D128: two
   // waves apiece) fill the SMs together. C first: its CTAs run longer.
@@ -1283,9 +1259,7 @@ void run_pipeline(const Params& prm, int total_chunks, cudaStream_t st) {
     cuda_util::join_side_stream(st, side);  // the scratch is freed on st: nothing may still use it on side
     throw;
   }
-  mark("state_fwd");  // with C beside it
   cuda_util::join_side_stream(st, side);
-  mark("state_bwd");  // what is left of C
   // grad_v4 (K halves, bf16 planes by cp.async; two CTAs per SM with bf16 inputs, one with others: Gen) where dO
   // and dv are 16-byte aligned (v is, above); else grad_v (every operand through registers as hi + lo planes).
   // (K = 256: dO and dv are 16-byte aligned, backward() refuses them otherwise)
@@ -1301,7 +1275,6 @@ void run_pipeline(const Params& prm, int total_chunks, cudaStream_t st) {
     if (prm.h_lo) run(grad_v4_kernel<K, true>, grad_v4_smem<K, true>());
     else run(grad_v4_kernel<K, false>, grad_v4_smem<K, false>());
   }
-  mark("grad_v");
   constexpr unsigned kGradKCl = GradKV2Smem<K>::kPair ? 2 : 1;  // CTA pairs over the channel halves at K = 256
   const auto run_grad_k = [&](auto kernel) {
     launch_clusters(kernel, dim3(kGradKCl * chunk_grid.x, chunk_grid.y), kNT, grad_k_v2_smem<K>(), st, prm, "delta_bwd grad_k",
@@ -1316,19 +1289,14 @@ void run_pipeline(const Params& prm, int total_chunks, cudaStream_t st) {
   } else {
     run_grad_k(grad_k_v2_kernel<K, TailSimtExact>);
   }
-  mark("grad_k");
   if (!prm.fuse_qk) {  // else done by grad_k_v2
     if (qk_v2)
       launch(post_qk_v2_kernel<K>, warps(prm.R * prm.H), 256, 0, st, prm, "delta_bwd post_qk");
     else
       launch(post_qk_kernel, warps(prm.R * prm.H), 256, 0, st, prm, "delta_bwd post_qk");
   }
-  mark("post_qk");
   if (!prm.fuse_gate) launch(post_gate_kernel, warps(prm.R * prm.HV), 256, 0, st, prm, "delta_bwd post_gate");
-  mark("post_gate");
   if (prm.dA_log || prm.ddt) launch(param_reduce_kernel, dim3(static_cast<unsigned>(prm.HV)), 256, 0, st, prm, "delta_bwd param_reduce");
-  mark("param_reduce");
-  timer.report();
 }
 
 int code(DType d) { return static_cast<int>(d); }
@@ -1341,7 +1309,7 @@ void require_float(const char* name, const TensorView& t) {
 }
 
 RunInfo backward(const Problem& p, const DeltaRuleArgs& a, const AttentionGradInputs& gin, const DeltaRuleGrads& gr,
-                 const ExecOptions& opts, bool kda, std::optional<double> lb, bool safe, const char* op) {
+                 const ExecOptions& opts, DeltaBwdKernels kernels, bool kda, std::optional<double> lb, bool safe, const char* op) {
   if (p.K != 64 && p.K != 128 && p.K != 256)
     throw_unsupported("q", std::string("head dim K = ") + std::to_string(p.K) + " for the cuda " + op + " backward",
                       "K in {64, 128, 256}");
@@ -1436,7 +1404,7 @@ RunInfo backward(const Problem& p, const DeltaRuleArgs& a, const AttentionGradIn
   prm.plane_tok = R * HV * V;
   const i64 img_bytes = K == 64 ? sizeof(ChunkImage<64>) : K == 128 ? sizeof(ChunkImage<128>) : sizeof(ChunkImage<256>);
   const i64 img_floats = NT * HV * img_bytes / 4;
-  choose_fusions(prm);
+  choose_fusions(prm, kernels);
   const i64 qkn = prm.qk_inline ? 0 : R * H * K;
   const i64 sizes[] = {qkn, qkn, R * H, R * H,                   // qn kn rq rk
                        R * HV * Kg, R * HV,                      // b bt
@@ -1467,9 +1435,9 @@ RunInfo backward(const Problem& p, const DeltaRuleArgs& a, const AttentionGradIn
   prm.dvn = reinterpret_cast<bf16*>(dvn);
   prm.seqs = seqs.view;
   try {
-    if (p.K == 64) run_pipeline<64>(prm, total_chunks, st);
-    else if (p.K == 128) run_pipeline<128>(prm, total_chunks, st);
-    else run_pipeline<256>(prm, total_chunks, st);
+    if (p.K == 64) run_pipeline<64>(prm, total_chunks, st, kernels);
+    else if (p.K == 128) run_pipeline<128>(prm, total_chunks, st, kernels);
+    else run_pipeline<256>(prm, total_chunks, st, kernels);
   } catch (...) {
     if (scratch) cudaFreeAsync(scratch, st);
     if (seqs.ptr) cudaFreeAsync(seqs.ptr, st);  // best effort on the error path
@@ -1486,16 +1454,16 @@ RunInfo backward(const Problem& p, const DeltaRuleArgs& a, const AttentionGradIn
 
 }  // namespace
 
-RunInfo chunk_kda_backward(const Problem& p, const ChunkKdaArgs& a, const AttentionGradInputs& in, const DeltaRuleGrads& g,
-                           const ExecOptions& opts) {
+RunInfo kda_backward(const Problem& p, const ChunkKdaArgs& a, const AttentionGradInputs& in, const DeltaRuleGrads& g,
+                     const ExecOptions& opts, DeltaBwdKernels kernels) {
   // The middle-reference diagonal blocks of chunk_prep_v2 need every g >= -5 (the forward's rule).
   const bool safe = a.safe_gate && a.lower_bound && *a.lower_bound >= -5.0;
-  return backward(p, a, in, g, opts, true, a.use_gate_in_kernel ? a.lower_bound : std::nullopt, safe, "chunk_kda");
+  return backward(p, a, in, g, opts, kernels, true, a.use_gate_in_kernel ? a.lower_bound : std::nullopt, safe, "chunk_kda");
 }
 
-RunInfo chunk_gdn_backward(const Problem& p, const ChunkGdnArgs& a, const AttentionGradInputs& in, const DeltaRuleGrads& g,
-                           const ExecOptions& opts) {
-  return backward(p, a, in, g, opts, false, std::nullopt, false, "chunk_gdn");
+RunInfo gdn_backward(const Problem& p, const ChunkGdnArgs& a, const AttentionGradInputs& in, const DeltaRuleGrads& g,
+                     const ExecOptions& opts, DeltaBwdKernels kernels) {
+  return backward(p, a, in, g, opts, kernels, false, std::nullopt, false, "chunk_gdn");
 }
 
 }  // namespace lina::detail::cuda

@@ -971,7 +971,7 @@ __global__ void __launch_bounds__(kNT, 1) grad_k_v2_kernel(const Params p) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// P / E1, second versions prep_qk_v2<K> / post_qk_v2<K> (default; LINA_DELTA_BWD_QK=old selects
+// P / E1, second versions prep_qk_v2<K> / post_qk_v2<K> (default; the scalar_qk variant runs
 // prep_qk_kernel / post_qk_kernel; prep_qk runs where the chunk kernels do not normalise (not qk_inline), post_qk
 // where grad_k_v2 does not fuse it (not fuse_qk: GVA groups, misaligned dq / dk, the SIMT kernels)). Same math; lane
 // owns the CPL = K / 32 consecutive channels CPL lane .. (one vector load / store per tensor, two fp32 ones at K = 256,

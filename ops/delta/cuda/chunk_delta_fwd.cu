@@ -38,10 +38,10 @@
 #include "ops/common/cuda/launch_setup.h"
 #include "ops/common/cuda/mbarrier.cuh"
 #include "ops/common/cuda/mma_primitives.cuh"
-#include "ops/common/cuda/stage_timer.h"
 #include "ops/common/cuda/tensor_map.h"
 #include "ops/common/cuda/wgmma_sm90.cuh"
 #include "ops/common/cuda/workspace.h"
+#include "ops/delta/cuda_launch.h"
 
 namespace lina::detail::cuda {
 namespace {
@@ -740,17 +740,6 @@ void launch_prep(void (*kern)(Params), std::size_t smem, std::size_t items, int 
   if (e != cudaSuccess) cuda_fail("prep kernel launch", e);
 }
 
-// LINA_DELTA_GDN_PREP=wgseq (K = 128, measurement only): the GDN prep as one CTA per (sequence, value head) walking
-// its chunks in order, the timeline of a fused kernel's prep warpgroup (docs/kernels/chunk_delta_fwd.md, "GDN prep on
-// one warpgroup"). Read once per process.
-bool gdn_prep_sequential() {
-  static const bool v = [] {
-    const char* e = std::getenv("LINA_DELTA_GDN_PREP");
-    return e && std::string(e) == "wgseq";
-  }();
-  return v;
-}
-
 // One forward call: the sequence table (varlen only), the workspace from lina's pool (kept mapped
 // between calls), the prep over every (chunk, value head), then the state kernel over every (sequence,
 // value head, 64-column V tile); also with no chunks at all (ht = h0). Each workspace array starts
@@ -759,7 +748,7 @@ bool gdn_prep_sequential() {
 //   KDA: k e^b, q e^b, k e^(bL-b) (kTileBytes<K> each), Aqk (kQTileBytes), T' (kTTileBytes), e^bL (72.5 KB at K = 128).
 // Returns the state kernel's V tiles per CTA (VW).
 template <bool KDA, int K>
-int run(Params prm, const Problem& p, cudaStream_t st) {
+int run(Params prm, const Problem& p, cudaStream_t st, GdnPrep prep) {
   const int sms = sm_count();
   const DeviceSeqs seqs = upload_sequences(p, st);  // dense: no table
   prm.seqs = seqs.view;
@@ -767,10 +756,6 @@ int run(Params prm, const Problem& p, cudaStream_t st) {
   prm.fd_nch = FastDiv(static_cast<std::uint32_t>((seqs.view.uniform_len + kC - 1) / kC));
   const size_t nch = static_cast<size_t>(seqs.total_chunks) * p.HV;
   unsigned char* ws = nullptr;
-  // LINA_DELTA_FWD_STAGES=1: the prep's and the state kernel's times by events (synchronises; measurement only)
-  static const bool stages = env_flag("LINA_DELTA_FWD_STAGES");
-  StageTimer timer(stages, st, "delta_fwd");
-  timer.mark("start");
   if (nch > 0) {
     if (nch > static_cast<size_t>(INT32_MAX)) throw_unsupported("q", "more than 2^31 chunk-heads", "fewer chunk-heads");
     prm.nitems = static_cast<int>(nch);
@@ -801,7 +786,7 @@ int run(Params prm, const Problem& p, cudaStream_t st) {
       // q / k reach it as TMA boxes (seventeenth session): prep 0.270 -> 0.243 ms at the same shape
       bool sequential = false;
       if constexpr (K == 128) {
-        sequential = gdn_prep_sequential();
+        sequential = prep == GdnPrep::per_sequence;
         if (sequential) {
           launch_smem(gdn_wg_prep_kernel<K, true>, static_cast<std::size_t>(p.N * p.HV), kWgThreads, kWgPrepSmemBytes<K>,
                       prm, st, "gdn_wg_prep_kernel seq");
@@ -818,7 +803,6 @@ int run(Params prm, const Problem& p, cudaStream_t st) {
   // CTA (the pair would halve the SMs that run the latency-bound chains). H200, B1_T8192_H96_D128: KDA
   // forward 1.214 -> 1.179 ms, B4_T4096_H64 1.483 -> 1.467; GDN's pairs (raw q / k and 33 KB per head) were
   // 0.5-2 % slower, so GDN keeps one tile per CTA (docs/kernels/chunk_delta_fwd.md, "Fourteenth session").
-  timer.mark("prep");
   const long tiles = p.N * p.HV * prm.nvt;
   const int vw = KDA && K <= 128 && prm.nvt % 2 == 0 && tiles > sms ? 2 : 1;
   if (tiles > 0) {
@@ -833,8 +817,6 @@ int run(Params prm, const Problem& p, cudaStream_t st) {
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) cuda_fail("state kernel launch", e);
   }
-  timer.mark("state");
-  timer.report();
   workspace_free(ws, st, "delta fwd workspace");
   workspace_free(seqs.ptr, st, "delta fwd sequence table");
   return vw;
@@ -842,12 +824,12 @@ int run(Params prm, const Problem& p, cudaStream_t st) {
 
 // The kernels that ran, as RunInfo names them: the prep, then the state kernel <op, K, V tiles per CTA>.
 template <bool KDA>
-std::vector<std::string> dispatch(const Params& prm, const Problem& p, cudaStream_t st) {
+std::vector<std::string> dispatch(const Params& prm, const Problem& p, cudaStream_t st, GdnPrep prep) {
   int vw = 1;
   switch (p.K) {
-    case 64: vw = run<KDA, 64>(prm, p, st); break;
-    case 128: vw = run<KDA, 128>(prm, p, st); break;
-    default: vw = run<KDA, 256>(prm, p, st); break;
+    case 64: vw = run<KDA, 64>(prm, p, st, prep); break;
+    case 128: vw = run<KDA, 128>(prm, p, st, prep); break;
+    default: vw = run<KDA, 256>(prm, p, st, prep); break;
   }
   const std::string args = std::string(KDA ? "kda," : "gdn,") + std::to_string(p.K);
   return {std::string(KDA ? "lina::kda_prep_kernel<" : "lina::gdn_wg_prep_kernel<") + std::to_string(p.K) + ">",
@@ -908,24 +890,23 @@ Params common_params(const Problem& p, const DeltaRuleArgs& a, const AttentionOu
 
 }  // namespace
 
-RunInfo chunk_kda_forward(const Problem& p, const ChunkKdaArgs& a, const AttentionOutputs& out, ForwardMode,
-                          const ExecOptions& opts) {
+RunInfo kda_forward(const Problem& p, const ChunkKdaArgs& a, const AttentionOutputs& out, const ExecOptions& opts) {
   Params prm = common_params(p, a, out, "chunk_kda");
   prm.gate_mode = kGateGiven;
   if (a.use_gate_in_kernel) prm.gate_mode = a.lower_bound ? kGateLowerBound : kGateSoftplus;
   prm.lower_bound = a.lower_bound ? static_cast<float>(*a.lower_bound) : 0.f;
   // The middle-reference diagonal needs every g >= -5 (exp(8*5) fits fp32 easily); safe_gate promises it.
   prm.safe = a.safe_gate && a.lower_bound && *a.lower_bound >= -5.0;
-  return RunInfo{"cuda", dispatch<true>(prm, p, static_cast<cudaStream_t>(opts.stream))};
+  return RunInfo{"cuda", dispatch<true>(prm, p, static_cast<cudaStream_t>(opts.stream), GdnPrep::persistent)};
 }
 
-RunInfo chunk_gdn_forward(const Problem& p, const ChunkGdnArgs& a, const AttentionOutputs& out, ForwardMode,
-                          const ExecOptions& opts) {
+RunInfo gdn_forward(const Problem& p, const ChunkGdnArgs& a, const AttentionOutputs& out, const ExecOptions& opts,
+                    GdnPrep prep) {
   Params prm = common_params(p, a, out, "chunk_gdn");
   prm.gate_mode = a.use_gate_in_kernel ? kGateSoftplus : kGateGiven;
   prm.lower_bound = 0.f;
   prm.safe = 0;
-  return RunInfo{"cuda", dispatch<false>(prm, p, static_cast<cudaStream_t>(opts.stream))};
+  return RunInfo{"cuda", dispatch<false>(prm, p, static_cast<cudaStream_t>(opts.stream), prep)};
 }
 
 }  // namespace lina::detail::cuda

@@ -17,7 +17,7 @@
 // stores they replace held the epilogue's registers on the long scoreboard (ncu, device call 3).
 // SEQ = false (the forward's GDN prep): a persistent grid strides over the (chunk, value head) items,
 // three CTAs per SM at K = 128, the next item's q / k in flight during this item's inverse.
-// SEQ = true (K = 128, LINA_DELTA_GDN_PREP=wgseq, measurement only): one CTA per (sequence, value head)
+// SEQ = true (K = 128, the chunk_gdn.fwd variant prep_per_sequence): one CTA per (sequence, value head)
 // walks its chunks in order: a fused kernel's prep warpgroup's timeline without the state warpgroups.
 // It replaced gdn_thin_prep_kernel (8 warps, mma.sync q k^T / k k^T over a job table of n8 tiles): the
 // same outputs and formats; values differ only in the products' summation order.
