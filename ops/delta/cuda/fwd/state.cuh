@@ -1,6 +1,7 @@
 // chunk_gdn / chunk_kda forward: the thin-workspace path (docs/kernels/chunk_delta_fwd.md, "Thin
-// workspace"). Included by chunk_delta_fwd.cu inside its anonymous namespace (Params, the
-// prep / state helpers).
+// workspace").
+// Part of the forward's one translation unit, chunk_delta_fwd.cu (whose anonymous namespace keeps these
+// kernels and helpers internal to it); includes what it uses.
 //
 // GDN's gate is a scalar per token and the l2 norms are scalars per token, so neither has to be
 // applied to q and k before the products. With rq_i = 1 / |q_i|, rk_j = 1 / |k_j| (1 without the
@@ -26,6 +27,19 @@
 // Numerics: v - diag(c1) k H is rounded to bf16 once (a difference of the chunk's values and the
 // state's prediction, so its rounding is relative to the innovation, not to u or w H); T' enters as
 // hi + lo; Q' and v_new enter o as one bf16 plane each (kQPlanes, chunk_delta_fwd.cu; FLA's map).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "ops/delta/cuda/fwd/params.cuh"
+#include "ops/delta/cuda/fwd/tile_ops.cuh"
+#include "ops/common/cuda/cuda_common.cuh"
+#include "ops/common/cuda/mbarrier.cuh"
+#include "ops/common/cuda/mma_primitives.cuh"
+#include "ops/common/cuda/wgmma_sm90.cuh"
+
+namespace lina::detail::cuda {
+namespace {
 
 // ---- the state kernel (both ops): one warpgroup per (sequence, value head, 64-column V tile); H^T
 // [64 V][K] as the fp32 accumulator of an m64nK wgmma (thread layout: ht[4 nt + e] = H^T(v = vrow +
@@ -390,3 +404,6 @@ __global__ void __launch_bounds__(kThinStateThreads<K, VW>, 1) delta_thin_state_
     }
   }
 }
+
+}  // namespace
+}  // namespace lina::detail::cuda
