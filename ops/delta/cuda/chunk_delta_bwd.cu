@@ -1,6 +1,6 @@
 // chunk_kda / chunk_gdn backward on sm_90a (docs/kernels/chunk_delta_bwd.md).
 //
-// The CPU chunked backward (ops/delta/cpu_kernels.cpp, spec 4.2 / 4.3) as a pipeline of kernels with
+// The CPU chunked backward (ops/delta/cpu_kernels.cpp, docs/math.md sections 4.2 / 4.3) as a pipeline of kernels with
 // fp32 global scratch between them (tensor cores in A-D2; the SIMT grad_v / grad_k stay as fallbacks):
 //   P  prep_qk      per (token, q/k head): l2norm (fp32) -> qn, kn, rstd; not launched where A normalises
 //                   its bf16 q / k rows itself (Params::qk_inline, InlineQkRows) and D2 does too (K <= 128) or
@@ -19,7 +19,7 @@
 //                   pair's row dots swapped, PairRowDots)
 //   E2 post_gate    per (token, value head): beta sigmoid and gate backward (+ parameter partials)
 //   F  param_reduce per value head: dA_log, ddt_bias (double sums in a fixed order)
-// Gate cumsums are natural-log and only non-positive differences are exponentiated (spec section 5);
+// Gate cumsums are natural-log and only non-positive differences are exponentiated (docs/math.md section 5);
 // rows past a sequence's end are zero with gate 0, so they contribute nothing and never overflow.
 // GDN runs the KDA code with its scalar gate broadcast over K (the sum over K of KDA's dg is GDN's dg).
 #include <cuda_runtime.h>
@@ -67,7 +67,7 @@ void launch(Kern kern, dim3 grid, int threads, size_t smem, cudaStream_t st, con
 }
 
 // The same as clusters of `cluster` CTAs along x (thread block clusters; grid.x a multiple of it): the K = 256 kernels,
-// whose CTA pairs split the channels (StateSlice in delta_bwd_state_wg.cuh, grad_k_v2 in chunk_delta_bwd_grad.cuh).
+// whose CTA pairs split the channels (StateSlice in bwd/state_passes.cuh, grad_k_v2 in bwd/grad_k_v2.cuh).
 // cluster = 1 is the plain launch.
 template <class Kern>
 void launch_clusters(Kern kern, dim3 grid, int threads, size_t smem, cudaStream_t st, const Params& prm, const char* name,

@@ -4,11 +4,11 @@
 // 1. A prep kernel per (chunk, value head) item, fully parallel, persistent grid (as many CTAs as fit;
 //    each walks items with the next item's loads in flight): the gate cumsum, the q/k norms, L and
 //    Aqk, (I+L)^-1, and only what the state recurrence cannot form from the raw inputs.
-//    - GDN (gdn_wg_prep_kernel, gdn_prep_wg.cuh: one warpgroup per CTA, wgmma): T' = (I+A)^-1 diag(beta)
+//    - GDN (gdn_wg_prep_kernel, fwd/gdn_prep.cuh: one warpgroup per CTA, wgmma): T' = (I+A)^-1 diag(beta)
 //      and Q' in bf16 and four per-token factor rows: the scalar gate and the norms stay per-token factors.
-//    - KDA (kda_prep_kernel, below): the per-channel gate must be applied to q and k here, so it writes
+//    - KDA (kda_prep_kernel, fwd/kda_prep.cuh): the per-channel gate must be applied to q and k here, so it writes
 //      the gated tiles q e^b, k e^b, k e^(bL-b), Aqk (bf16), e^bL and T' (hi + lo).
-// 2. delta_thin_state_kernel<KDA, K, VW> (chunk_delta_thin_fwd.cuh): one warpgroup per (sequence, value
+// 2. delta_thin_state_kernel<KDA, K, VW> (fwd/state.cuh): one warpgroup per (sequence, value
 //    head, 64-column V tile; two splitting the channels at K = 256; VW = 2: two V tiles of a head per CTA
 //    sharing the operand tiles) walks the chunks in order with H^T in wgmma accumulators:
 //    v_new = T' (v - k1 H), o = q1 H + Aqk v_new, H = e^bL H + k3^T v_new (with GDN's factors).
@@ -16,9 +16,9 @@
 // the (I+L)^-1 block merges use mma.sync m16n8k8 tf32 (FLA's precision). Gates are kept as log2
 // cumsums and only non-positive differences are exponentiated, except KDA's safe_gate diagonal
 // sub-blocks, whose middle reference row bounds the factors by 2^(8*|lower_bound|*log2e) <= e^40
-// (spec section 5). Beyond FLA's precision map, T' enters as two bf16 terms (x = hi + lo): its single
+// (docs/math.md section 5). Beyond FLA's precision map, T' enters as two bf16 terms (x = hi + lo): its single
 // bf16 rounding is what the no-decay (g = 0) cases cannot afford. Aqk and v_new enter o as one bf16 plane
-// each, as in FLA (kQPlanes; nineteenth session).
+// each, as in FLA (kQPlanes).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -102,7 +102,7 @@ int run(Params prm, const Problem& p, cudaStream_t st, GdnPrep prep) {
       prm.tw = {reinterpret_cast<bf16*>(ws + 3 * b_ck + b_a + b_el), nullptr, nullptr};
       launch_prep(kda_prep_kernel<K>, sizeof(PrepSmem<K>), nch, sms, prm, st, "kda_prep_kernel");
     } else {
-      if constexpr (K >= 128) {  // the prep takes q / k by TMA boxes there (gdn_prep_wg.cuh); the maps are encoded before
+      if constexpr (K >= 128) {  // the prep takes q / k by TMA boxes there (fwd/gdn_prep.cuh); the maps are encoded before
         // the workspace is taken (a refusal leaves nothing allocated), and a box's row coordinate is an int
         const std::int64_t rows = p.B * p.T;
         if (rows > INT32_MAX)
@@ -115,9 +115,9 @@ int run(Params prm, const Problem& p, cudaStream_t st, GdnPrep prep) {
       const size_t b_sc = align256(nch * 4 * kC * sizeof(float));
       ws = static_cast<unsigned char*>(workspace_alloc(b_t + b_a + b_sc, st, "delta fwd workspace"));
       prm.tw = {reinterpret_cast<bf16*>(ws), reinterpret_cast<bf16*>(ws + b_t), reinterpret_cast<float*>(ws + b_t + b_a)};
-      // One warpgroup per CTA, wgmma q k^T / k k^T (gdn_prep_wg.cuh; sixteenth session): H200 B1_T8192_H96_D128 prep
+      // One warpgroup per CTA, wgmma q k^T / k k^T (fwd/gdn_prep.cuh): H200 B1_T8192_H96_D128 prep
       // 0.364 -> 0.318 ms against the 8-warp mma.sync gdn_thin_prep_kernel it replaced, whole forward 0.766 -> 0.720.
-      // q / k reach it as TMA boxes (seventeenth session): prep 0.270 -> 0.243 ms at the same shape
+      // q / k reach it as TMA boxes: prep 0.270 -> 0.243 ms at the same shape
       bool sequential = false;
       if constexpr (K == 128) {
         sequential = prep == GdnPrep::per_sequence;
@@ -136,7 +136,7 @@ int run(Params prm, const Problem& p, cudaStream_t st, GdnPrep prep) {
   // where the one-tile grid would put two CTAs on an SM anyway; a grid within one SM each keeps one tile per
   // CTA (the pair would halve the SMs that run the latency-bound chains). H200, B1_T8192_H96_D128: KDA
   // forward 1.214 -> 1.179 ms, B4_T4096_H64 1.483 -> 1.467; GDN's pairs (raw q / k and 33 KB per head) were
-  // 0.5-2 % slower, so GDN keeps one tile per CTA (docs/kernels/chunk_delta_fwd.md, "Fourteenth session").
+  // 0.5-2 % slower, so GDN keeps one tile per CTA (docs/kernels/chunk_delta_fwd.md).
   const long tiles = p.N * p.HV * prm.nvt;
   const int vw = KDA && K <= 128 && prm.nvt % 2 == 0 && tiles > sms ? 2 : 1;
   if (tiles > 0) {

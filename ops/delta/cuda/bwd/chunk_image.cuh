@@ -21,7 +21,7 @@ struct SplitTile {
   bf16 lo[kC * W];
 };
 // The same tile as one bf16 plane (operands whose lo term the gradients do not need: docs/kernels/
-// chunk_delta_bwd.md, "Eleventh session", precision budget).
+// chunk_delta_bwd.md, precision budget).
 template <int W>
 struct PlainTile {
   bf16 x[kC * W];

@@ -22,7 +22,7 @@
 //    tensor cores in 3xTF32 (hi + lo tf32 operands, lo x lo dropped: ~21 bits, close to the fp32
 //    SIMT merges it replaces).
 // Gate differences exponentiated: only non-positive ones except the safe_gate diagonal blocks, whose
-// factors are bounded by e^(8 * 5) (spec section 5).
+// factors are bounded by e^(8 * 5) (docs/math.md section 5).
 #pragma once
 #include <cstdint>
 

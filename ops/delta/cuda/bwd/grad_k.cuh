@@ -68,7 +68,7 @@ __device__ __forceinline__ void grad_k_intra_tail(const Params& p, const ChunkIn
   const i64 t0 = ci.t0;
   // Intra-chunk terms, thread per (channel c, 16-row sub-chunk X of rows x0 + i); a warp covers 32
   // channels of one X (K % 32 == 0). Pairs across sub-chunks factor through a reference row between
-  // them (spec section 5): row x0 for the rows of X as queries of earlier keys, row x0 + 15 for them
+  // them (docs/math.md section 5): row x0 for the rows of X as queries of earlier keys, row x0 + 15 for them
   // as keys of later rows, so both factors are e^(non-positive) and one exp serves 16 rows. Pairs
   // inside X take the exact e^(b_i - b_j), shared by the query and the key direction.
   //   dqi[x] = sum_{j<=x} dA[x][j] k_j e^(b_x-b_j),  kr[x] = sum_{j<x} dAkk[x][j] k_j e^(b_x-b_j),

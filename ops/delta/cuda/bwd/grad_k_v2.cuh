@@ -13,7 +13,7 @@
 //    reads 16 rows of dA / dAkk as four float4 broadcasts (row-major for the later-rows loop and the
 //    diagonal blocks, from transposed copies for the earlier-keys loop) instead of 16 scalar loads. At K = 256 a
 //    cluster of two CTAs over the channel halves (GradKV2Smem::kPair; "the CTA pair" below).
-//  - grad_v4 (below; it replaced grad_v3 in the fifteenth session): two CTAs per SM over the state passes' bf16
+//  - grad_v4 (grad_v4.cuh; it replaced grad_v3): two CTAs per SM over the state passes' bf16
 //    planes. The intermediate grad_v2 (one CTA per SM, the six per-tile fills as one load group) and grad_v3 (fp32
 //    tiles split into hi + lo planes after loading) were removed.
 #pragma once
@@ -40,7 +40,7 @@ namespace {
 // of [64][K] (dkgb); k16 steps that only meet zeros of the triangular factors are skipped. Then the
 // intra-chunk terms, the bL terms and the reverse cumsum (grad_k_v2_tail). Loads in flight at once, the
 // intra loop on float4 broadcasts (the first tensor-core version, grad_k_tc, issued ~18 dependent
-// load batches and 16 scalar shared loads per row step; removed in the eighth session).
+// load batches and 16 scalar shared loads per row step; removed).
 // How grad_k_v2 forms its intra-chunk terms (dq_i = (dA o G) k, kr = (dAkk o G) k, dk_t = (dA o G)^T q +
 // (dAkk o G)^T (beta k) with the decays G_ij = e^(b_i - b_j), j <= i), a compile-time tag (one kernel per form, so
 // none carries another's code):

@@ -15,8 +15,8 @@ namespace {
 
 // ---------------------------------------------------------------------------------------------
 // D1, grad_v4 (the default where dO and dv are 16-byte aligned; grad_v_kernel otherwise). The state passes write
-// dh[n], v_new and dvn as bf16 hi + lo planes and H_n as one plane where the inputs are bf16 (Params; fifteenth
-// session), so every operand is a ready bf16 plane that cp.async brings straight into ldmatrix tiles: no
+// dh[n], v_new and dvn as bf16 hi + lo planes and H_n as one plane where the inputs are bf16 (Params),
+// so every operand is a ready bf16 plane that cp.async brings straight into ldmatrix tiles: no
 // conversions, and each product runs only the terms its planes have (bf16 inputs: dq_e = dO H^T one mma.sync per
 // tile, dw and dAqk / dTv two, dk_e three; grad_v3 split fp32 tiles into hi + lo planes and ran three everywhere).
 // Gen (inputs not all bf16): H_n has its lo plane, dO and v of any dtype come through registers as hi + lo planes

@@ -71,8 +71,8 @@ struct Params {
   float* Tinv;                // [R,HV,64]
   float* vn;                  // u [R,HV,V] (chunk_prep -> state_fwd)
   void* img;                  // ChunkImage<K> [chunks,HV]: the state passes' operand tiles
-  // The state passes' outputs that only grad_v reads, as bf16 planes (fifteenth session; docs/kernels/chunk_delta_bwd.md,
-  // "Fifteenth session"): a hi plane, then (plane_kv / plane_tok elements further) a lo plane with x - hi, so hi + lo
+  // The state passes' outputs that only grad_v reads, as bf16 planes (docs/kernels/chunk_delta_bwd.md):
+  // a hi plane, then (plane_kv / plane_tok elements further) a lo plane with x - hi, so hi + lo
   // carries ~16 bits. H_n has its lo plane only where h_lo (inputs not all bf16): with bf16 inputs one plane costs
   // the gradients little (FLA stores h in the input dtype), while dh, v_new and dvn in one plane would not
   // (KDA's dA_log past FLA's 0.003 in the gate).

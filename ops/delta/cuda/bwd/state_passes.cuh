@@ -19,7 +19,7 @@
 // Precision: as the backward's mma.sync stages, every operand is a bf16 hi + lo pair (x = hi + lo, ~16 bits) and
 // each product is hi*hi + lo*hi + hi*lo with fp32 accumulation, except the w and qg images: one bf16 plane each
 // (products ah*w + al*w), the only image planes whose lo term the gradients do not need (CPU emulation over
-// eight seeds, docs/kernels/chunk_delta_bwd.md "Eleventh session").
+// eight seeds, docs/kernels/chunk_delta_bwd.md, precision budget).
 // Padded rows (past the sequence end) are zero in every tile, so they contribute nothing.
 #pragma once
 #include <cstddef>

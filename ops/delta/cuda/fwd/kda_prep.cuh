@@ -180,7 +180,7 @@ __global__ void __launch_bounds__(kThreads, kPrepMinBlocks<K>) kda_prep_kernel(c
     // ---- S2: L (strict lower, times beta_r) and Aqk (lower incl., times scale)
     bf16* const Ag = p.ws.a + ch * kQTileElems;  // hi [C][C] (then lo), swizzled rows
     {
-      // Per-channel gates: operands are pre-scaled through a reference row (spec section 5). Jobs:
+      // Per-channel gates: operands are pre-scaled through a reference row (docs/math.md section 5). Jobs:
       // the off-diagonal blocks of row block ib (reference = its first row, all factors <= 1) or its
       // diagonal block (middle row with safe_gate, else exact exps). The job table balances the
       // exps over the 4 SM sub-partitions (warps w and w+4 share one). Row block 3's six

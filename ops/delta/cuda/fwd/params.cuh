@@ -27,11 +27,11 @@ enum GateMode : int { kGateGiven = 0, kGateSoftplus = 1, kGateLowerBound = 2 };
 
 // bf16 planes of the two C x C operand tiles the preps write for the state kernel. T' = (I + A)^-1 diag(beta)
 // as hi + lo: one bf16 rounding of the inverse carries into every later chunk's state and costs the g = 0
-// gate cases more than the tolerance allows (H200, nineteenth session, kTPlanes = 1: chunk_gdn
+// gate cases more than the tolerance allows (H200 with kTPlanes = 1: chunk_gdn
 // B1_T1024_H2_D128_gzero o err_ratio 5.78e-3 against 5e-3, forward and backward; 5 % faster GDN forward).
-// Q' (scale Aqk) as one plane, and v_new as one plane in the o product, as in FLA's precision map (spec
+// Q' (scale Aqk) as one plane, and v_new as one plane in the o product, as in FLA's precision map (docs/math.md
 // section 5: Aqk, v_new in the input dtype): they enter o only, no error is carried across chunks
-// (nineteenth session: 12 -> 4 wgmma per chunk and V tile for o, 8 KB less per chunk and head of workspace).
+// (12 -> 4 wgmma per chunk and V tile for o, 8 KB less per chunk and head of workspace).
 constexpr int kTPlanes = 2;
 constexpr int kQPlanes = 1;
 static_assert((kQPlanes == 1 || kQPlanes == 2) && (kTPlanes == 1 || kTPlanes == 2), "one plane or hi + lo");
@@ -47,7 +47,7 @@ struct Workspace {
   float* el;  // [ch][K]     e^bL
 };
 
-// The per-(chunk, value head) outputs both preps share the layout of (chunk_delta_thin_fwd.cuh); GDN
+// The per-(chunk, value head) outputs both preps share the layout of (state.cuh); GDN
 // writes all three, KDA only t.
 struct ThinWorkspace {
   bf16* t;    // [ch][kTPlanes][C][C] swizzled  T' = (I+A)^-1 diag(beta) as hi, lo

@@ -13,9 +13,9 @@
 //   v_new = T' (v - diag(c1) k H)             c1_j = 2^(b_j) rk_j
 //   o     = diag(c2) q H + Q' v_new            c2_i = scale 2^(b_i) rq_i
 //   H'    = 2^(bL) H + k^T diag(c3) v_new      c3_j = rk_j 2^(bL - b_j)
-// 1. gdn_wg_prep_kernel (gdn_prep_wg.cuh: per chunk and value head, persistent, one warpgroup per CTA;
-//    until the sixteenth session gdn_thin_prep_kernel, 8 warps and mma.sync) writes only T' and Q' (bf16
-//    hi + lo, Q' one plane since the nineteenth session; SW128 rows) and c1, c2, c3, 2^bL: 25 KB per chunk
+// 1. gdn_wg_prep_kernel (gdn_prep.cuh: per chunk and value head, persistent, one warpgroup per CTA;
+//    it replaced gdn_thin_prep_kernel, 8 warps and mma.sync) writes only T' and Q' (bf16
+//    hi + lo, Q' one plane; SW128 rows) and c1, c2, c3, 2^bL: 25 KB per chunk
 //    and head instead of the split path's 96.5 KB (w, q e^b, k e^(bL-b), Aqk, u in fp32). No q / k rewrite, no w, no u.
 // 2. delta_thin_state_kernel<false, K, VW> (one warpgroup per sequence, value head and 64-column V tile;
 //    VW = 2: two such warpgroups of one head per CTA, sharing the chunk's tiles) loads q, k, v itself (cp.async into SW128 tiles) and runs the products above on wgmma, H^T in

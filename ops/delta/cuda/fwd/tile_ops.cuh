@@ -107,10 +107,10 @@ __device__ __forceinline__ void invert_diagonal_block(const float (*L)[68], floa
 // diagonal blocks (tf32 mma.sync) in two levels of the 2 x 2 block inverse: (a) X_10 = -X_11 L_10 X_00 and
 // X_32 = -X_33 L_32 X_22 (warps 0, 1); (b) Z = L_[23][01] X_[01][01], block (i, j) on warp 2 (i - 2) + j; (c)
 // X_[23][01] = -X_[23][23] Z; X's upper blocks hold the scratch. Six dependent 16 x 16 x 16 products on the longest
-// path and all four warps busy in (b) and (c). (Until the sixteenth session: one block diagonal d per round on warps
+// path and all four warps busy in (b) and (c). (The previous form: one block diagonal d per round on warps
 // d..3, nine on the longest path; the GDN prep on one warpgroup 0.318 -> 0.274 ms at B1_T8192_H96_D128 with this and
 // its scalar prefetch, the KDA prep unchanged within noise. Splitting the blocks' n8 halves over eight warps measured
-// 1-1.5 % slower in the ninth session: the rounds are bound by dependent shared-memory loads.)
+// 1-1.5 % slower: the rounds are bound by dependent shared-memory loads.)
 __device__ __forceinline__ void merge_inverse_blocks(const float (*L)[68], float (*X)[68], int warp, int lane) {
   if (warp < 2) {
     const int i = 2 * warp + 1, j = 2 * warp;
