@@ -2,16 +2,23 @@
 #include "lina/chunk_delta.h"
 #include "ops/common/backends.h"
 #include "ops/common/fault_injection.h"
+#include "ops/delta/variants.h"
 
 namespace lina {
 
 using detail::OutputDTypes;
+namespace delta = detail::delta;
 
 RunInfo chunk_kda_forward(const ChunkKdaArgs& args, const AttentionOutputs& out, ForwardMode mode, const ExecOptions& opts) {
   const detail::Problem p = detail::validate_kda(args);
   detail::validate_outputs(p, out, args.q.dtype, OutputDTypes::exact);
-  RunInfo info = detail::pick_backend(p, opts) == Backend::cuda ? detail::cuda::chunk_kda_forward(p, args, out, mode, opts)
-                                                                  : detail::cpu::chunk_kda_forward(p, args, out, mode, opts);
+  RunInfo info;
+  if (detail::pick_backend(p, opts) == Backend::cuda) {
+    info = delta::run_cuda(delta::ForwardCall<ChunkKdaArgs>{p, args, out, opts});
+  } else {
+    delta::refuse_variant_on_cpu("chunk_kda.fwd", opts);
+    info = detail::cpu::chunk_kda_forward(p, args, out, mode, opts);
+  }
   detail::apply_fault_injection(out, info);
   return info;
 }
@@ -21,15 +28,22 @@ RunInfo chunk_kda_backward(const ChunkKdaArgs& args, const AttentionGradInputs& 
   const detail::Problem p = detail::validate_kda(args);
   detail::validate_grad_inputs(p, grad_in);
   detail::validate_delta_grads(p, args, grads, OutputDTypes::exact);
-  if (detail::pick_backend(p, opts) == Backend::cuda) return detail::cuda::chunk_kda_backward(p, args, grad_in, grads, opts);
+  if (detail::pick_backend(p, opts) == Backend::cuda)
+    return delta::run_cuda(delta::BackwardCall<ChunkKdaArgs>{p, args, grad_in, grads, opts});
+  delta::refuse_variant_on_cpu("chunk_kda.bwd", opts);
   return detail::cpu::chunk_kda_backward(p, args, grad_in, grads, opts);
 }
 
 RunInfo chunk_gdn_forward(const ChunkGdnArgs& args, const AttentionOutputs& out, ForwardMode mode, const ExecOptions& opts) {
   const detail::Problem p = detail::validate_gdn(args);
   detail::validate_outputs(p, out, args.q.dtype, OutputDTypes::exact);
-  RunInfo info = detail::pick_backend(p, opts) == Backend::cuda ? detail::cuda::chunk_gdn_forward(p, args, out, mode, opts)
-                                                                  : detail::cpu::chunk_gdn_forward(p, args, out, mode, opts);
+  RunInfo info;
+  if (detail::pick_backend(p, opts) == Backend::cuda) {
+    info = delta::run_cuda(delta::ForwardCall<ChunkGdnArgs>{p, args, out, opts});
+  } else {
+    delta::refuse_variant_on_cpu("chunk_gdn.fwd", opts);
+    info = detail::cpu::chunk_gdn_forward(p, args, out, mode, opts);
+  }
   detail::apply_fault_injection(out, info);
   return info;
 }
@@ -39,7 +53,9 @@ RunInfo chunk_gdn_backward(const ChunkGdnArgs& args, const AttentionGradInputs& 
   const detail::Problem p = detail::validate_gdn(args);
   detail::validate_grad_inputs(p, grad_in);
   detail::validate_delta_grads(p, args, grads, OutputDTypes::exact);
-  if (detail::pick_backend(p, opts) == Backend::cuda) return detail::cuda::chunk_gdn_backward(p, args, grad_in, grads, opts);
+  if (detail::pick_backend(p, opts) == Backend::cuda)
+    return delta::run_cuda(delta::BackwardCall<ChunkGdnArgs>{p, args, grad_in, grads, opts});
+  delta::refuse_variant_on_cpu("chunk_gdn.bwd", opts);
   return detail::cpu::chunk_gdn_backward(p, args, grad_in, grads, opts);
 }
 

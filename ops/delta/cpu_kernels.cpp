@@ -185,7 +185,7 @@ void intra_update(i64 K, float a, float mb, float m, const float* __restrict e, 
   }
 }
 
-// Intra-chunk backward (spec 4.3 B5) for the gated products behind Aqk and L.
+// Intra-chunk backward (docs/math.md section 4.3, B5) for the gated products behind Aqk and L.
 void intra_backward(const HeadInputs& in, const float* q, const float* k, const float* beta, const float* b, i64 n,
                     const float* dAqk, const float* dAkk, float* dq_i, float* kr, float* dkt) {
   const i64 K = in.K;

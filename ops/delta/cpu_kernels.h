@@ -1,4 +1,4 @@
-// The chunked WY/UT algorithm for the delta rules (spec 3.2, 3.3, 4.2, 4.3) on one (sequence, value
+// The chunked WY/UT algorithm for the delta rules (docs/math.md sections 3.2, 3.3, 4.2, 4.3) on one (sequence, value
 // head) at a time, in fp32 on host arrays. KDA uses per-channel gates; GDN runs the same code with its
 // scalar gate broadcast over K, except that the C x C gated products use one exp per (r, j) pair.
 #pragma once

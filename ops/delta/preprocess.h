@@ -1,4 +1,4 @@
-// In-kernel preprocessing of the delta rules (spec section 1 and 4.4), forward and backward, in fp32:
+// In-kernel preprocessing of the delta rules (docs/math.md sections 1 and 4.4), forward and backward, in fp32:
 // q/k l2norm, beta sigmoid, and the in-kernel gate forms (GDN/KDA softplus, KDA lower bound).
 // Host-side scalar code shared by the CPU backend and the CUDA path's host side.
 #pragma once

@@ -1,5 +1,5 @@
-// fp64 naive recurrences for chunk_kda and chunk_gdn (spec sections 1, 2 and 4.4): the oracle every
-// faster backend is checked against. Deliberately simple: one token at a time, in the spec's step
+// fp64 naive recurrences for chunk_kda and chunk_gdn (docs/math.md sections 1, 2 and 4.4): the oracle every
+// faster backend is checked against. Deliberately simple: one token at a time, in docs/math.md's step
 // order decay -> delta update -> read, with the in-kernel preprocessing and its backward in fp64.
 #include <algorithm>
 #include <cmath>

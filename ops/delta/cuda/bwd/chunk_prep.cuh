@@ -1,7 +1,7 @@
 // Stage A of the chunk_kda / chunk_gdn backward, second tensor-core version: chunk_prep_v2_kernel<K>
-// (docs/kernels/chunk_delta_bwd.md, "chunk_prep v2"). Included by chunk_delta_bwd.cu inside its
-// anonymous namespace, after the helpers it uses (Params, ChunkInfo, gate helpers,
-// warp_mma_split, ld2 / st2 / st_u32, load4_as_float); not a standalone header.
+// (docs/kernels/chunk_delta_bwd.md, "chunk_prep v2").
+// Part of the backward's one translation unit, chunk_delta_bwd.cu (whose anonymous namespace keeps these
+// kernels and helpers internal to it); includes what it uses.
 //
 // Outputs: fp32 b, bt, Tinv and u = Tinv (v beta) (in p.vn) for the later stages, and the state passes'
 // operand images (ChunkImage: w, kg = k e^(bL - b), qg = scale q e^b, Aqk as bf16 hi + lo SW128 tiles,
@@ -22,7 +22,20 @@
 //    tensor cores in 3xTF32 (hi + lo tf32 operands, lo x lo dropped: ~21 bits, close to the fp32
 //    SIMT merges it replaces).
 // Gate differences exponentiated: only non-positive ones except the safe_gate diagonal blocks, whose
-// factors are bounded by e^(8 * 5) (spec section 5).
+// factors are bounded by e^(8 * 5) (docs/math.md section 5).
+#pragma once
+#include <cstdint>
+
+#include "ops/delta/cuda/bwd/chunk_image.cuh"
+#include "ops/delta/cuda/bwd/params.cuh"
+#include "ops/delta/cuda/bwd/qk_rows.cuh"
+#include "ops/delta/cuda/bwd/tile_ops.cuh"
+#include "ops/common/cuda/cuda_common.cuh"
+#include "ops/common/cuda/mma_primitives.cuh"
+#include "ops/common/cuda/wgmma_sm90.cuh"
+
+namespace lina::detail::cuda {
+namespace {
 
 template <int K>
 struct PrepV2Smem {
@@ -525,3 +538,6 @@ __global__ void __launch_bounds__(kNT, K == 256 ? 1 : 2) chunk_prep_v2_kernel(co
       }
   }
 }
+
+}  // namespace
+}  // namespace lina::detail::cuda

@@ -1,6 +1,6 @@
-// chunk_gdn forward: the thin GDN prep on one warpgroup (sixteenth session; docs/kernels/chunk_delta_fwd.md,
-// "GDN prep on one warpgroup"). Included by chunk_delta_fwd.cu after chunk_delta_thin_fwd.cuh, inside its
-// anonymous namespace.
+// chunk_gdn forward: the thin GDN prep on one warpgroup (docs/kernels/chunk_delta_fwd.md, "GDN prep on one
+// warpgroup"). Part of the forward's one translation unit, chunk_delta_fwd.cu (whose anonymous namespace keeps these
+// kernels and helpers internal to it); includes what it uses.
 //
 // Why one warpgroup: a fused GDN forward (a prep warpgroup one chunk ahead of the state warpgroups, T' / Q'
 // in shared memory, no workspace round trip) is the only design whose HBM traffic fits the 0.6 ns per
@@ -17,10 +17,24 @@
 // stores they replace held the epilogue's registers on the long scoreboard (ncu, device call 3).
 // SEQ = false (the forward's GDN prep): a persistent grid strides over the (chunk, value head) items,
 // three CTAs per SM at K = 128, the next item's q / k in flight during this item's inverse.
-// SEQ = true (K = 128, LINA_DELTA_GDN_PREP=wgseq, measurement only): one CTA per (sequence, value head)
+// SEQ = true (K = 128, the chunk_gdn.fwd variant prep_per_sequence): one CTA per (sequence, value head)
 // walks its chunks in order: a fused kernel's prep warpgroup's timeline without the state warpgroups.
 // It replaced gdn_thin_prep_kernel (8 warps, mma.sync q k^T / k k^T over a job table of n8 tiles): the
 // same outputs and formats; values differ only in the products' summation order.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "ops/delta/cuda/fwd/params.cuh"
+#include "ops/delta/cuda/fwd/state.cuh"
+#include "ops/delta/cuda/fwd/tile_ops.cuh"
+#include "ops/common/cuda/cuda_common.cuh"
+#include "ops/common/cuda/mbarrier.cuh"
+#include "ops/common/cuda/mma_primitives.cuh"
+#include "ops/common/cuda/wgmma_sm90.cuh"
+
+namespace lina::detail::cuda {
+namespace {
 
 template <int K>
 struct WgPrepSmem {
@@ -277,3 +291,6 @@ __global__ void __launch_bounds__(kWgThreads, SEQ ? 1 : kWgPrepMinBlocks<K>) gdn
   }
   if (threadIdx.x == 0) bulk_wait();
 }
+
+}  // namespace
+}  // namespace lina::detail::cuda

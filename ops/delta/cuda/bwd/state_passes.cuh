@@ -1,6 +1,7 @@
 // wgmma forms of the backward's two sequential state passes (stages B and C of chunk_delta_bwd.cu;
-// docs/kernels/chunk_delta_bwd.md, "wgmma state passes"). Included by chunk_delta_bwd.cu inside its
-// anonymous namespace, after Params, StateBlock, ChunkImage and the other helpers it uses.
+// docs/kernels/chunk_delta_bwd.md, "wgmma state passes").
+// Part of the backward's one translation unit, chunk_delta_bwd.cu (whose anonymous namespace keeps these
+// kernels and helpers internal to it); includes what it uses.
 //
 // Structure (both kernels): one CTA of 256 threads per (sequence, value head, 64-column V tile), two
 // warpgroups with different jobs:
@@ -18,8 +19,36 @@
 // Precision: as the backward's mma.sync stages, every operand is a bf16 hi + lo pair (x = hi + lo, ~16 bits) and
 // each product is hi*hi + lo*hi + hi*lo with fp32 accumulation, except the w and qg images: one bf16 plane each
 // (products ah*w + al*w), the only image planes whose lo term the gradients do not need (CPU emulation over
-// eight seeds, docs/kernels/chunk_delta_bwd.md "Eleventh session").
+// eight seeds, docs/kernels/chunk_delta_bwd.md, precision budget).
 // Padded rows (past the sequence end) are zero in every tile, so they contribute nothing.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "ops/delta/cuda/bwd/chunk_image.cuh"
+#include "ops/delta/cuda/bwd/params.cuh"
+#include "ops/delta/cuda/bwd/tile_ops.cuh"
+#include "ops/common/cuda/cluster_pair.cuh"
+#include "ops/common/cuda/cuda_common.cuh"
+#include "ops/common/cuda/mbarrier.cuh"
+#include "ops/common/cuda/mma_primitives.cuh"
+#include "ops/common/cuda/wgmma_sm90.cuh"
+
+namespace lina::detail::cuda {
+namespace {
+
+// The block of a state pass: its 64-column V tile, value head and sequence (bid: the block's index, or its
+// cluster's where a cluster of CTAs shares the block: K = 256).
+struct StateBlock {
+  int vt, hv, n;
+  __device__ StateBlock(const Params& p, int bid) {
+    vt = bid % p.nvt;
+    bid /= p.nvt;
+    hv = bid % p.HV;
+    n = bid / p.HV;
+  }
+};
 
 namespace wgb = cuda_util::wgmma;
 
@@ -492,3 +521,6 @@ __global__ void __launch_bounds__(256, 1) state_bwd_wg_kernel(const Params p) {
   }
   if constexpr (CL > 1) cuda_util::cluster_sync();  // the peer's last exchange is done before this CTA's memory goes
 }
+
+}  // namespace
+}  // namespace lina::detail::cuda

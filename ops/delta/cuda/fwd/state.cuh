@@ -1,6 +1,7 @@
 // chunk_gdn / chunk_kda forward: the thin-workspace path (docs/kernels/chunk_delta_fwd.md, "Thin
-// workspace"). Included by chunk_delta_fwd.cu inside its anonymous namespace (Params, the
-// prep / state helpers).
+// workspace").
+// Part of the forward's one translation unit, chunk_delta_fwd.cu (whose anonymous namespace keeps these
+// kernels and helpers internal to it); includes what it uses.
 //
 // GDN's gate is a scalar per token and the l2 norms are scalars per token, so neither has to be
 // applied to q and k before the products. With rq_i = 1 / |q_i|, rk_j = 1 / |k_j| (1 without the
@@ -12,9 +13,9 @@
 //   v_new = T' (v - diag(c1) k H)             c1_j = 2^(b_j) rk_j
 //   o     = diag(c2) q H + Q' v_new            c2_i = scale 2^(b_i) rq_i
 //   H'    = 2^(bL) H + k^T diag(c3) v_new      c3_j = rk_j 2^(bL - b_j)
-// 1. gdn_wg_prep_kernel (gdn_prep_wg.cuh: per chunk and value head, persistent, one warpgroup per CTA;
-//    until the sixteenth session gdn_thin_prep_kernel, 8 warps and mma.sync) writes only T' and Q' (bf16
-//    hi + lo, Q' one plane since the nineteenth session; SW128 rows) and c1, c2, c3, 2^bL: 25 KB per chunk
+// 1. gdn_wg_prep_kernel (gdn_prep.cuh: per chunk and value head, persistent, one warpgroup per CTA;
+//    it replaced gdn_thin_prep_kernel, 8 warps and mma.sync) writes only T' and Q' (bf16
+//    hi + lo, Q' one plane; SW128 rows) and c1, c2, c3, 2^bL: 25 KB per chunk
 //    and head instead of the split path's 96.5 KB (w, q e^b, k e^(bL-b), Aqk, u in fp32). No q / k rewrite, no w, no u.
 // 2. delta_thin_state_kernel<false, K, VW> (one warpgroup per sequence, value head and 64-column V tile;
 //    VW = 2: two such warpgroups of one head per CTA, sharing the chunk's tiles) loads q, k, v itself (cp.async into SW128 tiles) and runs the products above on wgmma, H^T in
@@ -26,6 +27,19 @@
 // Numerics: v - diag(c1) k H is rounded to bf16 once (a difference of the chunk's values and the
 // state's prediction, so its rounding is relative to the innovation, not to u or w H); T' enters as
 // hi + lo; Q' and v_new enter o as one bf16 plane each (kQPlanes, chunk_delta_fwd.cu; FLA's map).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "ops/delta/cuda/fwd/params.cuh"
+#include "ops/delta/cuda/fwd/tile_ops.cuh"
+#include "ops/common/cuda/cuda_common.cuh"
+#include "ops/common/cuda/mbarrier.cuh"
+#include "ops/common/cuda/mma_primitives.cuh"
+#include "ops/common/cuda/wgmma_sm90.cuh"
+
+namespace lina::detail::cuda {
+namespace {
 
 // ---- the state kernel (both ops): one warpgroup per (sequence, value head, 64-column V tile); H^T
 // [64 V][K] as the fp32 accumulator of an m64nK wgmma (thread layout: ht[4 nt + e] = H^T(v = vrow +
@@ -390,3 +404,6 @@ __global__ void __launch_bounds__(kThinStateThreads<K, VW>, 1) delta_thin_state_
     }
   }
 }
+
+}  // namespace
+}  // namespace lina::detail::cuda
