@@ -3,9 +3,9 @@
 #include <iostream>
 
 #include "cli/commands.h"
-#include "harness/cmd_builder.h"
-#include "harness/proc_util.h"
-#include "harness/shell_quote.h"
+#include "harness/tools/cmd_builder.h"
+#include "harness/util/proc_util.h"
+#include "harness/util/shell_quote.h"
 #include "lina/error.h"
 
 namespace lina::cli {

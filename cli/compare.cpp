@@ -6,11 +6,11 @@
 #include <iostream>
 
 #include "cli/commands.h"
-#include "harness/cmd_builder.h"
-#include "harness/compare_refs.h"
-#include "harness/diff_map.h"
-#include "harness/proc_util.h"
-#include "harness/shell_quote.h"
+#include "harness/tools/cmd_builder.h"
+#include "harness/verify/compare_refs.h"
+#include "harness/tools/diff_map.h"
+#include "harness/util/proc_util.h"
+#include "harness/util/shell_quote.h"
 #include "lina/build_info.h"
 #include "lina/error.h"
 

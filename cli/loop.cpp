@@ -4,13 +4,13 @@
 #include <iostream>
 
 #include "cli/commands.h"
-#include "harness/cmd_builder.h"
-#include "harness/frozen.h"
-#include "harness/loop_log.h"
+#include "harness/tools/cmd_builder.h"
+#include "harness/verify/frozen.h"
+#include "harness/tools/loop_log.h"
 
 #include <cmath>
-#include "harness/proc_util.h"
-#include "harness/shell_quote.h"
+#include "harness/util/proc_util.h"
+#include "harness/util/shell_quote.h"
 #include "lina/error.h"
 
 namespace lina::cli {

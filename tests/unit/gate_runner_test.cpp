@@ -5,8 +5,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "harness/gate.h"
-#include "harness/subprocess.h"
+#include "harness/verify/gate.h"
+#include "harness/util/subprocess.h"
 #include "lina/build_info.h"
 #include "lina/error.h"
 

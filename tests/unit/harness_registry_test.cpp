@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "harness/registry.h"
+#include "harness/engine/registry.h"
 #include "lina/error.h"
 
 namespace lina::harness {

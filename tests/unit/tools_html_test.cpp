@@ -4,8 +4,8 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "harness/html_report.h"
-#include "harness/proc_util.h"
+#include "harness/results/html_report.h"
+#include "harness/util/proc_util.h"
 #include "tools_support.h"
 
 namespace lina::harness {

@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
-#include "harness/loop_log.h"
-#include "harness/proc_util.h"
+#include "harness/tools/loop_log.h"
+#include "harness/util/proc_util.h"
 #include "lina/error.h"
 #include "tools_support.h"
 
@@ -20,7 +20,7 @@ LoopContract contract() {
   c.base_sha = std::string(40, 'c');
   c.validation_command = "lina verify --op chunk_kda";
   c.benchmark_command = "lina run --op chunk_kda";
-  c.frozen_hashes = {{"tests/gate/chunk_kda_gate.cpp", "h1"}, {"harness/tolerances.cpp", "h2"}};
+  c.frozen_hashes = {{"tests/gate/chunk_kda_gate.cpp", "h1"}, {"harness/verify/verify/tolerances.cpp", "h2"}};
   return c;
 }
 
@@ -155,11 +155,11 @@ TEST(ToolsLoop, PromotionAndNoGoBars) {
   for (const auto& b : s.no_go) EXPECT_TRUE(b.met) << b.name << " " << b.detail;
 
   auto changed = c.frozen_hashes;
-  changed["harness/tolerances.cpp"] = "edited";
+  changed["harness/verify/verify/tolerances.cpp"] = "edited";
   auto s2 = loop_status(c, log, changed);
   EXPECT_FALSE(met(s2.promotion, "frozen files unchanged"));
   ASSERT_EQ(s2.frozen_changes.size(), 1u);
-  EXPECT_EQ(s2.frozen_changes[0], "harness/tolerances.cpp (changed)");
+  EXPECT_EQ(s2.frozen_changes[0], "harness/verify/verify/tolerances.cpp (changed)");
 
   log.back().bound = "memory bound";  // a bound without its number does not count
   EXPECT_FALSE(met(loop_status(c, log, c.frozen_hashes).no_go, "a named bound with its number"));

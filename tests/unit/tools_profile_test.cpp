@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
-#include "harness/profile.h"
-#include "harness/proc_util.h"
+#include "harness/tools/profile.h"
+#include "harness/util/proc_util.h"
 #include "lina/error.h"
 #include "tools_support.h"
 

@@ -2,8 +2,8 @@
 
 #include <cmath>
 
-#include "harness/proc_util.h"
-#include "harness/summary.h"
+#include "harness/util/proc_util.h"
+#include "harness/results/summary.h"
 #include "lina/error.h"
 #include "tools_support.h"
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <unistd.h>
 
-#include "harness/proc_util.h"
+#include "harness/util/proc_util.h"
 #include "lina/build_info.h"
 
 namespace lina::testing {

@@ -6,8 +6,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "harness/baseline.h"
-#include "harness/subprocess.h"
+#include "harness/verify/baseline.h"
+#include "harness/util/subprocess.h"
 
 namespace lina::harness {
 namespace {

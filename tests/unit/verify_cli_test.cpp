@@ -1,7 +1,7 @@
 // `lina verify` / `lina check` through the real binary: flags and documented exit codes.
 #include <gtest/gtest.h>
 
-#include "harness/subprocess.h"
+#include "harness/util/subprocess.h"
 #include "lina/version.h"
 
 namespace lina::harness {

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <random>
 
-#include "harness/compare.h"
+#include "harness/verify/compare.h"
 #include "lina/error.h"
 
 namespace lina::harness {

@@ -8,10 +8,10 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "harness/frozen.h"
-#include "harness/subprocess.h"
-#include "harness/summary.h"
-#include "harness/verify.h"
+#include "harness/verify/frozen.h"
+#include "harness/util/subprocess.h"
+#include "harness/results/summary.h"
+#include "harness/verify/verify.h"
 
 namespace lina::harness {
 namespace {
@@ -63,7 +63,7 @@ std::string read(const fs::path& p) {
 // A minimal source tree with the files frozen_hashes() reads, plus the loop contract.
 void make_repo(const fs::path& root, bool with_profile) {
   for (const char* f : {"tests/gate/chunk_gla_gate.cpp", "tests/gate/common/fixtures.cpp", "ops/gla/reference.cpp",
-                        "harness/tolerances.cpp", "harness/accuracy.cpp"}) {
+                        "harness/verify/verify/tolerances.cpp", "harness/verify/verify/accuracy.cpp"}) {
     fs::create_directories((root / f).parent_path());
     std::ofstream(root / f) << "// " << f << "\n";
   }
@@ -185,7 +185,7 @@ TEST(VerifyFlow, EveryMissingConditionIsAReason) {
   TempDir d("verify");
   make_repo(d.path() / "repo", /*with_profile=*/false);
   // A frozen file changes after `loop init`.
-  std::ofstream(d.path() / "repo" / "harness" / "tolerances.cpp", std::ios::app) << "// loosened\n";
+  std::ofstream(d.path() / "repo" / "harness" / "verify" / "tolerances.cpp", std::ios::app) << "// loosened\n";
   VerifyOptions o = base_opts(d.path());
   o.gate_k = "Fwd";  // filtered gate: partial
   o.base = "main";
@@ -205,7 +205,7 @@ TEST(VerifyFlow, EveryMissingConditionIsAReason) {
   EXPECT_NE(all.find("supplementary"), std::string::npos) << all;
   EXPECT_NE(all.find("no repeatable win"), std::string::npos) << all;
   EXPECT_NE(all.find("needs profiler evidence"), std::string::npos) << all;
-  EXPECT_NE(all.find("frozen file changed since `lina loop init`: harness/tolerances.cpp"), std::string::npos) << all;
+  EXPECT_NE(all.find("frozen file changed since `lina loop init`: harness/verify/verify/tolerances.cpp"), std::string::npos) << all;
   for (const auto& c : r.json["comparisons"]) EXPECT_EQ(c["verdict"], "noise");
 }
 

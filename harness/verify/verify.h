@@ -1,0 +1,78 @@
+// `lina verify`: the frozen gate first, then candidate (this build's `lina run`) against a baseline
+// git ref's own `lina run`, in alternating rounds on the same machine, then the promotion verdict.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <iosfwd>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/verify/compare.h"
+#include "harness/verify/gate.h"
+
+namespace lina::harness {
+
+// Documented exit codes (DESIGN section 4), as verify reports them.
+inline constexpr int kVerifyOk = 0, kVerifyGateFailed = 1, kVerifyUsage = 2, kVerifyBaselineFailed = 3,
+                     kVerifyGateEmpty = 4, kVerifyRegression = 5;
+
+struct VerifyOptions {
+  std::string op;                          // chunk_gla | chunk_kda | chunk_gdn
+  std::optional<std::string> base;         // git ref; absent: candidate only
+  std::vector<std::string> modes, shapes;  // passed through to `lina run` (empty: its defaults)
+  std::string backend;                     // passed through (empty: its default)
+  std::string gate_k;                      // keyword filter for the gate; empty: full gate
+  bool no_gate = false;                    // time anyway, everything labelled UNVERIFIED
+  int rounds = 3;
+  std::uint64_t seed = 42;
+  double threshold_pct = kDefaultThresholdPct;
+  bool fail_on_regression = false;         // exit 5 when a cell is slower
+  std::optional<std::filesystem::path> json;
+
+  std::filesystem::path repo;              // source checkout: baseline refs, frozen hashes, profile/
+  std::filesystem::path candidate_exe;     // this build's `lina` (default /proc/self/exe)
+  std::optional<std::filesystem::path> gate_exe;  // default: find_gate_executable()
+  std::vector<std::string> baseline_cmake_args;
+  // A ready-made baseline `lina` (no build): its results must report the SHA of `base`, which is
+  // `baseline_sha` when set (tests), else `base` resolved in `repo`, or `base` itself when it is a
+  // full 40-hex SHA and `repo` holds no git history (a copy of the tree on another machine).
+  std::optional<std::filesystem::path> baseline_exe;
+  std::string baseline_sha;
+  std::map<std::string, std::string> gate_env;  // extra environment of the gate process
+};
+
+// One result row read back from a `lina run --json` file, keyed by op/mode/shape.
+struct RunRow {
+  std::string op, mode, shape;
+  std::vector<double> times_ms;
+  std::optional<bool> check_pass;  // nullopt: not verified (check null or absent)
+  nlohmann::json row;              // the row as written
+  std::string key() const { return op + "/" + mode + "/" + shape; }
+};
+
+struct RunFile {
+  std::string git_sha, gpu;
+  nlohmann::json tool, machine;
+  std::vector<RunRow> rows;
+};
+
+// Reads and checks one `lina run --json` file; problems -> lina::Error naming the file and key.
+RunFile read_run_file(const std::filesystem::path& file);
+
+// Datacenter Hopper-or-newer (sm_90+): the hardware a promotion may rest on.
+bool is_promotion_gpu(const std::string& gpu_name, const std::string& compute_capability);
+
+struct VerifyOutcome {
+  int exit_code = kVerifyOk;
+  nlohmann::json json;  // the lina.bench/1 "verify" document (also written to opts.json)
+};
+
+// Runs everything, printing progress, tables and the verdict to `out`. Baseline problems surface
+// as exit 3 (never as exceptions); bad options as lina::Error.
+VerifyOutcome verify(const VerifyOptions& opts, std::ostream& out);
+
+}  // namespace lina::harness
