@@ -9,7 +9,7 @@
 #include "harness/tools/loop_log.h"
 
 #include <cmath>
-#include "harness/util/proc_util.h"
+#include "harness/util/git.h"
 #include "harness/util/shell_quote.h"
 #include "lina/error.h"
 

@@ -4,7 +4,7 @@
 
 #include "cli/commands.h"
 #include "harness/results/html_report.h"
-#include "harness/util/proc_util.h"
+#include "harness/util/text_file.h"
 #include "harness/results/summary.h"
 #include "lina/error.h"
 

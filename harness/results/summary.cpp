@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "harness/util/proc_util.h"
+#include "harness/util/text_file.h"
 #include "lina/error.h"
 
 namespace lina::harness {

@@ -4,7 +4,7 @@
 #include <array>
 #include <regex>
 
-#include "harness/util/proc_util.h"
+#include "harness/util/git.h"
 #include "lina/error.h"
 
 namespace lina::harness {

@@ -5,7 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "harness/util/proc_util.h"
+#include "harness/util/subprocess.h"
+#include "harness/util/text_file.h"
 #include "lina/error.h"
 
 namespace lina::harness {
@@ -171,7 +172,7 @@ DepGraph collect_dep_graph(const fs::path& build_dir, const fs::path& repo_root)
     dep_args.insert(dep_args.begin() + 1, {"-MM", "-MF", "/dev/stdout"});
     auto r = run_process(dep_args, dir);
     if (r.exit_code != 0) {
-      throw Error(ErrorCode::runtime, file, "--from-diff: dependency scan of " + file + " failed: " + r.err.substr(0, 500));
+      throw Error(ErrorCode::runtime, file, "--from-diff: dependency scan of " + file + " failed: " + r.err_or_spawn_error().substr(0, 500));
     }
     add_make_deps(g, r.out, dir, repo_root);
   }
@@ -210,7 +211,7 @@ DiffMapping map_changes_to_ops(const std::vector<std::string>& changed, const De
 
 std::vector<std::string> changed_files(const fs::path& repo, const std::string& base_sha, const std::string& head_sha) {
   auto r = run_process({"git", "-C", repo.string(), "diff", "--name-only", base_sha, head_sha, "--"});
-  if (r.exit_code != 0) throw Error(ErrorCode::runtime, "--from-diff", "git diff --name-only failed: " + r.err);
+  if (r.exit_code != 0) throw Error(ErrorCode::runtime, "--from-diff", "git diff --name-only failed: " + r.err_or_spawn_error());
   std::vector<std::string> out;
   std::istringstream in(r.out);
   std::string l;

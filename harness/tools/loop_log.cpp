@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "harness/util/proc_util.h"
+#include "harness/util/text_file.h"
 #include "harness/results/summary.h"
 #include "lina/error.h"
 

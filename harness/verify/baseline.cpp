@@ -1,4 +1,4 @@
-#include "harness/verify/baseline.h"
+#include "harness/baseline.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -9,7 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "harness/verify/frozen.h"
+#include "harness/util/git.h"
+#include "harness/util/sha256.h"
 #include "harness/util/subprocess.h"
 
 namespace lina::harness {
@@ -48,25 +49,25 @@ class DirLock {
 }  // namespace
 
 std::string resolve_ref(const fs::path& repo, const std::string& ref) {
-  if (ref.empty()) throw BaselineError("--base: empty git ref");
-  // A leading '-' would be read by git as an option.
-  if (ref[0] == '-') throw BaselineError("--base: '" + ref + "' is not a git ref (it starts with '-')");
-  const ProcessResult r = spawn_process({"git", "-C", repo.string(), "rev-parse", "--verify", "--quiet", ref + "^{commit}"});
-  if (!r.spawned) throw BaselineError("cannot run git to resolve --base " + ref + ": " + r.spawn_error);
-  const std::string sha = trim(r.out);
-  if (r.exit_code != 0 || sha.size() < 40)
-    throw BaselineError("--base: unknown git ref '" + ref + "' in " + repo.string() + " (git rev-parse found no commit)");
-  return sha;
+  const ResolvedRef r = resolve_commit(repo, ref);
+  switch (r.problem) {
+    case ResolvedRef::Problem::none: return r.sha;
+    case ResolvedRef::Problem::empty: throw BaselineError("--base: empty git ref");
+    case ResolvedRef::Problem::option_like: throw BaselineError("--base: '" + ref + "' is not a git ref (it starts with '-')");
+    case ResolvedRef::Problem::git_not_started: throw BaselineError("cannot run git to resolve --base " + ref + ": " + r.detail);
+    case ResolvedRef::Problem::not_a_commit: break;
+  }
+  throw BaselineError("--base: unknown git ref '" + ref + "' in " + repo.string() + " (git rev-parse found no commit)");
 }
 
 bool working_tree_dirty(const fs::path& repo) {
-  const ProcessResult r = spawn_process({"git", "-C", repo.string(), "status", "--porcelain", "--untracked-files=no"});
+  const ProcessResult r = run_process({"git", "-C", repo.string(), "status", "--porcelain", "--untracked-files=no"});
   return r.spawned && r.exit_code == 0 && !trim(r.out).empty();
 }
 
 std::string dirty_head_warning(const fs::path& repo, const std::string& ref, const std::string& sha) {
   // The candidate build includes uncommitted edits; a baseline is always the committed tree.
-  const ProcessResult head = spawn_process({"git", "-C", repo.string(), "rev-parse", "HEAD"});
+  const ProcessResult head = run_process({"git", "-C", repo.string(), "rev-parse", "HEAD"});
   if (!head.spawned || head.exit_code != 0 || trim(head.out) != sha || !working_tree_dirty(repo)) return "";
   return "--base " + ref + " is HEAD and the working tree has uncommitted changes: the baseline is the committed HEAD " +
          sha.substr(0, 12) + ", without them";
@@ -84,7 +85,7 @@ std::string toolchain_key(const std::vector<std::string>& cmake_args) {
   for (const std::vector<std::string>& cmd :
        {std::vector<std::string>{cxx && *cxx ? cxx : "c++", "--version"}, {"cmake", "--version"}, {"nvcc", "--version"},
         {"/usr/local/cuda/bin/nvcc", "--version"}}) {
-    const ProcessResult r = spawn_process(cmd);
+    const ProcessResult r = run_process(cmd);
     id += cmd[0] + ": " + (r.spawned && r.exit_code == 0 ? r.out : std::string("absent")) + "\n";
   }
   for (const auto& a : cmake_args) id += "arg: " + a + "\n";
@@ -126,9 +127,9 @@ Baseline prepare_baseline(const BaselineOptions& opts) {
   fs::remove_all(src, ec);
   fs::create_directories(src);
   const fs::path tar = b.dir / "src.tar";
-  ProcessResult r = spawn_process({"git", "-C", opts.repo.string(), "archive", "--format=tar", "-o", tar.string(), b.sha});
+  ProcessResult r = run_process({"git", "-C", opts.repo.string(), "archive", "--format=tar", "-o", tar.string(), b.sha});
   if (!r.spawned || r.exit_code != 0) throw BaselineError("git archive of " + b.sha + " failed: " + trim(r.err) + r.spawn_error);
-  r = spawn_process({"tar", "-xf", tar.string(), "-C", src.string()});
+  r = run_process({"tar", "-xf", tar.string(), "-C", src.string()});
   fs::remove(tar, ec);
   if (!r.spawned || r.exit_code != 0) throw BaselineError("unpacking the export of " + b.sha + " failed: " + trim(r.err) + r.spawn_error);
 
@@ -138,7 +139,7 @@ Baseline prepare_baseline(const BaselineOptions& opts) {
                         (cml.empty() ? "CMakeLists.txt" : cml.find("project(lina") == std::string::npos ? "project(lina) in CMakeLists.txt" : "cli/") +
                         "; pick a ref that has the `lina` command");
 
-  const bool ninja = spawn_process({"ninja", "--version"}).exit_code == 0;
+  const bool ninja = run_process({"ninja", "--version"}).exit_code == 0;
   std::vector<std::string> configure = {"cmake", "-S", src.string(), "-B", (b.dir / "build").string()};
   if (ninja) {
     configure.push_back("-G");
@@ -154,7 +155,7 @@ Baseline prepare_baseline(const BaselineOptions& opts) {
     std::ofstream l(b.log);
     l << "# baseline " << opts.ref << " = " << b.sha << "\n# " << quote_argv(configure) << "\n";
   }
-  r = spawn_process(configure, po);
+  r = run_process(configure, po);
   if (!r.spawned || r.exit_code != 0)
     throw BaselineError("configuring the baseline " + opts.ref + " (" + b.sha.substr(0, 12) + ") failed; log: " + b.log.string());
   std::vector<std::string> build = {"cmake", "--build", (b.dir / "build").string(), "--target", "lina"};
@@ -162,7 +163,7 @@ Baseline prepare_baseline(const BaselineOptions& opts) {
     build.push_back("-j");
     build.push_back(std::to_string(opts.jobs));
   }
-  r = spawn_process(build, po);
+  r = run_process(build, po);
   if (!r.spawned || r.exit_code != 0 || !fs::is_regular_file(b.lina_exe))
     throw BaselineError("building the baseline " + opts.ref + " (" + b.sha.substr(0, 12) + ") failed; log: " + b.log.string());
 

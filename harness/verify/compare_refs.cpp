@@ -9,7 +9,8 @@
 
 #include "harness/verify/baseline.h"
 #include "harness/verify/compare.h"
-#include "harness/util/proc_util.h"
+#include "harness/util/subprocess.h"
+#include "harness/util/text_file.h"
 #include "harness/engine/stats.h"
 #include "harness/results/summary.h"
 #include "lina/build_info.h"
@@ -211,7 +212,8 @@ json run_compare(const CompareSide& base, const CompareSide& head, const Compare
       const auto argv = lina_run_argv(side.binary.string(), opt.ops, opt.modes, opt.shapes, out.string(), opt.seed);
       auto r = run_process(argv);
       if (r.exit_code != 0) {
-        const std::string tail = r.err.size() > 2000 ? r.err.substr(r.err.size() - 2000) : r.err;
+        const std::string err = r.err_or_spawn_error();
+        const std::string tail = err.size() > 2000 ? err.substr(err.size() - 2000) : err;
         throw CompareSideError(fmt::format("{} ({}): `{} run` exited {} in round {}:\n{}", side.name, side.binary.string(),
                                            side.binary.string(), r.exit_code, round, tail));
       }

@@ -10,8 +10,4 @@ namespace lina::harness {
 // gate helpers, its fp64 reference and the tolerance table, keyed by path relative to repo_root.
 std::map<std::string, std::string> frozen_hashes(const std::filesystem::path& repo_root, const std::string& op);
 
-// SHA-256 of a byte string / a file's contents, lower-case hex (implemented in harness/verify/frozen.cpp).
-std::string sha256_hex(const std::string& bytes);
-std::string sha256_file(const std::filesystem::path& file);
-
 }  // namespace lina::harness

@@ -216,7 +216,7 @@ GateStatus classify_gate(const GateResult& r) {
 
 GateResult run_gate(const GateRunOptions& opts) {
   const std::string exe = opts.executable.string();
-  ProcessResult list = spawn_process({exe, "--gtest_list_tests"});
+  ProcessResult list = run_process({exe, "--gtest_list_tests"});
   if (!list.spawned || list.exit_code != 0)
     throw Error(ErrorCode::invalid_argument, "gate",
                 "cannot list the gate suite " + exe + ": " +
@@ -262,7 +262,7 @@ GateResult run_gate(const GateRunOptions& opts) {
   ProcessOptions po;
   po.env = opts.env;
   po.log_file = log;
-  const ProcessResult pr = spawn_process(argv, po);
+  const ProcessResult pr = run_process(argv, po);
   std::ifstream lf(log);
   std::stringstream ls;
   ls << lf.rdbuf();

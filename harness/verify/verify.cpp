@@ -300,7 +300,7 @@ VerifyOutcome verify(const VerifyOptions& o, std::ostream& out) {
     for (Side* s : order) {
       const fs::path jf = tmp.path() / fmt::format("{}-{}.json", s->name, r);
       out << fmt::format("round {}/{}: {} ...\n", r + 1, o.rounds, s->name) << std::flush;
-      const ProcessResult pr = spawn_process(run_args(s->exe, jf));
+      const ProcessResult pr = run_process(run_args(s->exe, jf));
       const bool is_base = s == &bside;
       if (!pr.spawned || pr.exit_code != 0) {
         out << "lina verify: the " << s->name << "'s `lina run` " << (pr.spawned ? "exited with code " + std::to_string(pr.exit_code) : pr.spawn_error)

@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "harness/tools/cmd_builder.h"
-#include "harness/util/proc_util.h"
+#include "harness/util/subprocess.h"
 #include "harness/util/shell_quote.h"
 #include "lina/build_info.h"
 #include "lina/error.h"

@@ -6,7 +6,8 @@
 
 #include "harness/verify/compare.h"
 #include "harness/verify/compare_refs.h"
-#include "harness/util/proc_util.h"
+#include "harness/util/subprocess.h"
+#include "harness/util/text_file.h"
 #include "harness/results/summary.h"
 #include "lina/build_info.h"
 #include "lina/error.h"

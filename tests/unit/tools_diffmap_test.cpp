@@ -1,7 +1,8 @@
 #include <gtest/gtest.h>
 
 #include "harness/tools/diff_map.h"
-#include "harness/util/proc_util.h"
+#include "harness/util/subprocess.h"
+#include "harness/util/text_file.h"
 #include "lina/build_info.h"
 #include "lina/error.h"
 #include "tools_support.h"
@@ -66,7 +67,7 @@ TEST(ToolsDiffMap, SplitsCompileCommands) {
 }
 
 TEST(ToolsDiffMap, RealBuildGraph) {
-  const auto build = self_executable().parent_path().parent_path();
+  const auto build = current_executable().parent_path().parent_path();
   if (!std::filesystem::exists(build / "build.ninja")) GTEST_SKIP() << "not a ninja build";
   const DepGraph g = collect_dep_graph(build, LINA_BUILD_SOURCE_DIR);
   ASSERT_TRUE(g.count("ops/gla/api.cpp"));
@@ -79,7 +80,7 @@ TEST(ToolsDiffMap, RealBuildGraph) {
 }
 
 TEST(ToolsDiffMap, CompileCommandsFallbackRunsTheCompiler) {
-  const auto build = self_executable().parent_path().parent_path();
+  const auto build = current_executable().parent_path().parent_path();
   if (!std::filesystem::exists(build / "compile_commands.json")) GTEST_SKIP() << "no compile_commands.json";
   // A tree with compile_commands.json but no ninja deps log: the graph comes from -MM.
   lina::testing::TempDir tmp;

@@ -5,7 +5,8 @@
 #include <sstream>
 
 #include "harness/results/html_report.h"
-#include "harness/util/proc_util.h"
+#include "harness/util/subprocess.h"
+#include "harness/util/text_file.h"
 #include "tools_support.h"
 
 namespace lina::harness {

@@ -2,7 +2,8 @@
 
 #include <cmath>
 
-#include "harness/util/proc_util.h"
+#include "harness/util/subprocess.h"
+#include "harness/util/text_file.h"
 #include "harness/results/summary.h"
 #include "lina/error.h"
 #include "tools_support.h"
