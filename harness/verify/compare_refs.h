@@ -43,7 +43,7 @@ struct CompareSideError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// The lina binary of `ref`, built in its own cache tree by harness/verify/verify/baseline; CompareSideError
+// The lina binary of `ref`, built in its own cache tree by harness/verify/baseline; CompareSideError
 // when that fails. Warnings (dirty HEAD) go to stderr.
 std::filesystem::path build_ref_binary(const std::filesystem::path& repo, const std::string& ref, const std::string& flag);
 

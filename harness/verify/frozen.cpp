@@ -32,8 +32,8 @@ std::map<std::string, std::string> frozen_hashes(const std::filesystem::path& re
   if (op == "chunk_gla") add_dir("ops/gla", "reference");
   else if (op == "chunk_kda" || op == "chunk_gdn") add_dir("ops/delta", "reference");
   else throw Error(ErrorCode::invalid_argument, "op", "unknown op '" + op + "' (chunk_gla, chunk_kda, chunk_gdn)");
-  files.push_back("harness/tolerances.cpp");
-  files.push_back("harness/accuracy.cpp");
+  files.push_back("harness/verify/tolerances.cpp");
+  files.push_back("harness/verify/accuracy.cpp");
   std::map<std::string, std::string> out;
   for (const auto& f : files) {
     const fs::path p = repo_root / f;

@@ -63,7 +63,7 @@ std::string read(const fs::path& p) {
 // A minimal source tree with the files frozen_hashes() reads, plus the loop contract.
 void make_repo(const fs::path& root, bool with_profile) {
   for (const char* f : {"tests/gate/chunk_gla_gate.cpp", "tests/gate/common/fixtures.cpp", "ops/gla/reference.cpp",
-                        "harness/verify/verify/tolerances.cpp", "harness/verify/verify/accuracy.cpp"}) {
+                        "harness/verify/tolerances.cpp", "harness/verify/accuracy.cpp"}) {
     fs::create_directories((root / f).parent_path());
     std::ofstream(root / f) << "// " << f << "\n";
   }
@@ -205,7 +205,7 @@ TEST(VerifyFlow, EveryMissingConditionIsAReason) {
   EXPECT_NE(all.find("supplementary"), std::string::npos) << all;
   EXPECT_NE(all.find("no repeatable win"), std::string::npos) << all;
   EXPECT_NE(all.find("needs profiler evidence"), std::string::npos) << all;
-  EXPECT_NE(all.find("frozen file changed since `lina loop init`: harness/verify/verify/tolerances.cpp"), std::string::npos) << all;
+  EXPECT_NE(all.find("frozen file changed since `lina loop init`: harness/verify/tolerances.cpp"), std::string::npos) << all;
   for (const auto& c : r.json["comparisons"]) EXPECT_EQ(c["verdict"], "noise");
 }
 
