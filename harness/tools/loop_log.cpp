@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "harness/util/sha256.h"
 #include "harness/util/text_file.h"
 #include "harness/results/summary.h"
 #include "lina/error.h"
@@ -57,6 +58,11 @@ std::optional<T> opt(const json& j, const char* k) {
 template <class T>
 json jopt(const std::optional<T>& v) {
   return v ? json(*v) : json(nullptr);
+}
+
+json str_or_null(const std::string& s) { return s.empty() ? json(nullptr) : json(s); }
+std::string str_or_empty(const json& j, const char* k) {
+  return j.contains(k) && j[k].is_string() ? j[k].get<std::string>() : std::string();
 }
 
 std::string md_cell(const std::string& s) {
@@ -150,7 +156,8 @@ LoopContract load_contract(const fs::path& dir) {
 
 json LoopEntry::to_json() const {
   return json{{"iteration", iteration}, {"time_utc", time_utc}, {"direction", direction}, {"decision", decision},
-              {"gate", gate}, {"source", source}, {"head_sha", head_sha}, {"profile", profile}, {"bound", bound},
+              {"gate", gate}, {"source", source}, {"source_sha256", str_or_null(source_sha256)}, {"head_sha", head_sha},
+              {"profile", profile}, {"profile_sha256", str_or_null(profile_sha256)}, {"bound", bound},
               {"cells", cells}, {"metric_ms", jopt(metric_ms)}, {"base_metric_ms", jopt(base_metric_ms)},
               {"vs_best_pct", jopt(vs_best_pct)}, {"all_checks_pass", all_checks_pass},
               {"repeatable_win", repeatable_win}, {"improving", improving}};
@@ -164,6 +171,8 @@ LoopEntry LoopEntry::from_json(const json& j) {
   e.decision = j.at("decision").get<std::string>();
   e.gate = j.at("gate").get<std::string>();
   e.source = j.value("source", "");
+  e.source_sha256 = str_or_empty(j, "source_sha256");
+  e.profile_sha256 = str_or_empty(j, "profile_sha256");
   e.head_sha = j.value("head_sha", "");
   e.profile = j.value("profile", "");
   e.bound = j.value("bound", "");
@@ -298,9 +307,11 @@ std::string opt_log_row(const LoopEntry& e) {
   std::string vs = e.vs_best_pct ? fmt::format("{:+.2f}%", *e.vs_best_pct) : "first";
   if (!e.improving) vs += " (not improving)";
   std::string evidence = "`" + e.source + "`";
+  if (!e.source_sha256.empty()) evidence += " sha256 " + e.source_sha256.substr(0, 12);
   if (!e.all_checks_pass) evidence += " checks NOT all passed;";
   if (e.repeatable_win) evidence += " repeatable win;";
-  if (!e.profile.empty()) evidence += " profile `" + e.profile + "`;";
+  if (!e.profile.empty())
+    evidence += " profile `" + e.profile + "`" + (e.profile_sha256.empty() ? "" : " sha256 " + e.profile_sha256.substr(0, 12)) + ";";
   if (!e.bound.empty()) evidence += " bound: " + e.bound;
   return fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n", e.iteration, md_cell(e.direction), md_cell(e.gate), median,
                      vs, e.decision, md_cell(evidence));
@@ -310,25 +321,28 @@ LoopEntry loop_log(const fs::path& dir, const LogRequest& req) {
   const LoopContract c = load_contract(dir);
   auto entries = load_entries(dir);
   LoopEntry e = make_entry(c, entries, req, read_json(req.verify_json));
-  // The files a row cites are copied next to the log (evidence/NNN_<kind>_<name>) and the row cites the
-  // copies: a GPU machine's output folder is reused by the next session, which left older rows pointing
-  // at other runs' files.
-  const fs::path ev = dir / "evidence";
-  std::error_code ec;
-  fs::create_directories(ev, ec);
-  if (ec) bad(dir.string(), ev.string() + ": cannot be created: " + ec.message());
-  const auto keep = [&](const std::string& src, const char* kind, const char* arg) {
-    if (src.empty() || !fs::is_regular_file(src)) return src;
-    const fs::path dst = ev / fmt::format("{:03d}_{}_{}", e.iteration, kind, fs::path(src).filename().string());
-    fs::copy_file(src, dst, fs::copy_options::overwrite_existing, ec);
-    if (ec) bad(arg, std::string(arg) + " " + src + ": cannot be copied to " + dst.string() + ": " + ec.message());
-    // Cited relative to the repository (the log lives in <repo>/profile/<op>-opt), so that the row
-    // still points at its file in another clone.
-    if (dir.parent_path().filename() == "profile") return dst.lexically_relative(dir.parent_path().parent_path()).string();
-    return dst.string();
+  // A row cites its files by path and sha256 (they stay where they are, usually under
+  // benchmarks/results/): `lina loop status` then shows a file that is gone or no longer the same.
+  // Paths are relative to the repository (the log lives in <repo>/profile/<op>-<loop>) so that the
+  // row reads the same in another clone.
+  const fs::path repo = dir.parent_path().filename() == "profile" ? dir.parent_path().parent_path() : fs::path();
+  const auto cite = [&](std::string& path, std::string& sha) {
+    if (path.empty() || !fs::is_regular_file(path)) return;
+    sha = sha256_file(path);
+    std::error_code ec, repo_ec;
+    const fs::path abs = fs::weakly_canonical(path, ec);
+    if (ec) return;
+    if (!repo.empty()) {
+      const fs::path rel = abs.lexically_relative(fs::weakly_canonical(repo, repo_ec));
+      if (!repo_ec && !rel.empty() && *rel.begin() != "..") {
+        path = rel.string();
+        return;
+      }
+    }
+    path = abs.string();  // outside the repository: cited where it is
   };
-  e.source = keep(e.source, "verify", "--from");
-  e.profile = keep(e.profile, "profile", "--profile");
+  cite(e.source, e.source_sha256);
+  cite(e.profile, e.profile_sha256);
   json all = json::array();
   for (const auto& p : entries) all.push_back(p.to_json());
   all.push_back(e.to_json());
@@ -339,10 +353,36 @@ LoopEntry loop_log(const fs::path& dir, const LogRequest& req) {
   return e;
 }
 
+std::vector<EvidenceCheck> check_evidence(const std::vector<LoopEntry>& entries, const fs::path& repo_root) {
+  std::vector<EvidenceCheck> out;
+  const auto check = [&](const LoopEntry& e, const char* role, const std::string& path, const std::string& sha) {
+    if (path.empty()) return;
+    EvidenceCheck k;
+    k.iteration = e.iteration;
+    k.role = role;
+    k.path = path;
+    k.logged_sha256 = sha;
+    const fs::path file = fs::path(path).is_relative() ? repo_root / path : fs::path(path);
+    if (!fs::is_regular_file(file)) k.state = EvidenceCheck::State::missing;
+    else if (sha.empty()) k.state = EvidenceCheck::State::unhashed;
+    else {
+      k.current_sha256 = sha256_file(file);
+      k.state = k.current_sha256 == sha ? EvidenceCheck::State::ok : EvidenceCheck::State::changed;
+    }
+    out.push_back(std::move(k));
+  };
+  for (const auto& e : entries) {
+    check(e, "verify", e.source, e.source_sha256);
+    check(e, "profile", e.profile, e.profile_sha256);
+  }
+  return out;
+}
+
 LoopStatus loop_status(const LoopContract& c, const std::vector<LoopEntry>& entries,
-                       const std::map<std::string, std::string>& frozen_now) {
+                       const std::map<std::string, std::string>& frozen_now, const fs::path& repo_root) {
   LoopStatus s;
   s.entries = entries;
+  if (!repo_root.empty()) s.evidence = check_evidence(entries, repo_root);
   const size_t n = entries.size();
   s.stalled = n >= 3 && !entries[n - 1].improving && !entries[n - 2].improving && !entries[n - 3].improving;
   for (const auto& [path, hash] : c.frozen_hashes) {
@@ -363,8 +403,12 @@ LoopStatus loop_status(const LoopContract& c, const std::vector<LoopEntry>& entr
   s.promotion.push_back({"every check passed", cand && cand->all_checks_pass, which});
   s.promotion.push_back({"repeatable win", cand && cand->repeatable_win && cand->improving,
                          cand && cand->vs_best_pct ? which + fmt::format(": {:+.2f}% vs best", *cand->vs_best_pct) : which});
-  s.promotion.push_back({"profile linked", cand && !cand->profile.empty() && fs::exists(cand->profile),
-                         cand && !cand->profile.empty() ? cand->profile + (fs::exists(cand->profile) ? "" : " (missing)") : which + ": none"});
+  // Rows cite the profile relative to the repository.
+  const std::string profile = !cand || cand->profile.empty() ? std::string()
+                              : repo_root.empty() || fs::path(cand->profile).is_absolute() ? cand->profile
+                                                                                            : (repo_root / cand->profile).string();
+  s.promotion.push_back({"profile linked", !profile.empty() && fs::exists(profile),
+                         !profile.empty() ? profile + (fs::exists(profile) ? "" : " (missing)") : which + ": none"});
   s.promotion.push_back({"frozen files unchanged", s.frozen_changes.empty(),
                          s.frozen_changes.empty() ? fmt::format("{} files", c.frozen_hashes.size())
                                                   : fmt::format("{}", fmt::join(s.frozen_changes, ", "))});
@@ -390,6 +434,19 @@ std::string render_loop_status(const LoopContract& c, const LoopStatus& s) {
     out += fmt::format("  #{:<3} {:<7} gate {:<8} {:>10} {:>12}  {}\n", e.iteration, e.decision, e.gate,
                        e.metric_ms ? fmt::format("{:.4f} ms", *e.metric_ms) : "-",
                        e.vs_best_pct ? fmt::format("{:+.2f}%", *e.vs_best_pct) : "first", e.direction);
+    for (const auto& k : s.evidence) {
+      if (k.iteration != e.iteration) continue;
+      std::string state;
+      switch (k.state) {
+        case EvidenceCheck::State::ok: state = "sha256 " + k.logged_sha256.substr(0, 12) + " ok"; break;
+        case EvidenceCheck::State::missing: state = "MISSING"; break;
+        case EvidenceCheck::State::changed:
+          state = "HASH DIFFERS: logged " + k.logged_sha256.substr(0, 12) + ", now " + k.current_sha256.substr(0, 12);
+          break;
+        case EvidenceCheck::State::unhashed: state = "(no hash logged)"; break;
+      }
+      out += fmt::format("        {:<7} {}  {}\n", k.role, k.path, state);
+    }
   }
   if (s.stalled) {
     const size_t n = s.entries.size();

@@ -1,5 +1,6 @@
 // The optimization-loop log (`lina loop init|log|status`, docs/loop.md): a contract written once,
-// one row per attempt read from a verify JSON, and the promotion / no-go bars checked from them.
+// one row per attempt read from a verify JSON (cited by path and sha256, not copied), and the
+// promotion / no-go bars checked from them.
 #pragma once
 #include <filesystem>
 #include <map>
@@ -22,7 +23,7 @@ struct LoopContract {
   static LoopContract from_json(const nlohmann::json& j, const std::filesystem::path& source);
 };
 
-// profile/<op>-<loop> under `root` ("opt" by default: the forward loops of the first sessions). A loop
+// profile/<op>-<loop> under `root` ("opt" by default, the forward loop). A loop
 // name is 1-32 characters of [a-z0-9_]; anything else is refused (lina::Error naming --loop), so that
 // a name can never leave profile/.
 std::filesystem::path loop_dir(const std::filesystem::path& root, const std::string& op, const std::string& loop = "opt");
@@ -34,7 +35,10 @@ LoopContract load_contract(const std::filesystem::path& dir);
 
 struct LoopEntry {
   int iteration = 0;
+  // source / profile: the cited files, relative to the repository when inside it. Rows logged before
+  // evidence was cited point at copies under the loop's evidence/ folder and carry no hash.
   std::string direction, decision, gate, source, head_sha, profile, bound, time_utc;
+  std::string source_sha256, profile_sha256;  // of the cited files when logged; empty: not recorded
   std::vector<std::string> cells;          // "mode shape median_ms check" per target cell
   std::optional<double> metric_ms;         // geomean of the target cells' medians
   std::optional<double> base_metric_ms;    // same cells in the verify file's baseline
@@ -61,6 +65,18 @@ LoopEntry make_entry(const LoopContract& c, const std::vector<LoopEntry>& prior,
 LoopEntry loop_log(const std::filesystem::path& dir, const LogRequest& req);
 std::string opt_log_row(const LoopEntry& e);
 
+// A cited evidence file as it is now: still there with the logged hash, or not.
+struct EvidenceCheck {
+  enum class State { ok, missing, changed, unhashed };
+  int iteration = 0;
+  std::string role;  // verify | profile
+  std::string path;  // as the row cites it
+  std::string logged_sha256, current_sha256;
+  State state = State::ok;
+};
+// Checks every row's cited files; relative paths are read under `repo_root`.
+std::vector<EvidenceCheck> check_evidence(const std::vector<LoopEntry>& entries, const std::filesystem::path& repo_root);
+
 struct BarItem {
   std::string name;
   bool met = false;
@@ -71,9 +87,11 @@ struct LoopStatus {
   bool stalled = false;  // the last three iterations did not improve
   std::vector<BarItem> promotion, no_go;
   std::vector<std::string> frozen_changes;  // files whose hash differs from the contract's
+  std::vector<EvidenceCheck> evidence;      // empty when no repository root was given
 };
+// `repo_root` empty: the cited evidence is not checked.
 LoopStatus loop_status(const LoopContract& c, const std::vector<LoopEntry>& entries,
-                       const std::map<std::string, std::string>& frozen_now);
+                       const std::map<std::string, std::string>& frozen_now, const std::filesystem::path& repo_root = {});
 std::string render_loop_status(const LoopContract& c, const LoopStatus& s);
 
 }  // namespace lina::harness
