@@ -120,6 +120,8 @@ OpSpec make_gla() {
   s.name = "chunk_gla";
   s.category = "linear_attention";
   s.gate_suite = "lina_chunk_gla_gate";
+  s.source_dir = "ops/gla";
+  s.model_name = "gla";
   s.inputs = {{"q", {"B", "T", "H", "K"}, DType::bf16, Transform::randn, "dq"},
               {"k", {"B", "T", "H", "K"}, DType::bf16, Transform::randn, "dk"},
               {"v", {"B", "T", "H", "V"}, DType::bf16, Transform::randn, "dv"},
@@ -142,6 +144,8 @@ OpSpec make_kda() {
   s.name = "chunk_kda";
   s.category = "linear_attention";
   s.gate_suite = "lina_chunk_kda_gate";
+  s.source_dir = "ops/delta";
+  s.model_name = "kda";
   s.gva = true;
   s.inputs = delta_inputs({"B", "T", "HV", "K"});
   s.fixed_kwargs = {{"scale", nullptr},          {"initial_state", nullptr}, {"output_final_state", false},
@@ -155,6 +159,8 @@ OpSpec make_gdn() {
   s.name = "chunk_gdn";
   s.category = "linear_attention";
   s.gate_suite = "lina_chunk_gdn_gate";
+  s.source_dir = "ops/delta";
+  s.model_name = "gdn";
   s.gva = true;
   s.inputs = delta_inputs({"B", "T", "HV"});
   s.fixed_kwargs = {{"scale", nullptr}, {"initial_state", nullptr}, {"output_final_state", false}, {"use_qk_l2norm_in_kernel", true}};
@@ -185,6 +191,26 @@ const OpSpec& find_op(const std::string& name) {
   std::string valid;
   for (const auto& op : registry()) valid += (valid.empty() ? "" : ", ") + op.name;
   throw_invalid("--op", "'" + name + "'", "one of " + valid + " (or all)");
+}
+
+const OpSpec* lookup_op(const std::string& name) {
+  for (const auto& op : registry())
+    if (op.name == name) return &op;
+  return nullptr;
+}
+
+std::vector<std::string> op_names() {
+  std::vector<std::string> out;
+  for (const auto& op : registry()) out.push_back(op.name);
+  return out;
+}
+
+std::string op_name_list(const std::string& last_separator) {
+  const auto names = op_names();
+  std::string out;
+  for (std::size_t i = 0; i < names.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == names.size() ? last_separator : ", ") + names[i];
+  return out;
 }
 
 std::vector<const OpSpec*> resolve_ops(const std::vector<std::string>& names) {

@@ -41,6 +41,8 @@ struct OpSpec {
   std::string name;            // chunk_gla
   std::string category;        // linear_attention
   std::string gate_suite;      // lina_chunk_gla_gate
+  std::string source_dir;      // ops/gla: the op library folder of its code and its fp64 reference
+  std::string model_name;      // gla: the name FLA's training-throughput benchmark gives the model (--name)
   std::vector<InputSpec> inputs;
   nlohmann::json fixed_kwargs;  // documented constants of every call (FLA's benchmark kwargs)
   std::vector<std::string> backends{"cuda", "cpu"};
@@ -69,6 +71,12 @@ struct OpSpec {
 const std::vector<OpSpec>& registry();
 // Throws lina::Error(invalid_argument, "--op") listing the valid names.
 const OpSpec& find_op(const std::string& name);
+// The spec named `name`, or nullptr.
+const OpSpec* lookup_op(const std::string& name);
+// Registered op names in registry order, and as text: "chunk_gla, chunk_kda, chunk_gdn" with
+// `last_separator` (", " or " or ") before the last one.
+std::vector<std::string> op_names();
+std::string op_name_list(const std::string& last_separator = ", ");
 // "all" or a comma list (already split) -> specs.
 std::vector<const OpSpec*> resolve_ops(const std::vector<std::string>& names);
 

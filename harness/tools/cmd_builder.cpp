@@ -4,23 +4,23 @@
 #include <array>
 #include <regex>
 
+#include "harness/engine/registry.h"
 #include "harness/util/git.h"
 #include "lina/error.h"
 
 namespace lina::harness {
 
 namespace {
-constexpr std::array<const char*, 3> kOps = {"chunk_gla", "chunk_kda", "chunk_gdn"};
 constexpr std::array<const char*, 4> kModes = {"fwd", "infer", "bwd", "fwdbwd"};
 
 template <class A>
 bool contains(const A& a, const std::string& s) {
-  return std::any_of(a.begin(), a.end(), [&](const char* x) { return s == x; });
+  return std::any_of(a.begin(), a.end(), [&](const auto& x) { return s == x; });
 }
 template <class A>
 std::string listed(const A& a) {
   std::string out;
-  for (const char* x : a) out += (out.empty() ? "" : ", ") + std::string(x);
+  for (const auto& x : a) out += (out.empty() ? "" : ", ") + std::string(x);
   return out;
 }
 }  // namespace
@@ -46,10 +46,11 @@ std::optional<ShapeName> parse_shape_name(const std::string& name) {
 
 void check_cell_selection(const std::vector<std::string>& ops, const std::vector<std::string>& modes,
                           const std::vector<std::string>& shapes) {
-  if (ops.empty()) throw Error(ErrorCode::invalid_argument, "--op", "--op: give at least one op (" + listed(kOps) + ")");
+  const std::vector<std::string> known = op_names();
+  if (ops.empty()) throw Error(ErrorCode::invalid_argument, "--op", "--op: give at least one op (" + listed(known) + ")");
   for (const auto& op : ops) {
-    if (!contains(kOps, op)) {
-      throw Error(ErrorCode::invalid_argument, "--op", "--op `" + op + "`: unknown op, expected one of " + listed(kOps));
+    if (!contains(known, op)) {
+      throw Error(ErrorCode::invalid_argument, "--op", "--op `" + op + "`: unknown op, expected one of " + listed(known));
     }
   }
   for (const auto& m : modes) {
@@ -69,8 +70,8 @@ void check_cell_selection(const std::vector<std::string>& ops, const std::vector
     }
     if (s->HV) {
       for (const auto& op : ops) {
-        if (op == "chunk_gla") {
-          throw Error(ErrorCode::invalid_argument, "--shapes", "--shapes `" + sh + "`: HV (grouped value heads) is not an argument of chunk_gla");
+        if (!find_op(op).gva) {
+          throw Error(ErrorCode::invalid_argument, "--shapes", "--shapes `" + sh + "`: HV (grouped value heads) is not an argument of " + op);
         }
       }
       if (s->HV % s->H != 0) {
@@ -87,7 +88,7 @@ std::vector<std::string> build_command_argv(const CmdRequest& req, const std::st
   }
   // `run --op all` is the run command's own shorthand for every registered op.
   const bool all = req.action == "run" && req.ops == std::vector<std::string>{"all"};
-  check_cell_selection(all ? std::vector<std::string>(kOps.begin(), kOps.end()) : req.ops, req.modes, req.shapes);
+  check_cell_selection(all ? op_names() : req.ops, req.modes, req.shapes);
   if (req.action != "run" && req.ops.size() != 1) {
     throw Error(ErrorCode::invalid_argument, "--op", "--op: lina " + req.action + " takes exactly one op");
   }

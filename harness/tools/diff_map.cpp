@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "harness/engine/registry.h"
 #include "harness/util/subprocess.h"
 #include "harness/util/text_file.h"
 #include "lina/error.h"
@@ -37,14 +38,15 @@ bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p,
 }  // namespace
 
 const std::vector<std::string>& all_ops() {
-  static const std::vector<std::string> ops{"chunk_gla", "chunk_kda", "chunk_gdn"};
+  static const std::vector<std::string> ops = op_names();
   return ops;
 }
 
 std::vector<std::string> ops_of_source(const std::string& p) {
-  if (starts_with(p, "ops/gla/")) return {"chunk_gla"};
-  if (starts_with(p, "ops/delta/")) return {"chunk_kda", "chunk_gdn"};
-  return {};
+  std::vector<std::string> out;
+  for (const auto& op : registry())
+    if (starts_with(p, op.source_dir + "/")) out.push_back(op.name);
+  return out;
 }
 
 DepGraph parse_ninja_deps(const std::string& text, const fs::path& build_dir, const fs::path& repo_root) {

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <vector>
 
+#include "harness/engine/registry.h"
 #include "harness/verify/accuracy.h"
 #include "harness/util/npy.h"
 #include "harness/verify/tolerances.h"
@@ -80,7 +81,7 @@ std::optional<T> kw(const json& k, const char* key, const fs::path& file) {
 
 int run_check(const CheckOptions& o, std::ostream& out) {
   const bool gla = o.op == "chunk_gla", kda = o.op == "chunk_kda";
-  if (!gla && !kda && o.op != "chunk_gdn") bad("--op", "argument `--op`: seen '" + o.op + "', expected chunk_gla, chunk_kda or chunk_gdn");
+  if (!lookup_op(o.op)) bad("--op", "argument `--op`: seen '" + o.op + "', expected " + op_name_list(" or "));
   const std::string backend = o.backend.empty() ? (cuda_device_count() > 0 ? "cuda" : "cpu") : o.backend;
   if (backend != "cpu" && backend != "cuda") bad("--backend", "argument `--backend`: seen '" + o.backend + "', expected cpu or cuda");
   if (backend == "cuda" && cuda_device_count() == 0)

@@ -29,9 +29,9 @@ std::map<std::string, std::string> frozen_hashes(const std::filesystem::path& re
     files.insert(files.end(), found.begin(), found.end());
   };
   add_dir("tests/gate/common", "");
-  if (op == "chunk_gla") add_dir("ops/gla", "reference");
-  else if (op == "chunk_kda" || op == "chunk_gdn") add_dir("ops/delta", "reference");
-  else throw Error(ErrorCode::invalid_argument, "op", "unknown op '" + op + "' (chunk_gla, chunk_kda, chunk_gdn)");
+  const OpSpec* spec = lookup_op(op);
+  if (!spec) throw Error(ErrorCode::invalid_argument, "op", "unknown op '" + op + "' (" + op_name_list() + ")");
+  add_dir(spec->source_dir, "reference");
   files.push_back("harness/verify/tolerances.cpp");
   files.push_back("harness/verify/accuracy.cpp");
   std::map<std::string, std::string> out;

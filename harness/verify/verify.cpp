@@ -11,6 +11,7 @@
 
 #include "harness/verify/baseline.h"
 #include "harness/verify/frozen.h"
+#include "harness/engine/registry.h"
 #include "harness/util/subprocess.h"
 #include "lina/build_info.h"
 #include "lina/error.h"
@@ -184,8 +185,7 @@ bool is_promotion_gpu(const std::string& gpu, const std::string& cc) {
 
 VerifyOutcome verify(const VerifyOptions& o, std::ostream& out) {
   VerifyOutcome res;
-  if (o.op != "chunk_gla" && o.op != "chunk_kda" && o.op != "chunk_gdn")
-    throw_invalid("--op", "'" + o.op + "'", "chunk_gla, chunk_kda or chunk_gdn");
+  if (!lookup_op(o.op)) throw_invalid("--op", "'" + o.op + "'", op_name_list(" or "));
   if (o.rounds < 1) throw_invalid("--rounds", std::to_string(o.rounds), "at least 1");
   if (o.backend == "cuda" && cuda_device_count() == 0) {
     out << "lina verify: --backend cuda needs an NVIDIA GPU, and " << (cuda_backend_compiled() ? "none is visible" : "this build has no CUDA backend")
