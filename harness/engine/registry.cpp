@@ -256,7 +256,7 @@ std::int64_t model_chunk(const OpSpec& op, const ShapeKeys& k) {
   return std::min<std::int64_t>(64, std::max<std::int64_t>(16, p));
 }
 
-// Minimal ("fully fused") traffic: each input read once, each output written once (spec section 7).
+// Minimal ("fully fused") traffic: each input read once, each output written once (docs/math.md section 7).
 double OpSpec::bytes(const ShapeKeys& k, Mode mode, bool final_state) const {
   double in_bytes = 0;
   for (const auto& in : inputs) in_bytes += static_cast<double>(input_shape(in, k).numel() * dtype_size(in.dtype));
@@ -274,7 +274,7 @@ double OpSpec::bytes(const ShapeKeys& k, Mode mode, bool final_state) const {
 }
 
 // Per token and value head, one multiply-add = 2 FLOPs. Forward: the anchors' formulas
-// (GLA 4KV + 2CK + 2CV; KDA/GDN 6KV + 6CK + 4CV + C^2); backward: spec section 7's table.
+// (GLA 4KV + 2CK + 2CV; KDA/GDN 6KV + 6CK + 4CV + C^2); backward: the table of docs/math.md section 7.
 double OpSpec::flops(const ShapeKeys& k, Mode mode) const {
   const double K = static_cast<double>(k.K), V = static_cast<double>(k.V), C = static_cast<double>(model_chunk(*this, k));
   double f = 0, b = 0;

@@ -202,8 +202,8 @@ SummaryFile parse_summary_file(const json& doc, const fs::path& path) {
         r.fail(ctx + (s.base_ms ? "head_median_ms" : "base_median_ms"), "missing for a `" + s.verdict + "` row");
       }
       if (paired && !s.speedup && *s.head_ms > 0) s.speedup = *s.base_ms / *s.head_ms;
-      // The latency change from the medians whenever a row has both: verify files before the twenty-first session
-      // stored (speedup - 1) x 100 under change_pct, with the opposite sign.
+      // The latency change from the medians whenever a row has both: older verify files stored
+      // (speedup - 1) x 100 under change_pct, with the opposite sign.
       if (paired && *s.base_ms > 0) s.change_pct = (*s.head_ms / *s.base_ms - 1.0) * 100.0;
       auto it = checks.find(s.key());
       if (it != checks.end()) s.check = it->second;

@@ -29,7 +29,7 @@ struct CellComparison {
 // One cell's timing samples grouped by round: one vector per `lina run` process (verify alternates the sides round by
 // round). A process's own state (where its buffers landed in memory, the clocks it met) moves all of its samples
 // together, so the samples of a round are not independent of each other: an A/A verify of identical kernels on the
-// H200 (twentieth session) measured the baseline's two rounds of B1_T8192_H96_D128 GDN at a pooled median 4.7 %
+// H200 measured the baseline's two rounds of B1_T8192_H96_D128 GDN at a pooled median 4.7 %
 // above the candidate's, and the pooled bootstrap's interval [1.046, 1.048] called it a win. The interval therefore
 // resamples rounds first (with replacement, as many as there are), then samples within each drawn round; a single
 // round is the plain bootstrap over its samples.

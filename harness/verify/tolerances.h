@@ -1,4 +1,4 @@
-// FLA's tolerance table (spec section 6): the one place gate suites and per-cell checks read limits
+// FLA's tolerance table (docs/math.md section 6): the one place gate suites and per-cell checks read limits
 // from. Changing a value is its own commit with its reason; `lina loop init` hashes this file.
 #pragma once
 #include <string_view>

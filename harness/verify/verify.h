@@ -16,7 +16,7 @@
 
 namespace lina::harness {
 
-// Documented exit codes (DESIGN section 4), as verify reports them.
+// Documented exit codes (docs/architecture.md section 4), as verify reports them.
 inline constexpr int kVerifyOk = 0, kVerifyGateFailed = 1, kVerifyUsage = 2, kVerifyBaselineFailed = 3,
                      kVerifyGateEmpty = 4, kVerifyRegression = 5;
 

@@ -209,7 +209,7 @@ TEST(VerifyFlow, EveryMissingConditionIsAReason) {
   for (const auto& c : r.json["comparisons"]) EXPECT_EQ(c["verdict"], "noise");
 }
 
-// The twentieth session's A/A false win, end to end: the baseline's first two rounds (processes) run 6 % slow, its
+// An A/A false win seen on the H200, end to end: the baseline's first two rounds (processes) run 6 % slow, its
 // third does not, the candidate is the same code. Pooled over rounds the 36 baseline samples sit mostly at 1.06; the
 // interval resamples rounds, so no cell is faster and there is no repeatable win.
 TEST(VerifyFlow, SlowRoundsOfIdenticalCodeAreNotAWin) {
@@ -245,7 +245,7 @@ TEST(VerifyFlow, SlowerCellsAreARegressionAndCanFailTheRun) {
 }
 
 // A verify file's change_pct is the latency change, as in compare files and the schema (negative = faster), so that
-// `lina summarize` flags a 2x win IMPROVED (verify wrote (speedup - 1) x 100 until the twenty-first session, and
+// `lina summarize` flags a 2x win IMPROVED (verify files once held (speedup - 1) x 100 there, and
 // summarize flagged every win of a verify file REGRESSION).
 TEST(VerifyFlow, ChangeIsTheLatencyChangeThatSummarizeReads) {
   TempDir d("verify");
