@@ -1,8 +1,6 @@
 #include "harness/results/results.h"
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 
 #include "lina/error.h"
 
@@ -138,83 +136,5 @@ json make_run_document(const json& tool, const json& machine, const json& config
           {"baseline", nullptr}, {"comparisons", json::array()}, {"verdict", nullptr}};
 }
 
-void write_json_file(const std::string& path, const json& doc) {
-  std::ofstream f(path);
-  if (!f) throw Error(ErrorCode::runtime, "--json", "cannot open '" + path + "' for writing");
-  f << doc.dump(2) << "\n";
-  if (!f) throw Error(ErrorCode::runtime, "--json", "writing '" + path + "' failed");
-}
-
-const std::vector<std::string>& required_row_keys() {
-  static const std::vector<std::string> keys{
-      "op",    "mode",   "shape",  "shape_keys", "backend", "kernels", "samples",  "times_ms", "median_ms",
-      "mean_ms", "std_ms", "min_ms", "p10_ms",   "p20_ms",  "p80_ms",  "p90_ms",   "noise",    "stop_reason",
-      "bytes", "flops",  "gbps",   "tflops",     "frac_hbm", "frac_tc", "peak_mem_bytes", "sm_clock_mhz",
-      "throttled", "check"};
-  return keys;
-}
-
-namespace {
-[[noreturn]] void bad(const std::string& file, const std::string& key, const std::string& problem) {
-  throw Error(ErrorCode::invalid_argument, key, "file '" + file + "': key `" + key + "`: " + problem);
-}
-
-void require_keys(const json& obj, const std::string& prefix, const std::vector<std::string>& keys, const std::string& file) {
-  if (!obj.is_object()) bad(file, prefix, "expected an object, seen " + std::string(obj.type_name()));
-  for (const auto& k : keys)
-    if (!obj.contains(k)) bad(file, prefix.empty() ? k : prefix + "." + k, "missing");
-}
-
-void require_type(const json& v, bool ok, const std::string& file, const std::string& key, const std::string& expected) {
-  if (!ok) bad(file, key, "expected " + expected + ", seen " + v.dump());
-}
-}  // namespace
-
-void validate_document(const json& doc, const std::string& file) {
-  if (!doc.is_object()) bad(file, "(top level)", "expected a JSON object");
-  if (!doc.contains("schema")) bad(file, "schema", "missing (expected \"" + std::string(kSchema) + "\")");
-  if (doc["schema"] != kSchema) bad(file, "schema", "seen " + doc["schema"].dump() + ", expected \"" + kSchema + "\"");
-  require_keys(doc, "", {"kind", "tool", "machine", "config", "results"}, file);
-  const auto& kind = doc["kind"];
-  require_type(kind, kind == "run" || kind == "verify" || kind == "compare", file, "kind", "run, verify or compare");
-  require_keys(doc["tool"], "tool", {"name", "version", "git_sha", "git_dirty"}, file);
-  require_keys(doc["machine"], "machine",
-               {"gpu", "sm_count", "compute_capability", "driver", "cuda_runtime", "compiler", "host", "cpu", "ceilings"}, file);
-  require_keys(doc["machine"]["ceilings"], "machine.ceilings", {"hbm_gbps", "bf16_tflops", "source"}, file);
-  require_keys(doc["config"], "config",
-               {"seed", "backend", "l2_flush", "graphs", "min_samples", "max_noise", "time_budget_s", "command"}, file);
-  const auto& rows = doc["results"];
-  require_type(rows, rows.is_array(), file, "results", "an array");
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    const std::string p = "results[" + std::to_string(i) + "]";
-    const auto& r = rows[i];
-    require_keys(r, p, required_row_keys(), file);
-    require_keys(r["shape_keys"], p + ".shape_keys", {"B", "T", "H", "HV", "K", "V", "varlen", "num_seqs"}, file);
-    require_keys(r["sm_clock_mhz"], p + ".sm_clock_mhz", {"before", "after"}, file);
-    require_keys(r["check"], p + ".check", {"reference", "tolerance", "err_ratio", "max_abs", "pass", "tensors"}, file);
-    require_type(r["times_ms"], r["times_ms"].is_array(), file, p + ".times_ms", "an array of numbers");
-    for (const auto& t : r["times_ms"]) require_type(t, t.is_number(), file, p + ".times_ms", "an array of numbers");
-    for (const char* k : {"median_ms", "mean_ms", "std_ms", "min_ms", "p10_ms", "p20_ms", "p80_ms", "p90_ms", "noise",
-                          "bytes", "flops", "gbps", "tflops", "frac_hbm", "frac_tc"})
-      require_type(r[k], r[k].is_number(), file, p + "." + k, "a number");
-    for (const char* k : {"op", "mode", "shape", "backend", "stop_reason"})
-      require_type(r[k], r[k].is_string(), file, p + "." + k, "a string");
-    require_type(r["check"]["pass"], r["check"]["pass"].is_boolean() || r["check"]["pass"].is_null(), file,
-                 p + ".check.pass", "true, false or null");
-  }
-}
-
-json read_results_file(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) throw Error(ErrorCode::invalid_argument, path, "file '" + path + "': cannot be read");
-  json doc;
-  try {
-    doc = json::parse(f);
-  } catch (const json::parse_error& e) {
-    throw Error(ErrorCode::invalid_argument, path, "file '" + path + "': not valid JSON (" + e.what() + ")");
-  }
-  validate_document(doc, path);
-  return doc;
-}
 
 }  // namespace lina::harness

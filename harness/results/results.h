@@ -1,5 +1,5 @@
-// JSON results, schema `lina.bench/1` (docs/json-schema.md): result rows, the run document, and a
-// reader that validates schema and required keys, naming the file and the key on error.
+// Result rows of the lina.bench/1 schema (docs/json-schema.md) and the run document that carries
+// them; reading, validating and writing files is harness/results/schema.
 #pragma once
 #include <optional>
 #include <string>
@@ -8,11 +8,10 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/engine/stats.h"
+#include "harness/results/schema.h"
 #include "harness/engine/workload.h"
 
 namespace lina::harness {
-
-inline constexpr const char* kSchema = "lina.bench/1";
 
 struct TensorCheck {
   std::string name;  // o, ht, dq, ...
@@ -59,15 +58,5 @@ ResultRow row_from_json(const nlohmann::json& j);  // assumes a validated row
 nlohmann::json make_run_document(const nlohmann::json& tool, const nlohmann::json& machine,
                                  const nlohmann::json& config, const std::vector<ResultRow>& rows,
                                  const nlohmann::json& failures = nlohmann::json::array());
-
-void write_json_file(const std::string& path, const nlohmann::json& doc);  // throws runtime on I/O errors
-
-// Validates a parsed document: schema, kind, and every required key of tool, machine, config and
-// each result row. Errors are lina::Error(invalid_argument) "file '<file>': key `<path>`: <problem>".
-void validate_document(const nlohmann::json& doc, const std::string& file);
-// Reads, parses and validates a results file.
-nlohmann::json read_results_file(const std::string& path);
-
-const std::vector<std::string>& required_row_keys();
 
 }  // namespace lina::harness

@@ -32,10 +32,6 @@ std::string read_text(const fs::path& p) {
   return s.str();
 }
 
-[[noreturn]] void bad_file(const fs::path& f, const std::string& key, const std::string& what) {
-  throw Error(ErrorCode::invalid_argument, key, "run file " + f.string() + ": key '" + key + "' " + what);
-}
-
 double percentile(std::vector<double> v, double p) {
   if (v.empty()) return NAN;
   std::sort(v.begin(), v.end());
@@ -124,11 +120,6 @@ void print_gate(const GateResult& g, std::ostream& out) {
   if (!g.log_path.empty()) out << "  gate log: " << g.log_path << "\n";
 }
 
-std::string json_str(const json& j, const char* key) {
-  if (!j.is_object() || !j.contains(key) || !j[key].is_string()) return "";
-  return j[key].get<std::string>();
-}
-
 // The SHA a ready-made baseline must report: a full 40-hex SHA is taken as typed (the results prove
 // it; the tree may be a copy without git history), anything else is resolved in the checkout.
 std::string resolve_base_sha(const fs::path& repo, const std::string& ref) {
@@ -137,42 +128,6 @@ std::string resolve_base_sha(const fs::path& repo, const std::string& ref) {
 }
 
 }  // namespace
-
-RunFile read_run_file(const fs::path& file) {
-  if (!fs::is_regular_file(file)) throw Error(ErrorCode::invalid_argument, "json", "run file " + file.string() + " was not written");
-  json j;
-  try {
-    j = json::parse(read_text(file));
-  } catch (const std::exception& e) {
-    throw Error(ErrorCode::invalid_argument, "json", "run file " + file.string() + " is not valid JSON: " + e.what());
-  }
-  if (!j.is_object()) bad_file(file, "(top level)", "is not an object");
-  if (j.value("schema", "") != "lina.bench/1") bad_file(file, "schema", "is '" + j.value("schema", std::string("(absent)")) + "', expected 'lina.bench/1'");
-  RunFile f;
-  f.tool = j.value("tool", json::object());
-  f.machine = j.value("machine", json::object());
-  f.git_sha = json_str(f.tool, "git_sha");
-  f.gpu = json_str(f.machine, "gpu");
-  if (!j.contains("results") || !j["results"].is_array()) bad_file(file, "results", "is missing or not an array");
-  for (const auto& r : j["results"]) {
-    RunRow row;
-    row.row = r;
-    row.op = json_str(r, "op");
-    row.mode = json_str(r, "mode");
-    row.shape = json_str(r, "shape");
-    if (row.op.empty() || row.mode.empty() || row.shape.empty()) bad_file(file, "results[].op/mode/shape", "is missing in a row");
-    if (!r.contains("times_ms") || !r["times_ms"].is_array() || r["times_ms"].empty())
-      bad_file(file, "results[].times_ms", "is missing or empty for " + row.key());
-    for (const auto& t : r["times_ms"]) {
-      if (!t.is_number() || !(t.get<double>() > 0)) bad_file(file, "results[].times_ms", "holds a non-positive or non-numeric sample for " + row.key());
-      row.times_ms.push_back(t.get<double>());
-    }
-    if (r.contains("check") && r["check"].is_object() && r["check"].contains("pass") && r["check"]["pass"].is_boolean())
-      row.check_pass = r["check"]["pass"].get<bool>();
-    f.rows.push_back(std::move(row));
-  }
-  return f;
-}
 
 bool is_promotion_gpu(const std::string& gpu, const std::string& cc) {
   const double cap = std::atof(cc.c_str());
@@ -194,7 +149,7 @@ VerifyOutcome verify(const VerifyOptions& o, std::ostream& out) {
     return res;
   }
   const fs::path cand_exe = o.candidate_exe.empty() ? current_executable() : o.candidate_exe;
-  json doc = {{"schema", "lina.bench/1"}, {"kind", "verify"}};
+  json doc = {{"schema", kSchema}, {"kind", "verify"}};
   doc["tool"] = {{"name", "lina"}, {"version", kVersion}, {"git_sha", LINA_BUILD_GIT_SHA}, {"git_dirty", LINA_BUILD_GIT_DIRTY}};
   doc["config"] = {{"op", o.op}, {"seed", o.seed}, {"backend", o.backend.empty() ? json(nullptr) : json(o.backend)},
                    {"rounds", o.rounds}, {"threshold_pct", o.threshold_pct}, {"modes", o.modes}, {"shapes", o.shapes},

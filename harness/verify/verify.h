@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "harness/results/schema.h"
+
 #include "harness/verify/compare.h"
 #include "harness/verify/gate.h"
 
@@ -44,24 +46,6 @@ struct VerifyOptions {
   std::string baseline_sha;
   std::map<std::string, std::string> gate_env;  // extra environment of the gate process
 };
-
-// One result row read back from a `lina run --json` file, keyed by op/mode/shape.
-struct RunRow {
-  std::string op, mode, shape;
-  std::vector<double> times_ms;
-  std::optional<bool> check_pass;  // nullopt: not verified (check null or absent)
-  nlohmann::json row;              // the row as written
-  std::string key() const { return op + "/" + mode + "/" + shape; }
-};
-
-struct RunFile {
-  std::string git_sha, gpu;
-  nlohmann::json tool, machine;
-  std::vector<RunRow> rows;
-};
-
-// Reads and checks one `lina run --json` file; problems -> lina::Error naming the file and key.
-RunFile read_run_file(const std::filesystem::path& file);
 
 // Datacenter Hopper-or-newer (sm_90+): the hardware a promotion may rest on.
 bool is_promotion_gpu(const std::string& gpu_name, const std::string& compute_capability);
