@@ -8,10 +8,9 @@
 
 namespace lina::harness {
 
-// Validates op names, modes and shape names; throws lina::Error naming the flag and the bad value.
-// Until harness/engine/registry.h lands this checks a fixed op set and the shape-name grammar
-// B{b}_T{t}_H{h}_D{d}[_HV{hv}] (or varlen_<dist>_T{t}_H{h}_D{d}[_HV{hv}]); it is the one function
-// to swap for a registry lookup.
+// Validates op names (against the registry), modes and shape names (the grammar
+// B{b}_T{t}_H{h}_D{d}[_HV{hv}] or varlen_<dist>_T{t}_H{h}_D{d}[_HV{hv}]); throws lina::Error naming
+// the flag and the bad value.
 void check_cell_selection(const std::vector<std::string>& ops, const std::vector<std::string>& modes,
                           const std::vector<std::string>& shapes);
 
