@@ -1,4 +1,4 @@
-#include "harness/baseline.h"
+#include "harness/verify/baseline.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
