@@ -172,7 +172,9 @@ DepGraph collect_dep_graph(const fs::path& build_dir, const fs::path& repo_root)
       dep_args.push_back(args[i]);
     }
     dep_args.insert(dep_args.begin() + 1, {"-MM", "-MF", "/dev/stdout"});
-    auto r = run_process(dep_args, dir);
+    ProcessOptions in_dir;
+    in_dir.cwd = dir;
+    auto r = run_process(dep_args, in_dir);
     if (r.exit_code != 0) {
       throw Error(ErrorCode::runtime, file, "--from-diff: dependency scan of " + file + " failed: " + r.err_or_spawn_error().substr(0, 500));
     }
