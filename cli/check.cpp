@@ -1,9 +1,9 @@
-// `lina check`: one op on .npy inputs against the fp64 reference (harness/check.h).
+// `lina check`: one op on .npy inputs against the fp64 reference (harness/verify/check.h).
 #include <iostream>
 #include <memory>
 
 #include "cli/commands.h"
-#include "harness/check.h"
+#include "harness/verify/check.h"
 
 namespace lina::cli {
 

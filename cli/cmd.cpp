@@ -3,9 +3,9 @@
 #include <iostream>
 
 #include "cli/commands.h"
-#include "harness/cmd_builder.h"
-#include "harness/proc_util.h"
-#include "harness/shell_quote.h"
+#include "harness/tools/cmd_builder.h"
+#include "harness/util/subprocess.h"
+#include "harness/util/shell_quote.h"
 #include "lina/error.h"
 
 namespace lina::cli {
@@ -54,7 +54,7 @@ void register_cmd(CLI::App& app, Outcome& outcome) {
       if (!o->backend.empty()) r.backend = o->backend;
       if (!o->set.empty()) r.set = o->set;
       if (!o->out.empty()) r.out = o->out;
-      const std::string exe = o->lina.empty() ? harness::self_executable().string() : o->lina;
+      const std::string exe = o->lina.empty() ? harness::current_executable().string() : o->lina;
       std::cout << harness::shell_join(harness::build_command_argv(r, exe, o->repo)) << "\n";
       outcome.code = kOk;
     } catch (const Error& e) {

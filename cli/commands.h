@@ -6,7 +6,7 @@
 
 namespace lina::cli {
 
-// Documented exit codes (DESIGN section 4).
+// Documented exit codes (docs/architecture.md section 4).
 enum Exit : int {
   kOk = 0,
   kGateFailed = 1,

@@ -6,11 +6,13 @@
 #include <iostream>
 
 #include "cli/commands.h"
-#include "harness/cmd_builder.h"
-#include "harness/compare_refs.h"
-#include "harness/diff_map.h"
-#include "harness/proc_util.h"
-#include "harness/shell_quote.h"
+#include "harness/tools/cmd_builder.h"
+#include "harness/verify/compare_refs.h"
+#include "harness/tools/diff_map.h"
+#include "harness/util/subprocess.h"
+#include "harness/util/git.h"
+#include "harness/util/text_file.h"
+#include "harness/util/shell_quote.h"
 #include "lina/build_info.h"
 #include "lina/error.h"
 
@@ -58,7 +60,7 @@ void register_compare(CLI::App& app, Outcome& outcome) {
       if (base.binary.empty()) base.binary = harness::build_ref_binary(repo, o->base, "--base");
       if (head.binary.empty()) {
         // This very build is the head when it is that commit and clean; otherwise build the ref.
-        if (head.sha == LINA_BUILD_GIT_SHA && !LINA_BUILD_GIT_DIRTY) head.binary = harness::self_executable();
+        if (head.sha == LINA_BUILD_GIT_SHA && !LINA_BUILD_GIT_DIRTY) head.binary = harness::current_executable();
         else head.binary = harness::build_ref_binary(repo, o->head, "--head");
       }
       for (auto* s : {&base, &head}) {
@@ -67,7 +69,7 @@ void register_compare(CLI::App& app, Outcome& outcome) {
       std::vector<std::string> ops;
       if (o->from_diff) {
         if (base.sha.empty()) throw Error(ErrorCode::invalid_argument, "--from-diff", "--from-diff needs --base REF");
-        const fs::path build = o->build_dir.empty() ? harness::self_executable().parent_path().parent_path() : fs::path(o->build_dir);
+        const fs::path build = o->build_dir.empty() ? harness::current_executable().parent_path().parent_path() : fs::path(o->build_dir);
         const auto changed = harness::changed_files(repo, base.sha, head.sha);
         const auto m = harness::map_changes_to_ops(changed, harness::collect_dep_graph(build, repo));
         std::printf("--from-diff: %zu changed files between %s and %s\n", changed.size(), base.sha.substr(0, 12).c_str(), head.sha.substr(0, 12).c_str());

@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
-#include "harness/registry.h"
+#include "harness/engine/registry.h"
 
 namespace lina::cli {
 

@@ -1,16 +1,15 @@
 // `lina loop init|log|status --op OP`: the optimization-loop contract and log (docs/loop.md).
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
 
 #include "cli/commands.h"
-#include "harness/cmd_builder.h"
-#include "harness/frozen.h"
-#include "harness/loop_log.h"
-
-#include <cmath>
-#include "harness/proc_util.h"
-#include "harness/shell_quote.h"
+#include "harness/tools/cmd_builder.h"
+#include "harness/verify/frozen.h"
+#include "harness/tools/loop_log.h"
+#include "harness/util/git.h"
+#include "harness/util/shell_quote.h"
 #include "lina/error.h"
 
 namespace lina::cli {
@@ -101,10 +100,8 @@ void register_loop(CLI::App& app, Outcome& outcome) {
         std::cout << harness::opt_log_row(e);
       } else {
         const auto c = harness::load_contract(dir);
-        auto entries = harness::load_entries(dir);
-        for (auto& e : entries)  // rows cite evidence relative to the repository
-          if (!e.profile.empty() && std::filesystem::path(e.profile).is_relative()) e.profile = (root / e.profile).string();
-        const auto s = harness::loop_status(c, entries, harness::frozen_hashes(root, o->op));
+        const auto entries = harness::load_entries(dir);
+        const auto s = harness::loop_status(c, entries, harness::frozen_hashes(root, o->op), root);
         std::cout << harness::render_loop_status(c, s);
       }
       outcome.code = kOk;

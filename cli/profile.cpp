@@ -4,11 +4,13 @@
 #include <iostream>
 
 #include "cli/commands.h"
-#include "harness/cmd_builder.h"
-#include "harness/compare_refs.h"
-#include "harness/profile.h"
-#include "harness/proc_util.h"
-#include "harness/shell_quote.h"
+#include "harness/tools/cmd_builder.h"
+#include "harness/verify/compare_refs.h"
+#include "harness/tools/profile.h"
+#include "harness/util/subprocess.h"
+#include "harness/util/git.h"
+#include "harness/util/text_file.h"
+#include "harness/util/shell_quote.h"
 #include "lina/error.h"
 #include "lina/version.h"
 
@@ -64,13 +66,13 @@ void register_profile(CLI::App& app, Outcome& outcome) {
       struct Side { std::string name; std::string binary; };
       std::vector<Side> sides;
       if (!o->base_binary.empty()) sides.push_back({"base", o->base_binary});
-      sides.push_back({"head", o->lina.empty() ? harness::self_executable().string() : o->lina});
+      sides.push_back({"head", o->lina.empty() ? harness::current_executable().string() : o->lina});
       std::vector<harness::KernelProfile> base_k, head_k;
       for (const auto& s : sides) {
         const auto argv = harness::ncu_profile_argv(ncu->string(), spec, out / s.name, s.binary, out / (s.name + ".json"));
         std::fprintf(stderr, "lina profile: %s\n", harness::shell_join(argv).c_str());
         auto r = harness::run_process(argv);
-        harness::write_text_file(out / (s.name + ".ncu.log"), r.out + r.err);
+        harness::write_text_file(out / (s.name + ".ncu.log"), r.out + r.err_or_spawn_error());
         if (r.exit_code != 0) {
           std::fprintf(stderr, "lina profile: ncu exited %d for %s (log: %s)\n", r.exit_code, s.name.c_str(), (out / (s.name + ".ncu.log")).c_str());
           outcome.code = s.name == "base" ? kBaselineFailed : kGateFailed;
@@ -78,7 +80,7 @@ void register_profile(CLI::App& app, Outcome& outcome) {
         }
         const fs::path rep = out / (s.name + ".ncu-rep");
         auto ex = harness::run_process(harness::ncu_export_argv(ncu->string(), rep));
-        if (ex.exit_code != 0) throw Error(ErrorCode::runtime, "ncu", "ncu --import " + rep.string() + " failed: " + ex.err);
+        if (ex.exit_code != 0) throw Error(ErrorCode::runtime, "ncu", "ncu --import " + rep.string() + " failed: " + ex.err_or_spawn_error());
         harness::write_text_file(out / (s.name + ".csv"), ex.out);
         auto k = harness::parse_ncu_raw_csv(ex.out, (out / (s.name + ".csv")).string());
         if (k.empty()) {

@@ -8,9 +8,9 @@
 #include "cli/commands.h"
 
 #include <filesystem>
-#include "harness/shell_quote.h"
-#include "harness/report.h"
-#include "harness/runner.h"
+#include "harness/util/shell_quote.h"
+#include "harness/results/report.h"
+#include "harness/engine/runner.h"
 #include "lina/error.h"
 
 namespace lina::cli {

@@ -3,9 +3,9 @@
 #include <iostream>
 
 #include "cli/commands.h"
-#include "harness/html_report.h"
-#include "harness/proc_util.h"
-#include "harness/summary.h"
+#include "harness/results/html_report.h"
+#include "harness/util/text_file.h"
+#include "harness/results/summary.h"
 #include "lina/error.h"
 
 namespace lina::cli {

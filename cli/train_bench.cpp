@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "harness/engine/registry.h"
 #include "lina/build_info.h"
 
 namespace lina::cli {
@@ -20,7 +21,11 @@ void register_train_bench(CLI::App& app, Outcome& outcome) {
     bool varlen = false;
   };
   auto o = std::make_shared<Opts>();
-  sub->add_option("--name", o->name, "gla, kda or gdn")->required()->check(CLI::IsMember({"gla", "kda", "gdn"}));
+  std::vector<std::string> models;  // FLA's model names for the registered ops
+  for (const auto& op : harness::registry()) models.push_back(op.model_name);
+  std::string listed;
+  for (std::size_t i = 0; i < models.size(); ++i) listed += (i == 0 ? "" : i + 1 == models.size() ? " or " : ", ") + models[i];
+  sub->add_option("--name", o->name, listed)->required()->check(CLI::IsMember(models));
   sub->add_option("--impl", o->impl, "lina or fla")->check(CLI::IsMember({"lina", "fla"}));
   sub->add_option("--batch-size", o->batch)->check(kPositiveInt);
   sub->add_option("--seq-len", o->seq_len)->check(kPositiveInt);

@@ -1,9 +1,9 @@
-// `lina verify`: gate, then candidate vs baseline timing, then the promotion verdict (harness/verify.h).
+// `lina verify`: gate, then candidate vs baseline timing, then the promotion verdict (harness/verify/verify.h).
 #include <iostream>
 #include <memory>
 
 #include "cli/commands.h"
-#include "harness/verify.h"
+#include "harness/verify/verify.h"
 #include "lina/build_info.h"
 
 namespace lina::cli {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/accuracy.h"
+#include "harness/verify/accuracy.h"
 #include "lina/chunk_delta.h"
 #include "ops/common/cpu_math.h"
 #include "ops/delta/cpu_kernels.h"

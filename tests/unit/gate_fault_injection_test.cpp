@@ -3,7 +3,7 @@
 // they are placeholders the clean gate is not green and the test skips, saying so.
 #include <gtest/gtest.h>
 
-#include "harness/gate.h"
+#include "harness/verify/gate.h"
 
 namespace lina::harness {
 namespace {

@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "harness/gate.h"
+#include "harness/verify/gate.h"
 #include "lina/error.h"
 
 namespace lina::harness {

@@ -5,8 +5,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "harness/gate.h"
-#include "harness/subprocess.h"
+#include "harness/verify/gate.h"
+#include "harness/util/subprocess.h"
 #include "lina/build_info.h"
 #include "lina/error.h"
 
@@ -40,7 +40,7 @@ TEST(GateRunner, ReadsTheBuildTheSuiteReports) {
 TEST(GateRunner, RealSuitesReportTheirLinaBuild) {
   GateRunOptions o;
   o.executable = std::filesystem::path(LINA_TEST_GATE_DIR) / "lina_chunk_gla_gate";
-  ProcessResult list = spawn_process({o.executable.string(), "--gtest_list_tests"});
+  ProcessResult list = run_process({o.executable.string(), "--gtest_list_tests"});
   ASSERT_EQ(list.exit_code, 0) << list.err;
   const auto names = parse_gtest_list(list.out);
   ASSERT_FALSE(names.empty());

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/accuracy.h"
+#include "harness/verify/accuracy.h"
 #include "lina/chunk_gla.h"
 #include "tests/support/random.h"
 

@@ -1,4 +1,4 @@
-// The built `lina` binary: exit codes and messages of bad flags (DESIGN section 4: usage -> 2).
+// The built `lina` binary: exit codes and messages of bad flags (docs/architecture.md section 4: usage -> 2).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 

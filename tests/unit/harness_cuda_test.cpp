@@ -3,9 +3,9 @@
 // probe, the device-side check and the measured ceilings. Skipped without a GPU.
 #include <gtest/gtest.h>
 
-#include "harness/device_buffer.h"
-#include "harness/machine.h"
-#include "harness/runner.h"
+#include "harness/engine/device_buffer.h"
+#include "harness/engine/machine.h"
+#include "harness/engine/runner.h"
 #include "lina/lina.h"
 
 #ifdef LINA_WITH_CUDA

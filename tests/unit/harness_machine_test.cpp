@@ -1,8 +1,8 @@
 #include <gtest/gtest.h>
 
-#include "harness/device_buffer.h"
-#include "harness/machine.h"
-#include "harness/timing.h"
+#include "harness/engine/device_buffer.h"
+#include "harness/engine/machine.h"
+#include "harness/engine/timing.h"
 #include "lina/lina.h"
 
 namespace lina::harness {

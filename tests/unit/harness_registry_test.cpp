@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "harness/registry.h"
+#include "harness/engine/registry.h"
 #include "lina/error.h"
 
 namespace lina::harness {
@@ -69,7 +69,7 @@ TEST(HarnessRegistry, FlopsAndBytesMatchTheAnchors) {
     EXPECT_DOUBLE_EQ(op.bytes(k, Mode::infer), op.bytes(k, Mode::fwd));
     EXPECT_GT(op.bytes(k, Mode::bwd), op.bytes(k, Mode::fwd));
   }
-  // GLA backward per spec section 7: 10KV + 4CK + 4CV.
+  // GLA backward per docs/math.md section 7: 10KV + 4CK + 4CV.
   EXPECT_DOUBLE_EQ(find_op("chunk_gla").flops(k, Mode::bwd) / th, 10 * 128 * 128 + 8 * 64 * 128);
 }
 

@@ -8,8 +8,8 @@
 
 #include <algorithm>
 
-#include "harness/report.h"
-#include "harness/results.h"
+#include "harness/results/report.h"
+#include "harness/results/results.h"
 #include "lina/error.h"
 
 namespace lina::harness {

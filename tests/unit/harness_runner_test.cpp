@@ -4,9 +4,9 @@
 
 #include <atomic>
 
-#include "harness/shell_quote.h"
-#include "harness/subprocess.h"
-#include "harness/runner.h"
+#include "harness/util/shell_quote.h"
+#include "harness/util/subprocess.h"
+#include "harness/engine/runner.h"
 #include "lina/error.h"
 
 namespace lina::harness {

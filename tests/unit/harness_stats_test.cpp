@@ -2,8 +2,8 @@
 
 #include <cmath>
 
-#include "harness/compare.h"
-#include "harness/stats.h"
+#include "harness/verify/compare.h"
+#include "harness/engine/stats.h"
 #include "lina/error.h"
 
 namespace lina::harness {
@@ -50,7 +50,7 @@ TEST(HarnessStats, Geomean) {
 }
 
 TEST(HarnessStats, BootstrapOfConstantSamplesIsExact) {
-  // The one speedup bootstrap (harness/compare.h), used by verify and compare alike.
+  // The one speedup bootstrap (harness/verify/compare.h), used by verify and compare alike.
   const CellComparison ci = compare_samples({2, 2, 2, 2}, {1, 1, 1}, 7);
   EXPECT_DOUBLE_EQ(ci.speedup, 2);
   EXPECT_DOUBLE_EQ(ci.ci_low, 2);

@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "harness/timing.h"
+#include "harness/engine/timing.h"
 #include "lina/error.h"
 
 namespace lina::harness {

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "harness/workload.h"
+#include "harness/engine/workload.h"
 #include "lina/error.h"
 
 namespace lina::harness {

@@ -3,8 +3,8 @@
 #include <cmath>
 #include <fstream>
 
-#include "harness/npy.h"
-#include "harness/subprocess.h"
+#include "harness/util/npy.h"
+#include "harness/util/subprocess.h"
 #include "lina/error.h"
 
 namespace lina::harness {

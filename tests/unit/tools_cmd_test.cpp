@@ -1,8 +1,8 @@
 #include <gtest/gtest.h>
 
-#include "harness/cmd_builder.h"
-#include "harness/proc_util.h"
-#include "harness/shell_quote.h"
+#include "harness/tools/cmd_builder.h"
+#include "harness/util/subprocess.h"
+#include "harness/util/shell_quote.h"
 #include "lina/build_info.h"
 #include "lina/error.h"
 #include "tools_support.h"

@@ -4,10 +4,11 @@
 #include <sys/stat.h>
 #include <tuple>
 
-#include "harness/compare.h"
-#include "harness/compare_refs.h"
-#include "harness/proc_util.h"
-#include "harness/summary.h"
+#include "harness/verify/compare.h"
+#include "harness/verify/compare_refs.h"
+#include "harness/util/subprocess.h"
+#include "harness/util/text_file.h"
+#include "harness/results/summary.h"
 #include "lina/build_info.h"
 #include "lina/error.h"
 #include "tools_support.h"
@@ -81,7 +82,7 @@ TEST(ToolsCompare, SlowRoundsAreNotAVerdict) {
   EXPECT_GT(compare_samples(pb, ph, 7, kDefaultThresholdPct, 2000).ci_low, 1.0);
 }
 
-// compare and verify read one rule (harness/compare.h, speedup_verdict): the threshold applies to the speedup, so a
+// compare and verify read one rule (harness/verify/compare.h, speedup_verdict): the threshold applies to the speedup, so a
 // 1.051x cell whose interval excludes 1 is faster for both (its latency change is -4.85 %, under a 5 % latency
 // threshold: compare alone called it noise), and a 0.951x cell (latency +5.1 %) is noise for both.
 TEST(ToolsCompare, VerdictIsVerifysRule) {

@@ -1,7 +1,8 @@
 #include <gtest/gtest.h>
 
-#include "harness/diff_map.h"
-#include "harness/proc_util.h"
+#include "harness/tools/diff_map.h"
+#include "harness/util/subprocess.h"
+#include "harness/util/text_file.h"
 #include "lina/build_info.h"
 #include "lina/error.h"
 #include "tools_support.h"
@@ -53,9 +54,9 @@ TEST(ToolsDiffMap, MapsChangesThroughIncludes) {
   EXPECT_EQ(ops(m).size(), 3u);
   m = map_changes_to_ops({"include/lina/error.h"}, g);  // only the shared dispatch.cpp includes it
   EXPECT_TRUE(m.ops.empty());
-  m = map_changes_to_ops({"harness/summary.cpp", "docs/loop.md", "include/lina/chunk_gla.h"}, g);
+  m = map_changes_to_ops({"harness/results/summary.cpp", "docs/loop.md", "include/lina/chunk_gla.h"}, g);
   EXPECT_EQ(ops(m), std::vector<std::string>{"chunk_gla"});  // harness including a header does not count
-  EXPECT_EQ(m.unmapped, (std::vector<std::string>{"harness/summary.cpp", "docs/loop.md"}));
+  EXPECT_EQ(m.unmapped, (std::vector<std::string>{"harness/results/summary.cpp", "docs/loop.md"}));
   m = map_changes_to_ops({"cmake/LinaCuda.cmake"}, g);
   EXPECT_EQ(ops(m).size(), 3u);
 }
@@ -66,7 +67,7 @@ TEST(ToolsDiffMap, SplitsCompileCommands) {
 }
 
 TEST(ToolsDiffMap, RealBuildGraph) {
-  const auto build = self_executable().parent_path().parent_path();
+  const auto build = current_executable().parent_path().parent_path();
   if (!std::filesystem::exists(build / "build.ninja")) GTEST_SKIP() << "not a ninja build";
   const DepGraph g = collect_dep_graph(build, LINA_BUILD_SOURCE_DIR);
   ASSERT_TRUE(g.count("ops/gla/api.cpp"));
@@ -79,7 +80,7 @@ TEST(ToolsDiffMap, RealBuildGraph) {
 }
 
 TEST(ToolsDiffMap, CompileCommandsFallbackRunsTheCompiler) {
-  const auto build = self_executable().parent_path().parent_path();
+  const auto build = current_executable().parent_path().parent_path();
   if (!std::filesystem::exists(build / "compile_commands.json")) GTEST_SKIP() << "no compile_commands.json";
   // A tree with compile_commands.json but no ninja deps log: the graph comes from -MM.
   lina::testing::TempDir tmp;
@@ -87,7 +88,7 @@ TEST(ToolsDiffMap, CompileCommandsFallbackRunsTheCompiler) {
   const DepGraph g = collect_dep_graph(tmp.path, LINA_BUILD_SOURCE_DIR);
   ASSERT_TRUE(g.count("ops/delta/api.cpp"));
   EXPECT_TRUE(g.at("ops/delta/api.cpp").count("include/lina/chunk_delta.h"));
-  EXPECT_FALSE(g.count("harness/summary.cpp"));  // only op-library entries are scanned
+  EXPECT_FALSE(g.count("harness/results/summary.cpp"));  // only op-library entries are scanned
   EXPECT_THROW(collect_dep_graph(tmp.path / "nothing", LINA_BUILD_SOURCE_DIR), Error);
 }
 

@@ -4,8 +4,9 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "harness/html_report.h"
-#include "harness/proc_util.h"
+#include "harness/results/html_report.h"
+#include "harness/util/subprocess.h"
+#include "harness/util/text_file.h"
 #include "tools_support.h"
 
 namespace lina::harness {

@@ -1,7 +1,8 @@
 #include <gtest/gtest.h>
 
-#include "harness/loop_log.h"
-#include "harness/proc_util.h"
+#include "harness/tools/loop_log.h"
+#include "harness/util/sha256.h"
+#include "harness/util/text_file.h"
 #include "lina/error.h"
 #include "tools_support.h"
 
@@ -20,7 +21,7 @@ LoopContract contract() {
   c.base_sha = std::string(40, 'c');
   c.validation_command = "lina verify --op chunk_kda";
   c.benchmark_command = "lina run --op chunk_kda";
-  c.frozen_hashes = {{"tests/gate/chunk_kda_gate.cpp", "h1"}, {"harness/tolerances.cpp", "h2"}};
+  c.frozen_hashes = {{"tests/gate/chunk_kda_gate.cpp", "h1"}, {"harness/verify/tolerances.cpp", "h2"}};
   return c;
 }
 
@@ -155,11 +156,11 @@ TEST(ToolsLoop, PromotionAndNoGoBars) {
   for (const auto& b : s.no_go) EXPECT_TRUE(b.met) << b.name << " " << b.detail;
 
   auto changed = c.frozen_hashes;
-  changed["harness/tolerances.cpp"] = "edited";
+  changed["harness/verify/tolerances.cpp"] = "edited";
   auto s2 = loop_status(c, log, changed);
   EXPECT_FALSE(met(s2.promotion, "frozen files unchanged"));
   ASSERT_EQ(s2.frozen_changes.size(), 1u);
-  EXPECT_EQ(s2.frozen_changes[0], "harness/tolerances.cpp (changed)");
+  EXPECT_EQ(s2.frozen_changes[0], "harness/verify/tolerances.cpp (changed)");
 
   log.back().bound = "memory bound";  // a bound without its number does not count
   EXPECT_FALSE(met(loop_status(c, log, c.frozen_hashes).no_go, "a named bound with its number"));
@@ -187,13 +188,15 @@ TEST(ToolsLoop, InitLogRoundTripOnDisk) {
   ASSERT_EQ(entries.size(), 2u);
   EXPECT_EQ(entries[1].iteration, 2);
   EXPECT_EQ(entries[1].decision, "floor");
-  // Each row cites its own copy of the verify file, kept next to the log, by its path in the repository.
-  EXPECT_EQ(entries[0].source, "profile/chunk_kda-opt/evidence/001_verify_verify.json");
-  EXPECT_EQ(entries[1].source, "profile/chunk_kda-opt/evidence/002_verify_verify.json");
-  EXPECT_EQ(read_text_file(tmp.path / entries[1].source), read_text_file(vpath));
+  // Each row cites the verify file by its path in the repository and its hash; nothing is copied.
+  EXPECT_EQ(entries[0].source, "verify.json");
+  EXPECT_EQ(entries[0].source_sha256, sha256_file(vpath));
+  EXPECT_EQ(entries[1].source_sha256, sha256_file(vpath));
+  EXPECT_FALSE(std::filesystem::exists(dir / "evidence"));
   const std::string md = read_text_file(dir / "OPT_LOG.md");
   EXPECT_NE(md.find("| 1 | first | green | 1.5000 | -25.00% | keep |"), std::string::npos) << md;
   EXPECT_NE(md.find("| 2 | second | green | 1.5000 | +0.00% (not improving) | floor |"), std::string::npos) << md;
+  EXPECT_NE(md.find("`verify.json` sha256 " + entries[0].source_sha256.substr(0, 12)), std::string::npos) << md;
   r.decision = "maybe";
   EXPECT_THROW(loop_log(dir, r), Error);
   r.decision.reset();
@@ -227,7 +230,7 @@ TEST(ToolsLoop, NamedLoopsLiveBesideTheDefaultOneAndCiteTheirOwnEvidence) {
   loop_log(dir, r);
   const auto entries = load_entries(dir);
   ASSERT_EQ(entries.size(), 1u);
-  EXPECT_EQ(entries[0].source, "profile/chunk_kda-bwd/evidence/001_verify_v.json");
+  EXPECT_EQ(entries[0].source, "v.json");
   EXPECT_TRUE(load_entries(loop_dir(tmp.path, "chunk_kda")).empty());
   // A name that could leave profile/ (or is not a plain word) is refused, naming --loop.
   for (const std::string& bad : std::vector<std::string>{"", "../x", "a/b", "Bwd", "b-w", std::string(33, 'a')}) {
@@ -238,6 +241,76 @@ TEST(ToolsLoop, NamedLoopsLiveBesideTheDefaultOneAndCiteTheirOwnEvidence) {
       EXPECT_NE(std::string(e.what()).find("--loop"), std::string::npos) << e.what();
     }
   }
+}
+
+TEST(ToolsLoop, StatusShowsCitedEvidenceMissingOrChanged) {
+  lina::testing::TempDir tmp;
+  const auto dir = loop_dir(tmp.path, "chunk_kda");
+  const auto c = contract();
+  loop_init(dir, c, false);
+  const auto vpath = tmp.path / "benchmarks" / "results" / "v.json";
+  write_text_file(vpath, verify_doc(1.5).dump());
+  const auto ppath = tmp.path / "p.ncu-rep";
+  write_text_file(ppath, "report");
+  LogRequest r;
+  r.direction = "first";
+  r.verify_json = vpath;
+  r.profile = ppath.string();
+  loop_log(dir, r);
+  auto entries = load_entries(dir);
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_EQ(entries[0].source, "benchmarks/results/v.json");
+  EXPECT_EQ(entries[0].profile, "p.ncu-rep");
+  EXPECT_EQ(entries[0].profile_sha256, sha256_file(ppath));
+  auto state = [&](const LoopStatus& s, const std::string& role) {
+    for (const auto& k : s.evidence)
+      if (k.role == role) return k.state;
+    ADD_FAILURE() << "no " << role << " evidence";
+    return EvidenceCheck::State::ok;
+  };
+  auto s = loop_status(c, entries, c.frozen_hashes, tmp.path);
+  EXPECT_EQ(state(s, "verify"), EvidenceCheck::State::ok);
+  EXPECT_EQ(state(s, "profile"), EvidenceCheck::State::ok);
+  write_text_file(vpath, verify_doc(1.4).dump());
+  std::filesystem::remove(ppath);
+  s = loop_status(c, entries, c.frozen_hashes, tmp.path);
+  EXPECT_EQ(state(s, "verify"), EvidenceCheck::State::changed);
+  EXPECT_EQ(state(s, "profile"), EvidenceCheck::State::missing);
+  const std::string text = render_loop_status(c, s);
+  EXPECT_NE(text.find("benchmarks/results/v.json  HASH DIFFERS: logged " + entries[0].source_sha256.substr(0, 12)), std::string::npos) << text;
+  EXPECT_NE(text.find("p.ncu-rep  MISSING"), std::string::npos) << text;
+  EXPECT_TRUE(loop_status(c, entries, c.frozen_hashes).evidence.empty());  // no repository: nothing checked
+}
+
+TEST(ToolsLoop, RowsWithCopiedEvidenceStillRead) {
+  // A row logged when evidence was copied under the loop folder: no hash fields, a path to the copy.
+  lina::testing::TempDir tmp;
+  const auto dir = loop_dir(tmp.path, "chunk_kda");
+  const auto c = contract();
+  loop_init(dir, c, false);
+  const std::string copy = "profile/chunk_kda-opt/evidence/001_verify_v.json";
+  write_text_file(tmp.path / copy, verify_doc(1.5).dump());
+  json row = {{"iteration", 1}, {"direction", "old"}, {"decision", "keep"}, {"gate", "green"}, {"source", copy},
+              {"profile", ""}, {"cells", {"fwd B1_T8192_H96_D128 1.5000 pass"}}, {"metric_ms", 1.5}};
+  write_text_file(dir / "log.json", json::array({row}).dump());
+  const auto entries = load_entries(dir);
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_EQ(entries[0].source, copy);
+  EXPECT_TRUE(entries[0].source_sha256.empty());
+  const auto s = loop_status(c, entries, c.frozen_hashes, tmp.path);
+  ASSERT_EQ(s.evidence.size(), 1u);
+  EXPECT_EQ(s.evidence[0].state, EvidenceCheck::State::unhashed);
+  EXPECT_NE(render_loop_status(c, s).find(copy + "  (no hash logged)"), std::string::npos);
+  // The next row is appended after it, citing its file.
+  const auto vpath = tmp.path / "v.json";
+  write_text_file(vpath, verify_doc(1.4).dump());
+  LogRequest r;
+  r.direction = "new";
+  r.verify_json = vpath;
+  const auto e = loop_log(dir, r);
+  EXPECT_EQ(e.iteration, 2);
+  EXPECT_EQ(e.source, "v.json");
+  EXPECT_EQ(load_entries(dir).size(), 2u);
 }
 
 TEST(ToolsLoop, ContractWithANonStringSchemaIsRefusedByKey) {

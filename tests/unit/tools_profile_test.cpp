@@ -1,7 +1,8 @@
 #include <gtest/gtest.h>
 
-#include "harness/profile.h"
-#include "harness/proc_util.h"
+#include "harness/tools/profile.h"
+#include "harness/util/subprocess.h"
+#include "harness/util/text_file.h"
 #include "lina/error.h"
 #include "tools_support.h"
 

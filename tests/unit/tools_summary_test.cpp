@@ -2,8 +2,9 @@
 
 #include <cmath>
 
-#include "harness/proc_util.h"
-#include "harness/summary.h"
+#include "harness/util/subprocess.h"
+#include "harness/util/text_file.h"
+#include "harness/results/summary.h"
 #include "lina/error.h"
 #include "tools_support.h"
 
@@ -56,7 +57,7 @@ TEST(ToolsSummary, RankingGeomeanAndFlags) {
   EXPECT_NEAR(*geomean_speedup(f.comparisons), expect, 1e-12);
 }
 
-// Verify files before the twenty-first session stored (speedup - 1) x 100 under change_pct: the change is taken from
+// Older verify files stored (speedup - 1) x 100 under change_pct: the change is taken from
 // the medians, so such a file's wins are not flagged REGRESSION.
 TEST(ToolsSummary, ChangeComesFromTheMedians) {
   nlohmann::json doc = nlohmann::json::parse(read_text_file(data("verify_ok.json")));

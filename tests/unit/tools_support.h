@@ -5,7 +5,7 @@
 #include <string>
 #include <unistd.h>
 
-#include "harness/proc_util.h"
+#include "harness/util/subprocess.h"
 #include "lina/build_info.h"
 
 namespace lina::testing {
@@ -15,7 +15,7 @@ inline std::filesystem::path data(const std::string& name) { return data_dir() /
 
 // The `lina` binary of this build tree (tests live in <build>/tests, the CLI in <build>/cli).
 inline std::filesystem::path lina_binary() {
-  return harness::self_executable().parent_path().parent_path() / "cli" / "lina";
+  return harness::current_executable().parent_path().parent_path() / "cli" / "lina";
 }
 
 // A fresh scratch folder per call, removed by the caller's TempDir destructor.

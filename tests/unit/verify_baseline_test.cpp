@@ -6,8 +6,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "harness/baseline.h"
-#include "harness/subprocess.h"
+#include "harness/verify/baseline.h"
+#include "harness/util/subprocess.h"
 
 namespace lina::harness {
 namespace {
@@ -18,7 +18,7 @@ ProcessResult git(const fs::path& repo, std::vector<std::string> args) {
   std::vector<std::string> argv = {"git", "-C", repo.string(), "-c", "user.name=lina-test", "-c", "user.email=t@example.invalid",
                                    "-c", "commit.gpgsign=false"};
   argv.insert(argv.end(), args.begin(), args.end());
-  return spawn_process(argv);
+  return run_process(argv);
 }
 
 std::string read(const fs::path& p) {
@@ -37,12 +37,12 @@ class BaselineRepo : public ::testing::Test {
     repo_ = tmp_->path() / "repo";
     fs::create_directories(repo_);
     const fs::path tar = tmp_->path() / "tree.tar";
-    const ProcessResult a = spawn_process({"git", "-C", src.string(), "archive", "--format=tar", "-o", tar.string(), "HEAD"});
+    const ProcessResult a = run_process({"git", "-C", src.string(), "archive", "--format=tar", "-o", tar.string(), "HEAD"});
     if (a.exit_code != 0) {
       skip_ = "the source dir is not a git checkout: " + a.err;
       return;
     }
-    spawn_process({"tar", "-xf", tar.string(), "-C", repo_.string()});
+    run_process({"tar", "-xf", tar.string(), "-C", repo_.string()});
     git(repo_, {"init", "-q"});
     git(repo_, {"add", "-A"});
     git(repo_, {"commit", "-qm", "first"});
@@ -101,7 +101,7 @@ TEST_F(BaselineRepo, BuildsAnEarlierCommitOnceThenReusesIt) {
   EXPECT_NE(info.find("LINA_BUILD_GIT_DIRTY false"), std::string::npos) << info;
   // Only the lina target: no test binaries.
   EXPECT_FALSE(fs::exists(b.dir / "build" / "tests"));
-  EXPECT_EQ(spawn_process({b.lina_exe.string(), "--version"}).exit_code, 0);
+  EXPECT_EQ(run_process({b.lina_exe.string(), "--version"}).exit_code, 0);
   // The user's checkout is untouched.
   EXPECT_EQ(git(repo_, {"rev-parse", "HEAD"}).out, head_before);
   EXPECT_TRUE(git(repo_, {"status", "--porcelain"}).out.empty());

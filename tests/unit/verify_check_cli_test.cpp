@@ -3,8 +3,8 @@
 
 #include <fstream>
 
-#include "harness/npy.h"
-#include "harness/subprocess.h"
+#include "harness/util/npy.h"
+#include "harness/util/subprocess.h"
 #include "tests/support/random.h"
 
 namespace lina::harness {
@@ -24,7 +24,7 @@ void write_gla_inputs(const fs::path& d, std::int64_t B = 1, std::int64_t T = 40
 
 ProcessResult check(std::vector<std::string> args) {
   args.insert(args.begin(), {LINA_TEST_LINA_EXE, "check"});
-  return spawn_process(args);
+  return run_process(args);
 }
 
 TEST(VerifyCheckCli, MissingInputNamesTheFileAndExitsTwo) {

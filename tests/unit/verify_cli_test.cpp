@@ -1,7 +1,7 @@
 // `lina verify` / `lina check` through the real binary: flags and documented exit codes.
 #include <gtest/gtest.h>
 
-#include "harness/subprocess.h"
+#include "harness/util/subprocess.h"
 #include "lina/version.h"
 
 namespace lina::harness {
@@ -9,7 +9,7 @@ namespace {
 
 ProcessResult lina(std::vector<std::string> args) {
   args.insert(args.begin(), LINA_TEST_LINA_EXE);
-  return spawn_process(args);
+  return run_process(args);
 }
 
 TEST(VerifyCli, FilterSelectingNothingExitsFour) {
@@ -21,7 +21,7 @@ TEST(VerifyCli, FilterSelectingNothingExitsFour) {
 TEST(VerifyCli, RedGateExitsOne) {
   ProcessOptions o;
   o.env = {{"FAKE_GATE_FAIL", "Bwd"}};
-  const auto r = spawn_process({LINA_TEST_LINA_EXE, "verify", "--op", "chunk_gla", "--gate-bin", LINA_TEST_FAKE_GATE}, o);
+  const auto r = run_process({LINA_TEST_LINA_EXE, "verify", "--op", "chunk_gla", "--gate-bin", LINA_TEST_FAKE_GATE}, o);
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   EXPECT_NE(r.out.find("gate RED"), std::string::npos) << r.out;
 }

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <random>
 
-#include "harness/compare.h"
+#include "harness/verify/compare.h"
 #include "lina/error.h"
 
 namespace lina::harness {
@@ -97,7 +97,7 @@ TEST(VerifyCompare, GeomeanSpeedupAndInterval) {
   EXPECT_THROW(compare_samples({}, {1.0}, 1), Error);
 }
 
-// The twentieth session's A/A verify on the H200, in miniature: identical kernels, but one of the baseline's two
+// An A/A verify on the H200, in miniature: identical kernels, but one of the baseline's two
 // rounds (processes) ran 4.7 % slow throughout. Pooled, its 1,000 samples look like 1,000 independent draws and the
 // plain bootstrap calls a win; resampling rounds first, the interval spans both rounds and the verdict is noise.
 TEST(VerifyCompare, OneSlowRoundIsNoiseNotAWin) {

@@ -8,10 +8,10 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "harness/frozen.h"
-#include "harness/subprocess.h"
-#include "harness/summary.h"
-#include "harness/verify.h"
+#include "harness/verify/frozen.h"
+#include "harness/util/subprocess.h"
+#include "harness/results/summary.h"
+#include "harness/verify/verify.h"
 
 namespace lina::harness {
 namespace {
@@ -63,7 +63,7 @@ std::string read(const fs::path& p) {
 // A minimal source tree with the files frozen_hashes() reads, plus the loop contract.
 void make_repo(const fs::path& root, bool with_profile) {
   for (const char* f : {"tests/gate/chunk_gla_gate.cpp", "tests/gate/common/fixtures.cpp", "ops/gla/reference.cpp",
-                        "harness/tolerances.cpp", "harness/accuracy.cpp"}) {
+                        "harness/verify/tolerances.cpp", "harness/verify/accuracy.cpp"}) {
     fs::create_directories((root / f).parent_path());
     std::ofstream(root / f) << "// " << f << "\n";
   }
@@ -185,7 +185,7 @@ TEST(VerifyFlow, EveryMissingConditionIsAReason) {
   TempDir d("verify");
   make_repo(d.path() / "repo", /*with_profile=*/false);
   // A frozen file changes after `loop init`.
-  std::ofstream(d.path() / "repo" / "harness" / "tolerances.cpp", std::ios::app) << "// loosened\n";
+  std::ofstream(d.path() / "repo" / "harness" / "verify" / "tolerances.cpp", std::ios::app) << "// loosened\n";
   VerifyOptions o = base_opts(d.path());
   o.gate_k = "Fwd";  // filtered gate: partial
   o.base = "main";
@@ -205,11 +205,11 @@ TEST(VerifyFlow, EveryMissingConditionIsAReason) {
   EXPECT_NE(all.find("supplementary"), std::string::npos) << all;
   EXPECT_NE(all.find("no repeatable win"), std::string::npos) << all;
   EXPECT_NE(all.find("needs profiler evidence"), std::string::npos) << all;
-  EXPECT_NE(all.find("frozen file changed since `lina loop init`: harness/tolerances.cpp"), std::string::npos) << all;
+  EXPECT_NE(all.find("frozen file changed since `lina loop init`: harness/verify/tolerances.cpp"), std::string::npos) << all;
   for (const auto& c : r.json["comparisons"]) EXPECT_EQ(c["verdict"], "noise");
 }
 
-// The twentieth session's A/A false win, end to end: the baseline's first two rounds (processes) run 6 % slow, its
+// An A/A false win seen on the H200, end to end: the baseline's first two rounds (processes) run 6 % slow, its
 // third does not, the candidate is the same code. Pooled over rounds the 36 baseline samples sit mostly at 1.06; the
 // interval resamples rounds, so no cell is faster and there is no repeatable win.
 TEST(VerifyFlow, SlowRoundsOfIdenticalCodeAreNotAWin) {
@@ -245,7 +245,7 @@ TEST(VerifyFlow, SlowerCellsAreARegressionAndCanFailTheRun) {
 }
 
 // A verify file's change_pct is the latency change, as in compare files and the schema (negative = faster), so that
-// `lina summarize` flags a 2x win IMPROVED (verify wrote (speedup - 1) x 100 until the twenty-first session, and
+// `lina summarize` flags a 2x win IMPROVED (verify files once held (speedup - 1) x 100 there, and
 // summarize flagged every win of a verify file REGRESSION).
 TEST(VerifyFlow, ChangeIsTheLatencyChangeThatSummarizeReads) {
   TempDir d("verify");

@@ -11,8 +11,8 @@
 #include <stdexcept>
 
 #include "gate_device.h"
-#include "harness/accuracy.h"
-#include "harness/tolerances.h"
+#include "harness/verify/accuracy.h"
+#include "harness/verify/tolerances.h"
 #include "tests/support/random.h"
 
 namespace lina::gate {

@@ -1,0 +1,61 @@
+#include "harness/util/git.h"
+
+#include "harness/util/subprocess.h"
+#include "lina/error.h"
+
+namespace lina::harness {
+namespace fs = std::filesystem;
+namespace {
+
+std::string trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+}  // namespace
+
+ResolvedRef resolve_commit(const fs::path& repo, const std::string& ref) {
+  ResolvedRef r;
+  if (ref.empty()) {
+    r.problem = ResolvedRef::Problem::empty;
+    return r;
+  }
+  // A ref starting with '-' would be read by git as an option.
+  if (ref[0] == '-') {
+    r.problem = ResolvedRef::Problem::option_like;
+    return r;
+  }
+  const ProcessResult p = run_process({"git", "-C", repo.string(), "rev-parse", "--verify", "--quiet", ref + "^{commit}"});
+  if (!p.spawned) {
+    r.problem = ResolvedRef::Problem::git_not_started;
+    r.detail = p.spawn_error;
+    return r;
+  }
+  const std::string sha = trim(p.out);
+  if (p.exit_code != 0 || sha.size() < 40) {
+    r.problem = ResolvedRef::Problem::not_a_commit;
+    return r;
+  }
+  r.sha = sha;
+  return r;
+}
+
+std::string git_resolve_commit(const fs::path& repo, const std::string& ref, const std::string& flag) {
+  const ResolvedRef r = resolve_commit(repo, ref);
+  using P = ResolvedRef::Problem;
+  if (r.problem == P::empty || r.problem == P::option_like)
+    throw Error(ErrorCode::invalid_argument, flag, flag + " `" + ref + "`: not a git ref");
+  if (r.problem != P::none)
+    throw Error(ErrorCode::invalid_argument, flag, flag + " `" + ref + "`: does not name a commit in " + repo.string());
+  return r.sha;
+}
+
+fs::path git_toplevel(const fs::path& start) {
+  auto r = run_process({"git", "-C", start.string(), "rev-parse", "--show-toplevel"});
+  if (r.exit_code != 0) {
+    throw Error(ErrorCode::invalid_argument, "repo", start.string() + " is not inside a git work tree");
+  }
+  return fs::path(trim(r.out));
+}
+
+}  // namespace lina::harness
