@@ -1,5 +1,5 @@
 // Correctness check of the CUDA chunk_kda / chunk_gdn backward through the public API (ctest, label gpu).
-// FLA's metric RMS(ref - out) / RMS(ref) at FLA's tolerances (harness/tolerances.cpp):
+// FLA's metric RMS(ref - out) / RMS(ref) at FLA's tolerances (harness/verify/tolerances.cpp):
 //   small shapes: the fp64 host reference (lina::reference, naive recurrence) on the same inputs;
 //   large shapes: the GPU fp32 naive reference (lina::gpu_reference).
 // Outputs are poisoned with NaN.
@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "harness/accuracy.h"
-#include "harness/tolerances.h"
+#include "harness/verify/accuracy.h"
+#include "harness/verify/tolerances.h"
 #include "lina/chunk_delta.h"
 #include "lina/error.h"
 #include "lina/gpu_reference.h"

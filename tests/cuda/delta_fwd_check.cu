@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/accuracy.h"
+#include "harness/verify/accuracy.h"
 #include "lina/chunk_delta.h"
 #include "lina/error.h"
 #include "tests/cuda/device_check_support.cuh"

@@ -13,13 +13,13 @@
 #include <utility>
 #include <vector>
 
-#include "harness/accuracy.h"
+#include "harness/verify/accuracy.h"
 #include "lina/dtype.h"
 #include "lina/tensor.h"
 
 namespace lina_test {
 
-// A check program's failure count, and one comparison line in FLA's metric (harness/accuracy.h).
+// A check program's failure count, and one comparison line in FLA's metric (harness/verify/accuracy.h).
 inline int g_failures = 0;
 inline lina::harness::Closeness report(const std::string& what, const std::vector<double>& ref,
                                        const std::vector<double>& out, double tol) {

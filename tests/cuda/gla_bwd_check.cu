@@ -4,7 +4,7 @@
 //   lina_cuda_gla_bwd_check --small    small shapes only (for compute-sanitizer)
 // Inputs: randn bf16 q, k, v, dO; g = logsigmoid(randn) clamped at -5 (FLA's benchmark) unless a
 // case says otherwise; h0, dht randn fp32. Outputs NaN-poisoned before each call. Metric: FLA's
-// err_ratio RMS(ref - out) / RMS(ref), tolerance 0.005 for every gradient (harness/tolerances.cpp).
+// err_ratio RMS(ref - out) / RMS(ref), tolerance 0.005 for every gradient (harness/verify/tolerances.cpp).
 // Exit code: 0 all checks passed, 1 a check failed, 2 a bad argument or an exception, 3 a CUDA error,
 // 77 no CUDA device.
 #include <cuda_bf16.h>
@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/accuracy.h"
+#include "harness/verify/accuracy.h"
 #include "lina/chunk_gla.h"
 #include "lina/error.h"
 #include "lina/gpu_reference.h"

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/accuracy.h"
+#include "harness/verify/accuracy.h"
 #include "lina/chunk_delta.h"
 #include "lina/chunk_gla.h"
 #include "lina/error.h"

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "harness/accuracy.h"
-#include "harness/device_buffer.h"
+#include "harness/verify/accuracy.h"
+#include "harness/engine/device_buffer.h"
 #include "lina/lina.h"
 #include "ops/delta/variants.h"
 #include "tests/support/random.h"
