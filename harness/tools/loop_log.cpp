@@ -155,12 +155,15 @@ LoopContract load_contract(const fs::path& dir) {
 }
 
 json LoopEntry::to_json() const {
-  return json{{"iteration", iteration}, {"time_utc", time_utc}, {"direction", direction}, {"decision", decision},
+  json j{{"iteration", iteration}, {"time_utc", time_utc}, {"direction", direction}, {"decision", decision},
               {"gate", gate}, {"source", source}, {"source_sha256", str_or_null(source_sha256)}, {"head_sha", head_sha},
               {"profile", profile}, {"profile_sha256", str_or_null(profile_sha256)}, {"bound", bound},
               {"cells", cells}, {"metric_ms", jopt(metric_ms)}, {"base_metric_ms", jopt(base_metric_ms)},
               {"vs_best_pct", jopt(vs_best_pct)}, {"all_checks_pass", all_checks_pass},
               {"repeatable_win", repeatable_win}, {"improving", improving}};
+  if (!source_commit.empty()) j["source_commit"] = source_commit;
+  if (!profile_commit.empty()) j["profile_commit"] = profile_commit;
+  return j;
 }
 
 LoopEntry LoopEntry::from_json(const json& j) {
@@ -173,6 +176,8 @@ LoopEntry LoopEntry::from_json(const json& j) {
   e.source = j.value("source", "");
   e.source_sha256 = str_or_empty(j, "source_sha256");
   e.profile_sha256 = str_or_empty(j, "profile_sha256");
+  e.source_commit = str_or_empty(j, "source_commit");
+  e.profile_commit = str_or_empty(j, "profile_commit");
   e.head_sha = j.value("head_sha", "");
   e.profile = j.value("profile", "");
   e.bound = j.value("bound", "");
@@ -355,15 +360,18 @@ LoopEntry loop_log(const fs::path& dir, const LogRequest& req) {
 
 std::vector<EvidenceCheck> check_evidence(const std::vector<LoopEntry>& entries, const fs::path& repo_root) {
   std::vector<EvidenceCheck> out;
-  const auto check = [&](const LoopEntry& e, const char* role, const std::string& path, const std::string& sha) {
+  const auto check = [&](const LoopEntry& e, const char* role, const std::string& path, const std::string& sha,
+                         const std::string& commit) {
     if (path.empty()) return;
     EvidenceCheck k;
     k.iteration = e.iteration;
     k.role = role;
     k.path = path;
     k.logged_sha256 = sha;
+    k.commit = commit;
     const fs::path file = fs::path(path).is_relative() ? repo_root / path : fs::path(path);
-    if (!fs::is_regular_file(file)) k.state = EvidenceCheck::State::missing;
+    if (!fs::is_regular_file(file))
+      k.state = commit.empty() ? EvidenceCheck::State::missing : EvidenceCheck::State::in_history;
     else if (sha.empty()) k.state = EvidenceCheck::State::unhashed;
     else {
       k.current_sha256 = sha256_file(file);
@@ -372,8 +380,8 @@ std::vector<EvidenceCheck> check_evidence(const std::vector<LoopEntry>& entries,
     out.push_back(std::move(k));
   };
   for (const auto& e : entries) {
-    check(e, "verify", e.source, e.source_sha256);
-    check(e, "profile", e.profile, e.profile_sha256);
+    check(e, "verify", e.source, e.source_sha256, e.source_commit);
+    check(e, "profile", e.profile, e.profile_sha256, e.profile_commit);
   }
   return out;
 }
@@ -444,6 +452,10 @@ std::string render_loop_status(const LoopContract& c, const LoopStatus& s) {
           state = "HASH DIFFERS: logged " + k.logged_sha256.substr(0, 12) + ", now " + k.current_sha256.substr(0, 12);
           break;
         case EvidenceCheck::State::unhashed: state = "(no hash logged)"; break;
+        case EvidenceCheck::State::in_history:
+          state = "in git history: git show " + k.commit.substr(0, 12) + ":" + k.path +
+                  (k.logged_sha256.empty() ? "" : " (sha256 " + k.logged_sha256.substr(0, 12) + ")");
+          break;
       }
       out += fmt::format("        {:<7} {}  {}\n", k.role, k.path, state);
     }

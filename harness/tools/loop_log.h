@@ -39,6 +39,9 @@ struct LoopEntry {
   // evidence was cited point at copies under the loop's evidence/ folder and carry no hash.
   std::string direction, decision, gate, source, head_sha, profile, bound, time_utc;
   std::string source_sha256, profile_sha256;  // of the cited files when logged; empty: not recorded
+  // The commit whose tree holds a cited file that has since left the working tree (records are
+  // curated: a replaced one stays in git); empty: the file is expected in the tree.
+  std::string source_commit, profile_commit;
   std::vector<std::string> cells;          // "mode shape median_ms check" per target cell
   std::optional<double> metric_ms;         // geomean of the target cells' medians
   std::optional<double> base_metric_ms;    // same cells in the verify file's baseline
@@ -67,11 +70,13 @@ std::string opt_log_row(const LoopEntry& e);
 
 // A cited evidence file as it is now: still there with the logged hash, or not.
 struct EvidenceCheck {
-  enum class State { ok, missing, changed, unhashed };
+  // in_history: not in the tree, but the row names the commit that holds it (`git show commit:path`).
+  enum class State { ok, missing, changed, unhashed, in_history };
   int iteration = 0;
   std::string role;  // verify | profile
   std::string path;  // as the row cites it
   std::string logged_sha256, current_sha256;
+  std::string commit;  // the row's commit for this file, if any
   State state = State::ok;
 };
 // Checks every row's cited files; relative paths are read under `repo_root`.

@@ -282,6 +282,31 @@ TEST(ToolsLoop, StatusShowsCitedEvidenceMissingOrChanged) {
   EXPECT_TRUE(loop_status(c, entries, c.frozen_hashes).evidence.empty());  // no repository: nothing checked
 }
 
+TEST(ToolsLoop, EvidenceThatLeftTheTreeIsCitedByItsCommit) {
+  // A curated record leaves the tree; its row keeps the path, hash and the commit that holds it.
+  lina::testing::TempDir tmp;
+  const auto dir = loop_dir(tmp.path, "chunk_kda");
+  const auto c = contract();
+  loop_init(dir, c, false);
+  const std::string gone = "benchmarks/results/old_verify.json";
+  const std::string sha(64, 'a'), commit = "66917aa6a2dc8595413b928417494d7f863237fd";
+  json row = {{"iteration", 1}, {"direction", "old"}, {"decision", "keep"}, {"gate", "green"}, {"source", gone},
+              {"source_sha256", sha}, {"source_commit", commit}, {"profile", "profile/x.ncu-rep"},
+              {"cells", {"fwd B1_T8192_H96_D128 1.5000 pass"}}, {"metric_ms", 1.5}};
+  write_text_file(dir / "log.json", json::array({row}).dump());
+  const auto entries = load_entries(dir);
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_EQ(entries[0].source_commit, commit);
+  EXPECT_EQ(entries[0].to_json().value("source_commit", ""), commit);  // kept when the log is rewritten
+  EXPECT_FALSE(entries[0].to_json().contains("profile_commit"));
+  const auto s = loop_status(c, entries, c.frozen_hashes, tmp.path);
+  ASSERT_EQ(s.evidence.size(), 2u);
+  EXPECT_EQ(s.evidence[0].state, EvidenceCheck::State::in_history);
+  EXPECT_EQ(s.evidence[1].state, EvidenceCheck::State::missing);  // no commit named: still missing
+  const std::string text = render_loop_status(c, s);
+  EXPECT_NE(text.find("in git history: git show 66917aa6a2dc:" + gone), std::string::npos) << text;
+}
+
 TEST(ToolsLoop, RowsWithCopiedEvidenceStillRead) {
   // A row logged when evidence was copied under the loop folder: no hash fields, a path to the copy.
   lina::testing::TempDir tmp;
