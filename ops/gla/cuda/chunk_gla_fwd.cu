@@ -17,12 +17,14 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "lina/error.h"
 #include "ops/common/backends.h"
+#include "ops/common/variant.h"
 #include "ops/common/cuda/cuda_common.cuh"
 #include "ops/common/cuda/launch_setup.h"
 #include "ops/common/cuda/mbarrier.cuh"
@@ -1963,7 +1965,7 @@ int& pass_mode(D256Params& d) { return d.p.mode; }
 // consumer hand-over is on the chain. e_t <= 0 for decaying gates, so kd = k 2^e never overflows; a
 // piece with some e_t > kLim (growing gates) or a NaN takes the exact token recurrence instead. Writes
 // seg_state / seg_decay exactly as mode 1 of the chunk kernels does; pass 2 (mode 2) is unchanged.
-// p.mode: 1, or 3 = every piece by the exact recurrence (test knob, see segstate_mode).
+// p.mode: 1, or 3 = every piece by the exact recurrence (kSegstateExact: the variant exact_segment_states).
 template <int K, int VT>
 struct SegCfg {
   static constexpr int R = 128;                       // rows per piece
@@ -2109,16 +2111,12 @@ __global__ void __launch_bounds__(SegCfg<K, VT>::NT, SegCfg<K, VT>::MINB) chunk_
   }
 }
 
-// Pass 1 through chunk_gla_fwd_segstate: the kernel's mode. LINA_GLA_FWD_SEGSTATE (read on every call;
-// measurement and test knob): 0 = none (the chunk kernel's own mode 1 instead), exact = every piece by the
-// exact token recurrence (mode 3), so that the checks reach that path with ordinary gates.
-int segstate_mode() {
-  const char* e = std::getenv("LINA_GLA_FWD_SEGSTATE");
-  if (!e) return 1;
-  if (std::string(e) == "exact") return 3;
-  return std::atoi(e) == 0 ? 0 : 1;
-}
-// Launches chunk_gla_fwd_segstate in prm.mode (1 or 3, from segstate_mode).
+
+// Pass 1 of a split call by chunk_gla_fwd_segstate, in its kernel mode: kSegstateFast takes the
+// factorised piece where the gates allow it, kSegstateExact every piece by the exact token recurrence
+// (the path pieces with growing gates take; the variant exact_segment_states reaches it with ordinary
+// gates, for the tests).
+constexpr int kSegstateFast = 1, kSegstateExact = 3;
 template <int K, int VT>
 void launch_segstate(Params prm, dim3 grid, cudaStream_t st) {
   using C = SegCfg<K, VT>;
@@ -2134,9 +2132,11 @@ constexpr SegstateLaunch segstate_launcher() {
   else return launch_segstate<K, VT>;
 }
 
+// With a segstate launcher, pass 1 runs it in segstate_mode; without one, the chunk kernel's own mode 1.
 template <class P>
 std::string launch_passes(void (*kernel)(P), P prm, dim3 grid, unsigned threads, std::size_t smem, bool split,
-                          cudaStream_t st, const char* what, void (*segstate)(P, dim3, cudaStream_t) = nullptr) {
+                          cudaStream_t st, const char* what, void (*segstate)(P, dim3, cudaStream_t) = nullptr,
+                          int segstate_mode = kSegstateFast) {
   const std::string msg = std::string(what) + " launch";
   if (!split) {
     pass_mode(prm) = 0;
@@ -2144,7 +2144,7 @@ std::string launch_passes(void (*kernel)(P), P prm, dim3 grid, unsigned threads,
     check(cudaGetLastError(), msg.c_str());
     return "";
   }
-  const int seg_mode = segstate ? segstate_mode() : 0;
+  const int seg_mode = segstate ? segstate_mode : 0;
   if (seg_mode != 0) {
     pass_mode(prm) = seg_mode;
     segstate(prm, grid, st);
@@ -2160,43 +2160,27 @@ std::string launch_passes(void (*kernel)(P), P prm, dim3 grid, unsigned threads,
 }
 
 template <int K, int VT>
-std::string launch_ws(Params prm, int items, const Problem& p, bool split, cudaStream_t st) {
+std::string launch_ws(Params prm, int items, const Problem& p, bool split, int segstate_mode, cudaStream_t st) {
   using C = WsCfg<K, VT>;
   set_max_dynamic_smem(chunk_gla_fwd_ws<K, VT>, static_cast<int>(C::smem), "chunk_gla_fwd_ws");
   const dim3 grid(static_cast<unsigned>(p.V / VT), static_cast<unsigned>(p.H), static_cast<unsigned>(items));
   return "chunk_gla_fwd_ws<" + std::to_string(K) + "," + std::to_string(VT) + ">" +
-         launch_passes(chunk_gla_fwd_ws<K, VT>, prm, grid, C::NT, C::smem, split, st, "chunk_gla_fwd_ws", launch_segstate<K, VT>);
+         launch_passes(chunk_gla_fwd_ws<K, VT>, prm, grid, C::NT, C::smem, split, st, "chunk_gla_fwd_ws", launch_segstate<K, VT>,
+                       segstate_mode);
 }
 
-// v5 runs where it exists (K = 128 with 128-column V tiles: on the H200 0.635 vs v4's 0.891 ms at
-// B1_T8192_H96_D128; K = 64 with 64-column tiles: 0.045 vs 0.052 ms at B8_T1024_H8_D64); K = 256 runs
-// prep + state (1.46 vs v4's 2.74 ms at B8_T2048_H32_D256). LINA_GLA_FWD_VERSION=4 selects v4 there
-// (measurement knob, read on every call).
-// K = 128 with 128-column tiles runs chunk_gla_fwd_wg128 with A by wgmma (on the H200 0.524 vs the
-// mma.sync v5's 0.642 ms at B1_T8192_H96_D128); LINA_GLA_FWD_VERSION=5 keeps the mma.sync v5 there,
-// =6 runs chunk_gla_fwd_wg128 with wgmma consumers only (0.652 ms: the producers set the chunk time)
-// (measurement knobs, read on every call).
-int fwd_version() {
-  const char* e = std::getenv("LINA_GLA_FWD_VERSION");
-  return e ? std::atoi(e) : 0;
-}
-bool use_v5() { return fwd_version() != 4; }
-bool use_wg128() {
-  const int v = fwd_version();
-  return v != 4 && v != 5;
-}
-
-std::string launch_wg128(Params prm, int items, const Problem& p, bool split, cudaStream_t st) {
+// wgmma_a: A by wgmma in the producers (the default), else by mma.sync (wgmma in the consumers only).
+std::string launch_wg128(Params prm, int items, const Problem& p, bool split, bool wgmma_a, int segstate_mode, cudaStream_t st) {
   const dim3 grid(static_cast<unsigned>(p.V / wg128::VT), static_cast<unsigned>(p.H), static_cast<unsigned>(items));
-  if (fwd_version() != 6) {
+  if (wgmma_a) {
     set_max_dynamic_smem(chunk_gla_fwd_wg128<true>, static_cast<int>(wg128::smem), "chunk_gla_fwd_wg128");
     return "chunk_gla_fwd_wg128<128,128,wgmma A>" +
            launch_passes(chunk_gla_fwd_wg128<true>, prm, grid, wg128::NT, wg128::smem, split, st, "chunk_gla_fwd_wg128",
-                         launch_segstate<128, 128>);
+                         launch_segstate<128, 128>, segstate_mode);
   }
   set_max_dynamic_smem(chunk_gla_fwd_wg128<false>, static_cast<int>(wg128::smem), "chunk_gla_fwd_wg128");
   return "chunk_gla_fwd_wg128<128,128>" + launch_passes(chunk_gla_fwd_wg128<false>, prm, grid, wg128::NT, wg128::smem, split, st, "chunk_gla_fwd_wg128",
-                                                             launch_segstate<128, 128>);
+                                                             launch_segstate<128, 128>, segstate_mode);
 }
 
 // K = 256: the prep kernel (operands once per chunk and head) and the state kernel per 64-column V tile.
@@ -2237,30 +2221,20 @@ std::size_t d256_workspace_bytes(const Problem& p) {
 }
 
 template <int K, int VT>
-std::string launch(Params prm, int items, const Problem& p, bool split, cudaStream_t st) {
+std::string launch(Params prm, int items, const Problem& p, bool split, int segstate_mode, cudaStream_t st) {
   using C = Cfg<K, VT>;
   set_max_dynamic_smem(chunk_gla_fwd_fused<K, VT>, static_cast<int>(C::smem), "chunk_gla_fwd_fused");
   const dim3 grid(static_cast<unsigned>(p.V / VT), static_cast<unsigned>(p.H), static_cast<unsigned>(items));
   return "chunk_gla_fwd_fused<" + std::to_string(K) + "," + std::to_string(VT) + ">" +
          launch_passes(chunk_gla_fwd_fused<K, VT>, prm, grid, C::NT, C::smem, split, st, "chunk_gla_fwd_fused",
-                       segstate_launcher<K, VT>());
-}
-
-// K = 128: one CTA per 128 value columns (A and the operands made once per head). LINA_GLA_FWD_VT=64
-// forces 64-column tiles (measurement only).
-bool wide_v_tiles(const Problem& p) {
-  if (p.V % 128 != 0) return false;
-  if (const char* e = std::getenv("LINA_GLA_FWD_VT")) return std::atoi(e) != 64;
-  return true;
+                       segstate_launcher<K, VT>(), segstate_mode);
 }
 
 // Sequence split: when the (sequence, head, V tile) CTAs fill less than half of the GPU's CTA slots,
 // each sequence is cut into up to `slots / ctas` segments of whole chunks, at least 2 chunks each. Pass 1
 // keeps one fp32 [K, V] state (+ K decays) per segment but the last of each sequence: per sequence at
 // most nch/2 - 1 of them, below FLA's per-chunk bf16 states (nch of them). slots_used counts them.
-// LINA_GLA_FWD_SPLIT=0 turns the split off, =N asks for N segments (measurement only; still at least 2
-// chunks per segment). Dense inputs get the count only (the
-// kernel derives each item, work_item); varlen inputs get the table.
+// Dense inputs get the count only (the kernel derives each item, work_item); varlen inputs get the table.
 struct SegmentPlan {
   std::vector<WorkItem> items;  // varlen: one per CTA row
   std::int64_t rows = 0;        // CTA rows (grid z)
@@ -2270,14 +2244,8 @@ struct SegmentPlan {
 
 SegmentPlan plan_segments(const Problem& p, std::int64_t vtiles, int ctas_per_sm) {
   std::int64_t seg = 1;
-  const char* env = std::getenv("LINA_GLA_FWD_SPLIT");
-  const int forced = env ? std::atoi(env) : -1;
-  if (forced > 0) {
-    seg = forced;
-  } else if (forced < 0) {
-    const std::int64_t ctas = p.N * p.H * vtiles, slots = static_cast<std::int64_t>(sm_count()) * ctas_per_sm;
-    if (ctas > 0 && 2 * ctas <= slots) seg = slots / ctas;
-  }
+  const std::int64_t ctas = p.N * p.H * vtiles, slots = static_cast<std::int64_t>(sm_count()) * ctas_per_sm;
+  if (ctas > 0 && 2 * ctas <= slots) seg = slots / ctas;
   const auto segments = [seg](std::int64_t length) { return std::max<std::int64_t>(1, std::min(seg, (length + kC - 1) / kC / 2)); };
   SegmentPlan plan;
   if (!p.varlen) {
@@ -2302,35 +2270,39 @@ SegmentPlan plan_segments(const Problem& p, std::int64_t vtiles, int ctas_per_sm
   return plan;
 }
 
-}  // namespace
+// What one forward call hands to its variant (arguments validated, kernel-wide limits checked).
+struct FwdCall {
+  const Problem& p;
+  const ChunkGlaArgs& a;
+  const AttentionOutputs& out;
+  cudaStream_t st;
+};
 
-RunInfo chunk_gla_forward(const Problem& p, const ChunkGlaArgs& a, const AttentionOutputs& out, ForwardMode mode,
-                          const ExecOptions& opts) {
-  (void)mode;  // training and inference run the same kernel: the backward recomputes what it needs
-  if (a.q.dtype != DType::bf16)
-    throw_unsupported("q", "dtype " + std::string(dtype_name(a.q.dtype)), "bfloat16 (the CUDA chunk_gla kernel)");
-  if (a.g.dtype != DType::bf16)
-    throw_unsupported("g", "dtype " + std::string(dtype_name(a.g.dtype)), "bfloat16 (the CUDA chunk_gla kernel)");
-  if (!cuda_head_dim_supported(p.K)) throw_unsupported("K", std::to_string(p.K), "64, 128 or 256 (the CUDA chunk_gla kernel)");
-  if (!cuda_head_dim_supported(p.V)) throw_unsupported("V", std::to_string(p.V), "64, 128 or 256 (the CUDA chunk_gla kernel)");
-  // cp.async moves 16-byte vectors of q, k, g, v; o is written as bf16 pairs.
-  require_aligned16({{"q", &a.q}, {"k", &a.k}, {"v", &a.v}, {"g", &a.g}, {"o", &out.o}}, " (the CUDA chunk_gla kernel)");
-  const cudaStream_t st = static_cast<cudaStream_t>(opts.stream);
+// The kernel families of the forward; a variant is one of them with its V tile width and split pass 1.
+enum class Family { fused, ws, wg128_wgmma_a, wg128_mma_a, d256 };
+struct Choice {
+  Family family;
+  int vt;  // V columns per CTA
+  int segstate_mode = kSegstateFast;
+};
+
+RunInfo run_choice(const FwdCall& c, const Choice ch) {
+  const Problem& p = c.p;
+  const ChunkGlaArgs& a = c.a;
+  const cudaStream_t st = c.st;
   Params prm{};
   prm.q = a.q.ptr<const __nv_bfloat16>();
   prm.k = a.k.ptr<const __nv_bfloat16>();
   prm.v = a.v.ptr<const __nv_bfloat16>();
   prm.g = a.g.ptr<const __nv_bfloat16>();
   prm.h0 = a.initial_state ? a.initial_state->ptr<const float>() : nullptr;
-  prm.o = out.o.ptr<__nv_bfloat16>();
-  prm.ht = out.final_state ? out.final_state->ptr<float>() : nullptr;
+  prm.o = c.out.o.ptr<__nv_bfloat16>();
+  prm.ht = c.out.final_state ? c.out.final_state->ptr<float>() : nullptr;
   prm.H = static_cast<int>(p.H);
   prm.K = static_cast<int>(p.K);
   prm.V = static_cast<int>(p.V);
   prm.scale = static_cast<float>(p.scale);
-  const bool wide = p.K == 128 && wide_v_tiles(p);
-  const int vt = wide ? 128 : 64;
-  const SegmentPlan plan = plan_segments(p, p.V / vt, p.K == 64 ? 2 : 1);
+  const SegmentPlan plan = plan_segments(p, p.V / ch.vt, p.K == 64 ? 2 : 1);
   const std::int64_t slots = plan.slots;
   const bool split = slots > 0;
   std::string name = "chunk_gla_fwd_fused";
@@ -2354,30 +2326,105 @@ RunInfo chunk_gla_forward(const Problem& p, const ChunkGlaArgs& a, const Attenti
     prm.seg_decay = scratch + state_elems;
   }
   const int ni = static_cast<int>(plan.rows);
-  // K = 256: prep + state (LINA_GLA_FWD_VERSION=4, or a workspace past kD256MaxWorkspace: v4 <256,64>).
-  const std::size_t d256_ws = p.K == 256 ? d256_workspace_bytes(p) : 0;
-  // (the prep grid is chunks x heads CTAs in one dimension: at most 2^31 - 1)
-  if (p.K == 256 && use_v5() && d256_ws <= kD256MaxWorkspace && d256_ws / d256::wrec_bytes < (1ull << 31)) {
-    std::vector<std::string> names = launch_d256(prm, ni, p, split, d256_ws, st);
+  if (ch.family == Family::d256) {
+    std::vector<std::string> names = launch_d256(prm, ni, p, split, d256_workspace_bytes(p), st);
     if (!names.empty()) {
       workspace_free(scratch, st, "chunk_gla fwd segment states");
       workspace_free(d_items, st, "chunk_gla fwd work items");
       return RunInfo{"cuda", std::move(names)};
     }
+    // (no device memory for the operand workspace: v4 <256,64> below needs none)
   }
-  switch (p.K) {
-    case 64: name = use_v5() ? launch_ws<64, 64>(prm, ni, p, split, st) : launch<64, 64>(prm, ni, p, split, st); break;
-    case 128:
-      name = !wide        ? launch<128, 64>(prm, ni, p, split, st)
-             : use_wg128() ? launch_wg128(prm, ni, p, split, st)
-             : use_v5()    ? launch_ws<128, 128>(prm, ni, p, split, st)
-                           : launch<128, 128>(prm, ni, p, split, st);
+  const int sm = ch.segstate_mode;
+  switch (ch.family) {
+    case Family::ws: name = p.K == 64 ? launch_ws<64, 64>(prm, ni, p, split, sm, st) : launch_ws<128, 128>(prm, ni, p, split, sm, st); break;
+    case Family::wg128_wgmma_a: name = launch_wg128(prm, ni, p, split, true, sm, st); break;
+    case Family::wg128_mma_a: name = launch_wg128(prm, ni, p, split, false, sm, st); break;
+    case Family::fused:
+    case Family::d256:
+      name = p.K == 64    ? launch<64, 64>(prm, ni, p, split, sm, st)
+             : p.K == 256 ? launch<256, 64>(prm, ni, p, split, sm, st)
+             : ch.vt == 128 ? launch<128, 128>(prm, ni, p, split, sm, st)
+                            : launch<128, 64>(prm, ni, p, split, sm, st);
       break;
-    default: name = launch<256, 64>(prm, ni, p, split, st); break;
   }
   workspace_free(scratch, st, "chunk_gla fwd segment states");
   workspace_free(d_items, st, "chunk_gla fwd work items");
   return RunInfo{"cuda", {name}};
+}
+
+std::string kv(const Problem& p) { return "K = " + std::to_string(p.K) + ", V = " + std::to_string(p.V); }
+bool wide_k128(const Problem& p) { return p.K == 128 && p.V % 128 == 0; }
+
+// The variants of the forward, in order of preference (docs/kernels/chunk_gla_fwd.md). On the H200:
+// K = 256 prep + state 1.46 vs v4's 2.74 ms at B8_T2048_H32_D256; K = 128 wg128 with A by wgmma 0.524
+// vs mma.sync v5's 0.642 and v4's 0.891 ms at B1_T8192_H96_D128; K = 64 v5 0.045 vs v4's 0.052 ms
+// at B8_T1024_H8_D64. The variants after "fused" run only when named (tests, A/B measurements).
+Decline d256_supports(const FwdCall& c) {
+  if (c.p.K != 256) return kv(c.p) + " (prep + state runs K = 256)";
+  // The prep grid is chunks x heads CTAs in one dimension (at most 2^31 - 1); past kD256MaxWorkspace
+  // the fused <256,64> kernel runs instead, which needs no operand workspace.
+  const std::size_t ws = d256_workspace_bytes(c.p);
+  if (ws > kD256MaxWorkspace) return "an operand workspace of " + std::to_string(ws) + " bytes (at most 8 GiB)";
+  if (ws / d256::wrec_bytes >= (1ull << 31)) return std::to_string(ws / d256::wrec_bytes) + " chunks x heads (at most 2^31 - 1)";
+  return std::nullopt;
+}
+Decline wg128_supports(const FwdCall& c) {
+  if (!wide_k128(c.p)) return kv(c.p) + " (wg128 runs K = 128 with V a multiple of 128)";
+  return std::nullopt;
+}
+Decline ws_supports(const FwdCall& c) {
+  if (c.p.K != 64 && !wide_k128(c.p)) return kv(c.p) + " (ws runs K = 64, or K = 128 with V a multiple of 128)";
+  return std::nullopt;
+}
+Decline any_supports(const FwdCall&) { return std::nullopt; }  // every K and V the front door lets through
+Decline fused_vt128_supports(const FwdCall& c) {
+  if (!wide_k128(c.p)) return kv(c.p) + " (fused_vt128 runs K = 128 with V a multiple of 128)";
+  return std::nullopt;
+}
+Decline exact_segment_states_supports(const FwdCall& c) {
+  if (c.p.K == 256) return kv(c.p) + " (the K = 256 kernels compute segment states in their own pass 1, which has no exact mode)";
+  return std::nullopt;
+}
+// The default kernel below K = 256 (the first of wg128, ws, fused that supports the call).
+Choice default_below_k256(const Problem& p) {
+  if (wide_k128(p)) return {Family::wg128_wgmma_a, 128};
+  if (p.K == 64) return {Family::ws, 64};
+  return {Family::fused, 64};
+}
+
+const Variant<FwdCall> kForwardVariants[] = {
+    {"d256_prep_state", d256_supports, [](const FwdCall& c) { return run_choice(c, {Family::d256, 64}); }},
+    {"wg128", wg128_supports, [](const FwdCall& c) { return run_choice(c, {Family::wg128_wgmma_a, 128}); }},
+    {"ws", ws_supports, [](const FwdCall& c) { return run_choice(c, {Family::ws, c.p.K == 64 ? 64 : 128}); }},
+    {"fused", any_supports, [](const FwdCall& c) { return run_choice(c, {Family::fused, 64}); }},
+    // wg128 with A by mma.sync in the producers (wgmma in the consumers only): 0.652 ms at B1_T8192_H96_D128.
+    {"wg128_mma_a", wg128_supports, [](const FwdCall& c) { return run_choice(c, {Family::wg128_mma_a, 128}); }},
+    {"fused_vt128", fused_vt128_supports, [](const FwdCall& c) { return run_choice(c, {Family::fused, 128}); }},
+    // The default kernel with every split piece of pass 1 by the exact token recurrence.
+    {"exact_segment_states", exact_segment_states_supports,
+     [](const FwdCall& c) {
+       Choice ch = default_below_k256(c.p);
+       ch.segstate_mode = kSegstateExact;
+       return run_choice(c, ch);
+     }},
+};
+
+}  // namespace
+
+RunInfo chunk_gla_forward(const Problem& p, const ChunkGlaArgs& a, const AttentionOutputs& out, ForwardMode mode,
+                          const ExecOptions& opts) {
+  (void)mode;  // training and inference run the same kernel: the backward recomputes what it needs
+  if (a.q.dtype != DType::bf16)
+    throw_unsupported("q", "dtype " + std::string(dtype_name(a.q.dtype)), "bfloat16 (the CUDA chunk_gla kernel)");
+  if (a.g.dtype != DType::bf16)
+    throw_unsupported("g", "dtype " + std::string(dtype_name(a.g.dtype)), "bfloat16 (the CUDA chunk_gla kernel)");
+  if (!cuda_head_dim_supported(p.K)) throw_unsupported("K", std::to_string(p.K), "64, 128 or 256 (the CUDA chunk_gla kernel)");
+  if (!cuda_head_dim_supported(p.V)) throw_unsupported("V", std::to_string(p.V), "64, 128 or 256 (the CUDA chunk_gla kernel)");
+  // cp.async moves 16-byte vectors of q, k, g, v; o is written as bf16 pairs.
+  require_aligned16({{"q", &a.q}, {"k", &a.k}, {"v", &a.v}, {"g", &a.g}, {"o", &out.o}}, " (the CUDA chunk_gla kernel)");
+  const FwdCall call{p, a, out, static_cast<cudaStream_t>(opts.stream)};
+  return run_variant(std::span<const Variant<FwdCall>>(kForwardVariants), "chunk_gla.fwd", opts, call);
 }
 
 }  // namespace lina::detail::cuda
