@@ -207,7 +207,7 @@ __global__ void __launch_bounds__(d256::NT, 2) chunk_gla_fwd_d256_prep(D256Param
   }
 }
 
-// The K = 256 state kernel (seventh session: wgmma; the mma.sync kernel it replaced, 1.21 against 0.97 ms
+// The K = 256 state kernel (wgmma; the mma.sync kernel it replaced, 1.21 against 0.97 ms
 // at B8_T2048_H32_D256, is in git history before this comment's commit).
 // One CTA per (work item, head, 64-column V tile), two warpgroups: warpgroup kh (warps 4 kh .. 4 kh + 3)
 // holds H^T [64 V][channels 128 kh .. + 127] as the fp32 accumulator of an m64n128 wgmma (64 registers;

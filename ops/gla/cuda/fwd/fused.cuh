@@ -7,7 +7,7 @@
 //   o  = scale * (qe @ (diag(2^rho) H) + A @ v),  A = causal(qe kr^T)  (A kept as bf16 hi + lo)
 //   H  = diag(2^bL) H + ke^T @ v
 // qe kr^T = q k 2^(b_r - b_j) exactly in exponent; with |b - rho| <= kLim every operand is a normal
-// finite bf16, so this factorisation is safe (spec section 5). A chunk outside that range (steep decay)
+// finite bf16, so this factorisation is safe (docs/math.md section 5). A chunk outside that range (steep decay)
 // runs the exact token recurrence on the state registers instead. Masking is a select.
 // Tensor cores via mma.sync m16n8k16 bf16 -> fp32, operands through ldmatrix.
 // (v4: the kernel of K = 128 with 64-column V tiles, and of K = 256 where prep + state cannot run.)

@@ -73,7 +73,7 @@ __device__ __forceinline__ void store_causal_block_split_swz(unsigned char* hi_s
     }
 }
 
-// kWgA (the default; LINA_GLA_FWD_VERSION=6 runs kWgA = false): producer warpgroup 0 computes A by wgmma (the whole 64 x 64 tile, the
+// kWgA (the variant wg128, the default; wg128_mma_a runs kWgA = false): producer warpgroup 0 computes A by wgmma (the whole 64 x 64 tile, the
 // mask writes the non-causal blocks' zeros) instead of 8 warps of mma.sync; one producer barrier less.
 template <bool kWgA>
 __global__ void __launch_bounds__(wg128::NT, 1) chunk_gla_fwd_wg128(Params p) {
