@@ -3,7 +3,7 @@
 // issue_state (SS, A = MN-major, B = MN-major two-block tile) exactly as chunk_gla_fwd_wg128 calls them, on tiles written through the
 // same swizzle function. Inputs are multiples of 1/8 (A lo: 1/1024) in [-1, 1], scales powers of two, so
 // every product and sum is exact in fp32 and the comparison is exact.
-#include "ops/gla/cuda/gla_wgmma_selftest.h"
+#include "tests/support/testing/gla_wgmma_selftest.h"
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
