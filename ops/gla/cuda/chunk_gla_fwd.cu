@@ -4,9 +4,10 @@
 // every segment from the combined state (plan_segments).
 #include <cuda_bf16.h>
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -277,7 +278,7 @@ RunInfo run_choice(const FwdCall& c, const Choice ch) {
   return RunInfo{"cuda", {name}};
 }
 
-std::string kv(const Problem& p) { return "K = " + std::to_string(p.K) + ", V = " + std::to_string(p.V); }
+std::string head_dims(const Problem& p) { return "K = " + std::to_string(p.K) + ", V = " + std::to_string(p.V); }
 bool wide_k128(const Problem& p) { return p.K == 128 && p.V % 128 == 0; }
 
 // The variants of the forward, in order of preference (docs/kernels/chunk_gla_fwd.md). On the H200:
@@ -285,7 +286,7 @@ bool wide_k128(const Problem& p) { return p.K == 128 && p.V % 128 == 0; }
 // vs mma.sync v5's 0.642 and v4's 0.891 ms at B1_T8192_H96_D128; K = 64 v5 0.045 vs v4's 0.052 ms
 // at B8_T1024_H8_D64. The variants after "fused" run only when named (tests, A/B measurements).
 Decline d256_supports(const FwdCall& c) {
-  if (c.p.K != 256) return kv(c.p) + " (prep + state runs K = 256)";
+  if (c.p.K != 256) return head_dims(c.p) + " (prep + state runs K = 256)";
   // The prep grid is chunks x heads CTAs in one dimension (at most 2^31 - 1); past kD256MaxWorkspace
   // the fused <256,64> kernel runs instead, which needs no operand workspace.
   const std::size_t ws = d256_workspace_bytes(c.p);
@@ -294,20 +295,20 @@ Decline d256_supports(const FwdCall& c) {
   return std::nullopt;
 }
 Decline wg128_supports(const FwdCall& c) {
-  if (!wide_k128(c.p)) return kv(c.p) + " (wg128 runs K = 128 with V a multiple of 128)";
+  if (!wide_k128(c.p)) return head_dims(c.p) + " (wg128 runs K = 128 with V a multiple of 128)";
   return std::nullopt;
 }
 Decline ws_supports(const FwdCall& c) {
-  if (c.p.K != 64 && !wide_k128(c.p)) return kv(c.p) + " (ws runs K = 64, or K = 128 with V a multiple of 128)";
+  if (c.p.K != 64 && !wide_k128(c.p)) return head_dims(c.p) + " (ws runs K = 64, or K = 128 with V a multiple of 128)";
   return std::nullopt;
 }
 Decline any_supports(const FwdCall&) { return std::nullopt; }  // every K and V the front door lets through
 Decline fused_vt128_supports(const FwdCall& c) {
-  if (!wide_k128(c.p)) return kv(c.p) + " (fused_vt128 runs K = 128 with V a multiple of 128)";
+  if (!wide_k128(c.p)) return head_dims(c.p) + " (fused_vt128 runs K = 128 with V a multiple of 128)";
   return std::nullopt;
 }
 Decline exact_segment_states_supports(const FwdCall& c) {
-  if (c.p.K == 256) return kv(c.p) + " (the K = 256 kernels compute segment states in their own pass 1, which has no exact mode)";
+  if (c.p.K == 256) return head_dims(c.p) + " (the K = 256 kernels compute segment states in their own pass 1, which has no exact mode)";
   return std::nullopt;
 }
 // The default kernel below K = 256 (the first of wg128, ws, fused that supports the call).
