@@ -53,7 +53,7 @@ RunInfo chunk_gdn_backward(const ChunkGdnArgs& args, const AttentionGradInputs& 
                            const DeltaRuleGrads& grads, const ExecOptions& opts = {});
 
 namespace reference {
-// fp64 naive recurrences on the host (spec section 2, step order decay -> update -> read).
+// fp64 naive recurrences on the host (docs/math.md section 2, step order decay -> update -> read).
 void chunk_kda_forward(const ChunkKdaArgs& args, const AttentionOutputs& out);
 void chunk_kda_backward(const ChunkKdaArgs& args, const AttentionGradInputs& grad_in,
                         const DeltaRuleGrads& grads);

@@ -29,7 +29,7 @@ RunInfo chunk_gla_backward(const ChunkGlaArgs& args, const AttentionGradInputs& 
                            const ChunkGlaGrads& grads, const ExecOptions& opts = {});
 
 namespace reference {
-// fp64 naive recurrence on the host (spec section 2); outputs/grads may be f64 or f32 host tensors.
+// fp64 naive recurrence on the host (docs/math.md section 2); outputs/grads may be f64 or f32 host tensors.
 void chunk_gla_forward(const ChunkGlaArgs& args, const AttentionOutputs& out);
 void chunk_gla_backward(const ChunkGlaArgs& args, const AttentionGradInputs& grad_in,
                         const ChunkGlaGrads& grads);

@@ -1,4 +1,4 @@
-// GPU fp32 naive-recurrence references (spec section 2) for checking CUDA results at full size.
+// GPU fp32 naive-recurrence references (docs/math.md section 2) for checking CUDA results at full size.
 // Device tensors in, f32 device tensors out; one thread block per (sequence, value head).
 #pragma once
 #include "lina/chunk_delta.h"

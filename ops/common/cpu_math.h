@@ -8,7 +8,7 @@ namespace lina::detail::cpu {
 
 // exp(x) in fp32 for x <= 88, about 1 ulp. Results below FLT_MIN flush to 0 (x < -87), which is
 // what a decay of exp(-1000) must give; NaN propagates. Callers only pass non-positive arguments
-// (spec section 5), the clamp at 88 just keeps a stray positive gate finite-or-inf, never UB.
+// (docs/math.md section 5), the clamp at 88 just keeps a stray positive gate finite-or-inf, never UB.
 inline float fast_exp(float x) {
   constexpr float kLog2e = 1.44269504088896341f;
   constexpr float kLn2Hi = 0.693359375f;       // ln2 split so that n * kLn2Hi is exact

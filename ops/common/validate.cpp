@@ -1,4 +1,4 @@
-// The single front door for argument checks (DESIGN section 3): everything is refused before any work.
+// The single front door for argument checks (docs/architecture.md section 3): everything is refused before any work.
 #include <cstdint>
 #include <algorithm>
 #include <cmath>

@@ -1,7 +1,7 @@
-// chunk_gla on the CPU: the chunked algorithm of spec sections 3.1 (forward) and 4.1 (backward),
+// chunk_gla on the CPU: the chunked algorithm of docs/math.md sections 3.1 (forward) and 4.1 (backward),
 // chunk C = 64, fp32 accumulation, one (sequence, head) per task.
 //
-// Numerics (spec section 5): the gate cumsum b restarts every chunk and only non-positive
+// Numerics (docs/math.md section 5): the gate cumsum b restarts every chunk and only non-positive
 // differences are exponentiated: exp(b_r - b_j) with j <= r, exp(bL - b_j) and exp(b_r). Entries
 // above the diagonal are never computed (no 0/1 mask ever meets an inf).
 // GCC will not if-convert the float selects inside fast_exp while it must preserve FP exception

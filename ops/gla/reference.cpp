@@ -1,4 +1,4 @@
-// chunk_gla fp64 reference: the naive per-token recurrence of spec section 2, forward and backward.
+// chunk_gla fp64 reference: the naive per-token recurrence of docs/math.md section 2, forward and backward.
 //   S_t = diag(exp(g_t)) S_{t-1} + k_t v_t^T,   o_t = S_t^T (scale q_t)
 // It is the ground truth every backend is compared with, so it favours plainness over speed.
 #include <algorithm>

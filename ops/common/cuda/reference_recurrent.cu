@@ -1,4 +1,4 @@
-// GPU fp32 naive-recurrence references for chunk_gla, chunk_kda and chunk_gdn (spec section 2),
+// GPU fp32 naive-recurrence references for chunk_gla, chunk_kda and chunk_gdn (docs/math.md section 2),
 // forward and backward. Robust rather than fast: they check every benchmarked CUDA cell at full size.
 //
 // Layout: one warp per state column j (value channel), lanes own key rows c = lane + 32 i (i < 8,
@@ -52,7 +52,7 @@ struct RefArgs {
 __device__ __forceinline__ float softplus(float x) { return x > 20.f ? x : log1pf(expf(x)); }
 __device__ __forceinline__ float sigmoidf_(float x) { return 1.f / (1.f + expf(-x)); }
 
-// Log decay after the optional in-kernel gate (spec section 1).
+// Log decay after the optional in-kernel gate (docs/math.md section 1).
 __device__ __forceinline__ float gate_value(const RefArgs& a, float raw, int hv, int c) {
   if (a.op == kGla || !a.gate_in) return raw;
   const float x = raw + (a.has_dtb ? a.dt_bias[a.op == kKda ? hv * a.K + c : hv] : 0.f);

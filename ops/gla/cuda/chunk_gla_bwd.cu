@@ -1,4 +1,4 @@
-// chunk_gla backward (docs/kernels/chunk_gla_bwd.md), spec section 4.1. Three kernels, every tile
+// chunk_gla backward (docs/kernels/chunk_gla_bwd.md), docs/math.md section 4.1. Three kernels, every tile
 // 64 x 64 so one code path serves K, V in {64, 128, 256} (no templates):
 //   1. states  one CTA per (sequence, head, 64x64 state tile, direction) walks the chunks and
 //              writes the state entering each chunk, H_n (forward), or the gradient of the state
@@ -7,7 +7,7 @@
 //   3. dv      one CTA per (chunk, head, 64-column V tile): A^T and dv.
 // Gates are in log2 units (b = chunk-local cumsum of g * log2 e), exponentials via ex2.
 //
-// Exponent safety (spec section 5). Inter-chunk factors 2^b, 2^(bL - b), 2^bL are <= 1. The
+// Exponent safety (docs/math.md section 5). Inter-chunk factors 2^b, 2^(bL - b), 2^bL are <= 1. The
 // intra-chunk factor 2^(b_r - b_j) (r >= j) is split with a per-channel reference
 // rho = (b_0 + b_63) / 2 as (x_r 2^(b_r - rho)) . (y_j 2^(rho - b_j)); every factor lies in
 // [2^-span/2, 2^span/2], span = b_0 - b_63, so while span <= kMaxSpan (200) operands stay far inside
@@ -102,7 +102,7 @@ __device__ __forceinline__ bool tile_is_steep(const float* sb, int tid) {
 }
 
 // Split x into bf16 hi + lo (hi + lo carries ~16 mantissa bits): the intra-chunk dq / dk terms
-// cancel in db = q dq - k dk, so their gated operands need more than bf16 (spec section 5).
+// cancel in db = q dq - k dk, so their gated operands need more than bf16 (docs/math.md section 5).
 __device__ __forceinline__ void split_bf16(float x0, float x1, std::uint32_t& hi, std::uint32_t& lo) {
   hi = pack_bf16(x0, x1);
   const float2 h = unpack_bf16(hi);

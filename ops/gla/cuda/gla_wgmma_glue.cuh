@@ -94,7 +94,7 @@ __device__ __forceinline__ void issue_state(float (&ht)[64], std::uint32_t vblk,
 #pragma unroll
   for (int ks = 0; ks < 4; ++ks) wgmma_ss_64x128_amn_bmn(ht, desc_mn_sw128(vblk + ks * 2048, 8192), desc_mn_sw128(ke + ks * 2048, 8192), true);
 }
-// Producers (the default; LINA_GLA_FWD_VERSION=6 keeps the mma.sync A): A [64 tok][64 tok'] = qe @ kr^T, 8 SS wgmmas m64n64k16 over the 128
+// Producers (the variant wg128, the default; wg128_mma_a keeps the mma.sync A): A [64 tok][64 tok'] = qe @ kr^T, 8 SS wgmmas m64n64k16 over the 128
 // channels (A operand = qe, B operand = kr, both [64][128] tiles K-major). The accumulator d[4 ni + e] of
 // warp w is the m16n8 accumulator of row block w, column tile ni (mma.sync's layout).
 __device__ __forceinline__ void issue_a(float (&a)[32], std::uint32_t qe, std::uint32_t kr) {

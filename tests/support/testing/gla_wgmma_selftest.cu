@@ -3,7 +3,7 @@
 // issue_state (SS, A = MN-major, B = MN-major two-block tile) exactly as chunk_gla_fwd_wg128 calls them, on tiles written through the
 // same swizzle function. Inputs are multiples of 1/8 (A lo: 1/1024) in [-1, 1], scales powers of two, so
 // every product and sum is exact in fp32 and the comparison is exact.
-#include "ops/gla/cuda/gla_wgmma_selftest.h"
+#include "tests/support/testing/gla_wgmma_selftest.h"
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -24,7 +24,7 @@ constexpr int kT = 64, kCh = 128, kV = 128;
 // X [64 tok][128 ch] (qe, then ke), Vt [64 tok][128 V] (block 1 = this warpgroup's 64 columns), Ahi, Alo
 // [64][64], Hf [64 v][128 ch] fp32 (the state accumulator, v = rows of block 1), re [128] scales.
 // out: O1 [64 v][64 tok] (o from the state), O2 [64 v][64 tok] (intra), O3 [64 v][128 ch] (state update),
-// O4 [64 tok][64 tok'] = X @ Vt^T (the producers' A of LINA_GLA_FWD_VERSION=6: both operands K-major).
+// O4 [64 tok][64 tok'] = X @ Vt^T (the producers' A of the variant wg128: both operands K-major).
 __global__ void __launch_bounds__(128) wgmma_selftest_kernel(const float* X, const float* Vt, const float* Ahi, const float* Alo,
                                                               const float* Hf, const float* re, float* O1, float* O2, float* O3,
                                                               float* O4) {
