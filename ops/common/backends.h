@@ -27,15 +27,12 @@ void chunk_gdn_forward(const Problem& p, const ChunkGdnArgs& a, const AttentionO
 void chunk_gdn_backward(const Problem& p, const ChunkGdnArgs& a, const AttentionGradInputs& in, const DeltaRuleGrads& g);
 }  // namespace reference
 
-// CUDA backend (ops/*/cuda/*.cu). Each op states what it supports; unsupported -> lina::Error.
+// CUDA backend of chunk_gla (ops/gla/cuda/); the delta ops enter theirs through their variant tables
+// (ops/delta/cuda_launch.h). Unsupported -> lina::Error.
 namespace cuda {
 bool compiled();
 RunInfo chunk_gla_forward(const Problem& p, const ChunkGlaArgs& a, const AttentionOutputs& out, ForwardMode mode, const ExecOptions& opts);
 RunInfo chunk_gla_backward(const Problem& p, const ChunkGlaArgs& a, const AttentionGradInputs& in, const ChunkGlaGrads& g, const ExecOptions& opts);
-RunInfo chunk_kda_forward(const Problem& p, const ChunkKdaArgs& a, const AttentionOutputs& out, ForwardMode mode, const ExecOptions& opts);
-RunInfo chunk_kda_backward(const Problem& p, const ChunkKdaArgs& a, const AttentionGradInputs& in, const DeltaRuleGrads& g, const ExecOptions& opts);
-RunInfo chunk_gdn_forward(const Problem& p, const ChunkGdnArgs& a, const AttentionOutputs& out, ForwardMode mode, const ExecOptions& opts);
-RunInfo chunk_gdn_backward(const Problem& p, const ChunkGdnArgs& a, const AttentionGradInputs& in, const DeltaRuleGrads& g, const ExecOptions& opts);
 }  // namespace cuda
 
 }  // namespace lina::detail

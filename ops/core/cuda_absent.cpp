@@ -15,10 +15,6 @@ namespace detail::cuda {
 bool compiled() { return false; }
 RunInfo chunk_gla_forward(const Problem&, const ChunkGlaArgs&, const AttentionOutputs&, ForwardMode, const ExecOptions&) { absent(); }
 RunInfo chunk_gla_backward(const Problem&, const ChunkGlaArgs&, const AttentionGradInputs&, const ChunkGlaGrads&, const ExecOptions&) { absent(); }
-RunInfo chunk_kda_forward(const Problem&, const ChunkKdaArgs&, const AttentionOutputs&, ForwardMode, const ExecOptions&) { absent(); }
-RunInfo chunk_kda_backward(const Problem&, const ChunkKdaArgs&, const AttentionGradInputs&, const DeltaRuleGrads&, const ExecOptions&) { absent(); }
-RunInfo chunk_gdn_forward(const Problem&, const ChunkGdnArgs&, const AttentionOutputs&, ForwardMode, const ExecOptions&) { absent(); }
-RunInfo chunk_gdn_backward(const Problem&, const ChunkGdnArgs&, const AttentionGradInputs&, const DeltaRuleGrads&, const ExecOptions&) { absent(); }
 }  // namespace detail::cuda
 
 namespace gpu_reference {

@@ -1,7 +1,6 @@
 // chunk_kda / chunk_gdn front doors: validate everything, then hand over to the backend.
 #include "lina/chunk_delta.h"
 #include "ops/common/backends.h"
-#include "ops/common/fault_injection.h"
 #include "ops/delta/variants.h"
 
 namespace lina {
@@ -19,7 +18,6 @@ RunInfo chunk_kda_forward(const ChunkKdaArgs& args, const AttentionOutputs& out,
     delta::refuse_variant_on_cpu("chunk_kda.fwd", opts);
     info = detail::cpu::chunk_kda_forward(p, args, out, mode, opts);
   }
-  detail::apply_fault_injection(out, info);
   return info;
 }
 
@@ -44,7 +42,6 @@ RunInfo chunk_gdn_forward(const ChunkGdnArgs& args, const AttentionOutputs& out,
     delta::refuse_variant_on_cpu("chunk_gdn.fwd", opts);
     info = detail::cpu::chunk_gdn_forward(p, args, out, mode, opts);
   }
-  detail::apply_fault_injection(out, info);
   return info;
 }
 

@@ -25,7 +25,7 @@
 #include "lina/chunk_gla.h"
 #include "lina/error.h"
 #include "lina/gpu_reference.h"
-#include "ops/gla/cuda/gla_wgmma_selftest.h"
+#include "tests/support/testing/gla_wgmma_selftest.h"
 #include "tests/cuda/device_check_support.cuh"
 #include "tests/cuda/host_recurrence.h"
 
