@@ -3,6 +3,7 @@
 #include "lina/gpu_reference.h"
 #include "lina/workspace.h"
 #include "ops/common/backends.h"
+#include "ops/delta/cuda_launch.h"
 
 namespace lina {
 namespace {
@@ -15,6 +16,18 @@ namespace detail::cuda {
 bool compiled() { return false; }
 RunInfo chunk_gla_forward(const Problem&, const ChunkGlaArgs&, const AttentionOutputs&, ForwardMode, const ExecOptions&) { absent(); }
 RunInfo chunk_gla_backward(const Problem&, const ChunkGlaArgs&, const AttentionGradInputs&, const ChunkGlaGrads&, const ExecOptions&) { absent(); }
+// The delta ops' launches behind their variant tables (ops/delta/variants.cpp), so the tables link and
+// refuse by name in a build without CUDA.
+RunInfo kda_forward(const Problem&, const ChunkKdaArgs&, const AttentionOutputs&, const ExecOptions&) { absent(); }
+RunInfo gdn_forward(const Problem&, const ChunkGdnArgs&, const AttentionOutputs&, const ExecOptions&, GdnPrep) { absent(); }
+RunInfo kda_backward(const Problem&, const ChunkKdaArgs&, const AttentionGradInputs&, const DeltaRuleGrads&, const ExecOptions&,
+                     DeltaBwdKernels) {
+  absent();
+}
+RunInfo gdn_backward(const Problem&, const ChunkGdnArgs&, const AttentionGradInputs&, const DeltaRuleGrads&, const ExecOptions&,
+                     DeltaBwdKernels) {
+  absent();
+}
 }  // namespace detail::cuda
 
 namespace gpu_reference {
