@@ -1,7 +1,7 @@
 // Every gate suite records which lina build it checks (the git SHA and dirty flag of <lina/build_info.h>)
 // as top-level properties of its GoogleTest report. `lina verify` refuses a gate whose build is not the
 // candidate's: a gate binary left beside a newer lina would otherwise judge other kernels than the ones
-// being timed (it happened on the device, twelfth session). Outside tests/gate/common on purpose: the
+// being timed (it happened once on the GPU machine). Outside tests/gate/common on purpose: the
 // loops' frozen hashes cover the files that judge; this one only records.
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // chunk_kda / chunk_gdn CPU backend (chunked WY/UT form) against a small fp64 naive-recurrence oracle
-// written here (spec section 2, reverse recurrence for the backward, preprocessing per 1 and 4.4).
+// written here (docs/math.md section 2, reverse recurrence for the backward, preprocessing per 1 and 4.4).
 // The oracle itself is checked by finite differences. Cases are FLA's test_chunk / test_chunk_varlen
-// scaled down in B and H, at FLA's tolerances (spec section 6).
+// scaled down in B and H, at FLA's tolerances (docs/math.md section 6).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -119,7 +119,7 @@ OracleOut oracle(const OracleProblem& p, const OracleData& d) {
         }
       }
       for (i64 x = 0; x < K * V; ++x) r.ht[(s * HV + hv) * K * V + x] = S[x];
-      // Reverse recurrence (spec section 2), segment by segment from the checkpoints.
+      // Reverse recurrence (docs/math.md section 2), segment by segment from the checkpoints.
       Vec dS(K * V, 0);
       if (!d.dht.empty()) for (i64 x = 0; x < K * V; ++x) dS[x] = d.dht[(s * HV + hv) * K * V + x];
       for (i64 a = ((L - 1) / seg) * seg; L > 0 && a >= 0; a -= seg) {
@@ -293,7 +293,7 @@ TEST(DeltaOracle, GdnBackwardMatchesFiniteDifferences) {
 struct Tol {
   double o, ht, dq, dk, dv, dh0, dg, dbeta, dA, ddt;
 };
-// FLA's tolerances (spec section 6).
+// FLA's tolerances (docs/math.md section 6).
 constexpr Tol kKdaChunk{0.005, 0.005, 0.008, 0.008, 0.008, 0.008, 0.02, 0.02, 0.003, 0.008};
 constexpr Tol kKdaVarlen{0.005, 0.005, 0.007, 0.008, 0.007, 0.007, 0.015, 0.015, 0.008, 0.005};
 constexpr Tol kGdnChunk{0.005, 0.005, 0.008, 0.008, 0.008, 0.008, 0.02, 0.02, 0.02, 0.02};

@@ -1,6 +1,6 @@
 // The chunked CPU chunk_gla backend against the fp64 reference, at FLA's test_chunk tolerances
 // (o 0.004, everything else 0.005), on a subset of test_chunk and test_chunk_varlen that keeps every
-// T / D edge case (spec section 6); plus numerics, threading and refusal checks.
+// T / D edge case (docs/math.md section 6); plus numerics, threading and refusal checks.
 #include <gtest/gtest.h>
 
 #include <cmath>

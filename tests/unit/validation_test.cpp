@@ -350,7 +350,7 @@ TEST_P(DeltaValidation, InitialStateShapeAndDtype) {
     s.refused("initial_state", {"float64", "float32"});
   }
   if (GetParam()) {
-    // KDA asserts an f32 initial state; GDN also takes 16-bit ones (spec section 1).
+    // KDA asserts an f32 initial state; GDN also takes 16-bit ones (docs/math.md section 1).
     DeltaSetup s(true);
     HostTensor h0 = s.h0.cast(DType::f16);
     s.a.initial_state = h0.view();

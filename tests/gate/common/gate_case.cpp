@@ -302,7 +302,7 @@ class GateTest : public ::testing::Test {
     try {
       out = run_backend(c_, in, backward_, backend_);
     } catch (const Error& e) {
-      // A backend states what it supports (DESIGN section 3); a combination it refuses is a skip,
+      // A backend states what it supports (docs/architecture.md section 3); a combination it refuses is a skip,
       // which leaves the gate partial (never green), not a pass and not a correctness failure.
       if (e.code() != ErrorCode::unsupported) throw;
       GTEST_SKIP() << "backend refuses this case: " << e.what();

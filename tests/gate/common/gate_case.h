@@ -1,4 +1,4 @@
-// Shared gate machinery: FLA's test inputs for each op (spec section 6), running the op on a backend
+// Shared gate machinery: FLA's test inputs for each op (docs/math.md section 6), running the op on a backend
 // and the fp64 reference, and comparing outputs, final state and every gradient at FLA's tolerances.
 #pragma once
 #include <cstdint>
