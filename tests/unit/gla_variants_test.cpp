@@ -208,7 +208,7 @@ gla_test::Case gpu_case(std::int64_t B, std::int64_t T, std::int64_t H, std::int
 }
 #endif
 
-TEST(GlaVariants, DefaultChoicePerShape) {
+TEST(GlaVariantsCuda, DefaultChoicePerShape) {
 #ifndef LINA_WITH_CUDA
   GTEST_SKIP() << "CUDA backend not built";
 #else
@@ -223,7 +223,7 @@ TEST(GlaVariants, DefaultChoicePerShape) {
 #endif
 }
 
-TEST(GlaVariants, EveryVariantMatchesReference) {
+TEST(GlaVariantsCuda, EveryVariantMatchesReference) {
 #ifndef LINA_WITH_CUDA
   GTEST_SKIP() << "CUDA backend not built";
 #else
@@ -250,7 +250,7 @@ TEST(GlaVariants, EveryVariantMatchesReference) {
 #endif
 }
 
-TEST(GlaVariants, VariantThatDeclinesTheShapeIsRefused) {
+TEST(GlaVariantsCuda, VariantThatDeclinesTheShapeIsRefused) {
 #ifndef LINA_WITH_CUDA
   GTEST_SKIP() << "CUDA backend not built";
 #else
