@@ -28,7 +28,7 @@ struct ExecOptions {
 struct RunInfo {
   std::string backend;               // "cpu", "cuda", "reference"
   std::vector<std::string> kernels;  // kernels launched (CUDA) or stages run (CPU)
-  std::string variant;               // the variant table entry that ran ("" where the op has one implementation)
+  std::string variant = {};          // the variant table entry that ran ("" where the op has one implementation)
 };
 
 // Forward outputs. o: [B,T,H(V),V]. final_state present <=> output_final_state: [N,H(V),K,V] f32.

@@ -1,4 +1,4 @@
-# Host-side models of ops/delta/cuda/chunk_delta_bwd_grad.cuh and of the state passes' stores in delta_bwd_state_wg.cuh
+# Host-side models of ops/delta/cuda/bwd/grad_v4.cuh and grad_k_v2.cuh, and of the state passes' stores in bwd/state_passes.cuh
 # (run: python3 tests/cuda/delta_bwd_grad_model.py; exit status 1 on a mismatch).
 # 1. Lane-level emulation of grad_v4_kernel's index logic (fragments, warp tiles, epilogue masks, CTA roles; the
 # same as grad_v3's, which it replaced) against the direct formulas. fp64, no bf16 rounding (the planes are modelled

@@ -1,5 +1,5 @@
 // Host-only cross-check of the delta forward's wgmma state kernel layouts (delta_thin_state_kernel in
-// ops/delta/cuda/chunk_delta_thin_fwd.cuh, same conventions as the removed delta_state_wg_kernel;
+// ops/delta/cuda/fwd/state.cuh, same conventions as the removed delta_state_wg_kernel;
 // helpers in ops/common/cuda/wgmma_sm90.cuh) against CuTe's layout
 // algebra: the prep's `blocked` tile offsets (wgmma::sw128_blocked) of w / q e^b (B of batch 1, K-major,
 // N = 64 tokens, K = K channels) and k e^(bL-b) (B of the state batch, MN-major, N = KH channels of a

@@ -1,5 +1,5 @@
 // The algebra behind the CUDA delta forward's thin workspace (docs/kernels/chunk_delta_fwd.md, "Thin
-// workspace"; ops/delta/cuda/chunk_delta_thin_fwd.cuh), checked in fp64 on the host against the naive
+// workspace"; ops/delta/cuda/fwd/state.cuh), checked in fp64 on the host against the naive
 // fp64 recurrences: the chunk recurrence written the way the kernels compute it must be the same
 // function of the inputs. GDN keeps the l2 norms and the scalar gate as per-token factors on the raw
 // q, k (A, T' = (I + A)^-1 diag(beta), Q', c1, c2, c3, 2^bL); KDA applies its per-channel gate to

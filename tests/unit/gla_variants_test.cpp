@@ -12,7 +12,7 @@
 #include <tuple>
 #include <vector>
 
-#include "harness/accuracy.h"
+#include "harness/verify/accuracy.h"
 #include "lina/error.h"
 #include "lina/lina.h"
 #include "ops/common/variant.h"

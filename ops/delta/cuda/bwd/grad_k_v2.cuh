@@ -1,5 +1,5 @@
 // Stage D2 of the chunk_kda / chunk_gdn backward on tensor cores: grad_k_v2_kernel<K, Tail> (docs/kernels/
-// chunk_delta_bwd.md, "grad_v2 / grad_k_v2 and prep_qk_v2 / post_qk_v2"); D1's grad_v4 is grad_v4.cuh.
+// chunk_delta_bwd.md, "grad_v4 and grad_k_v2"); D1's grad_v4 is grad_v4.cuh.
 // Part of the backward's one translation unit, chunk_delta_bwd.cu (whose anonymous namespace keeps these
 // kernels and helpers internal to it); includes what it uses.
 //
