@@ -88,15 +88,23 @@ __device__ __forceinline__ uint4 pack8(const float (&x)[8]) {
 
 // ---- Pieces shared by v5 (K = 128) and the K = 256 prep / state kernels (one definition each). ----
 
-// Serial gate scan of NR rows (log2 units) for the channel pair cp, cp + 1, from row r0 of a g tile at
-// pitch ld: the rows' sum `run` and the lowest / highest running sum (v5 producer pass 1).
-template <int NR>
-__device__ __forceinline__ void gate_rows_scan(const __nv_bfloat16* sg, int ld, int r0, int cp, float2& run, float2& lo, float2& hi) {
+// Tile addressing of a padded-rows tile (rows LD elements apart): T is the type a tile is addressed in,
+// offset(row, col) the offset of element (row, col) in T units. wg128's swizzled tiles have their own.
+template <int LD>
+struct PaddedRows {
+  using T = __nv_bfloat16;
+  static __device__ __forceinline__ int offset(int row, int col) { return row * LD + col; }
+};
+
+// Serial gate scan of NR rows (log2 units) for the channel pair cp, cp + 1, from row r0 of a g tile laid
+// out as Addr: the rows' sum `run` and the lowest / highest running sum (v5 producer pass 1).
+template <int NR, class Addr>
+__device__ __forceinline__ void gate_rows_scan(const typename Addr::T* sg, int r0, int cp, float2& run, float2& lo, float2& hi) {
   run = make_float2(0.f, 0.f);
   lo = hi = run;
 #pragma unroll
   for (int i = 0; i < NR; ++i) {
-    const float2 x = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(sg + (r0 + i) * ld + cp));
+    const float2 x = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(sg + Addr::offset(r0 + i, cp)));
     run.x += x.x * kLog2e;
     run.y += x.y * kLog2e;
     lo = i ? make_float2(fminf(lo.x, run.x), fminf(lo.y, run.y)) : run;
@@ -105,7 +113,7 @@ __device__ __forceinline__ void gate_rows_scan(const __nv_bfloat16* sg, int ld, 
 }
 // Steep test of those rows, whose running sums start at `off` relative to rho: |b_r - rho| is largest
 // at the lowest or highest running sum; the last sum carries a NaN of any row (fminf / fmaxf drop NaN).
-// (v5 keeps the same test written out in place: through this call its SASS changed.)
+// (v5's producer keeps the same test written out in place: through this call its SASS changed.)
 __device__ __forceinline__ bool range_bad(float2 off, float2 run, float2 lo, float2 hi) {
   return !(fabsf(off.x + lo.x) <= kLim) || !(fabsf(off.x + hi.x) <= kLim) || !(fabsf(off.x + run.x) <= kLim) ||
          !(fabsf(off.y + lo.y) <= kLim) || !(fabsf(off.y + hi.y) <= kLim) || !(fabsf(off.y + run.y) <= kLim);

@@ -114,7 +114,7 @@ __global__ void __launch_bounds__(d256::NT, 2) chunk_gla_fwd_d256_prep(D256Param
 
   const int cp = 64 * (warp & 3) + 2 * lane, half = warp >> 2, r0 = 32 * half;
   float2 run, lo, hi;
-  gate_rows_scan<32>(sg, kQ, r0, cp, run, lo, hi);
+  gate_rows_scan<32, PaddedRows<kQ>>(sg, r0, cp, run, lo, hi);
   *reinterpret_cast<float2*>(sTot + half * K + cp) = run;
   __syncthreads();
   const float2 rho = *reinterpret_cast<const float2*>(sTot + cp);  // b at row 31

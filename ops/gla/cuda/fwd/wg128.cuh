@@ -18,6 +18,7 @@
 #include "ops/common/cuda/mma_primitives.cuh"
 #include "ops/common/cuda/wgmma_sm90.cuh"
 #include "ops/gla/cuda/fwd/common.cuh"
+#include "ops/gla/cuda/fwd/producer.cuh"
 #include "ops/gla/cuda/gla_wgmma_glue.cuh"
 
 namespace lina::detail::cuda {
@@ -41,20 +42,11 @@ static_assert(smem <= 227ull * 1024, "shared memory per CTA");
 static_assert(NCT * kConsumerRegs + NPT * kProducerRegs <= 65536, "register file");
 }  // namespace wg128
 
-// Serial gate scan of NR rows of the swizzled g tile (gate_rows_scan on wg128's layout).
-template <int NR>
-__device__ __forceinline__ void gate_rows_scan_swz(const unsigned char* sg, int r0, int cp, float2& run, float2& lo, float2& hi) {
-  run = make_float2(0.f, 0.f);
-  lo = hi = run;
-#pragma unroll
-  for (int i = 0; i < NR; ++i) {
-    const float2 x = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(sg + gla_wg::swz(r0 + i, cp)));
-    run.x += x.x * kLog2e;
-    run.y += x.y * kLog2e;
-    lo = i ? make_float2(fminf(lo.x, run.x), fminf(lo.y, run.y)) : run;
-    hi = i ? make_float2(fmaxf(hi.x, run.x), fmaxf(hi.y, run.y)) : run;
-  }
-}
+// Addressing of wg128's tiles for producer.cuh and gate_rows_scan: byte offsets in the 128-byte swizzle.
+struct Swizzled128 {
+  using T = unsigned char;
+  static __device__ __forceinline__ std::uint32_t offset(int row, int col) { return gla_wg::swz(row, col); }
+};
 // store_causal_block_split into swizzled [64][64] A hi / lo blocks.
 __device__ __forceinline__ void store_causal_block_split_swz(unsigned char* hi_s, unsigned char* lo_s, const float (&acc)[2][4], int rb, int jb,
                                                              int g8, int t4) {
@@ -157,7 +149,7 @@ __global__ void __launch_bounds__(wg128::NT, 1) chunk_gla_fwd_wg128(Params p) {
       int* sFlag = reinterpret_cast<int*>(sDl + K);
 
       float2 run, lo, hi;
-      gate_rows_scan_swz<16>(sg, qr0, cp, run, lo, hi);
+      gate_rows_scan<16, Swizzled128>(sg, qr0, cp, run, lo, hi);
       *reinterpret_cast<float2*>(sTot + quarter * K + cp) = run;
       psync();  // every quarter's sum is in sTot
       float2 tq[4];
@@ -184,22 +176,8 @@ __global__ void __launch_bounds__(wg128::NT, 1) chunk_gla_fwd_wg128(Params p) {
       const bool steep = any_steep<NPW>(sFlag);
 
       if (!steep) {
-        // ---- operands in place: q -> qe = q 2^(b - rho), g -> kr = k 2^(rho - b), k -> ke = kr 2^(bL - rho).
-        const float2 ck = make_float2(ex2(bL.x - rho.x), ex2(bL.y - rho.y));
-        float2 d = off;
-#pragma unroll 4
-        for (int i = 0; i < 16; ++i) {
-          const std::uint32_t o = gla_wg::swz(qr0 + i, cp);
-          const float2 x = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(sg + o));
-          d.x += x.x * kLog2e;
-          d.y += x.y * kLog2e;
-          const float2 q = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(sq + o));
-          const float2 k = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(sk + o));
-          const float krx = k.x * ex2(-d.x), kry = k.y * ex2(-d.y);
-          *reinterpret_cast<std::uint32_t*>(sq + o) = pack_bf16(q.x * ex2(d.x), q.y * ex2(d.y));
-          *reinterpret_cast<std::uint32_t*>(sg + o) = pack_bf16(krx, kry);
-          *reinterpret_cast<std::uint32_t*>(sk + o) = pack_bf16(krx * ck.x, kry * ck.y);
-        }
+        // ---- operands in place: q -> qe, g -> kr, k -> ke.
+        producer_operands<Swizzled128>(sq, sk, sg, qr0, cp, rho, bL, off);
         if (want_o && kWgA) {
           gla_wg::fence_proxy_async_smem();  // qe, kr (generic writes) -> the A wgmmas
           psync();                           // qe and kr complete
@@ -270,11 +248,7 @@ __global__ void __launch_bounds__(wg128::NT, 1) chunk_gla_fwd_wg128(Params p) {
           segdec.y *= dl.y;
         }
       } else if (p.mode == 1 && quarter == 0) {
-        for (int t = 0; t < cn; ++t) {
-          const float2 x = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(sg + gla_wg::swz(t, cp)));
-          segdec.x *= ex2(x.x * kLog2e);
-          segdec.y *= ex2(x.y * kLog2e);
-        }
+        steep_segment_decay<Swizzled128>(sg, cn, cp, segdec);
       }
       gla_wg::fence_proxy_async_smem();  // this thread's tile writes (and the cp.async data it waited for) -> wgmma
       mbar_arrive(full + st);

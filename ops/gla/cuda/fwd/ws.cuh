@@ -22,6 +22,7 @@
 #include "ops/common/cuda/mbarrier.cuh"
 #include "ops/common/cuda/mma_primitives.cuh"
 #include "ops/gla/cuda/fwd/common.cuh"
+#include "ops/gla/cuda/fwd/producer.cuh"
 
 namespace lina::detail::cuda {
 namespace {  // one translation unit (chunk_gla_fwd.cu) includes the forward kernels
@@ -156,7 +157,7 @@ __global__ void __launch_bounds__(WsCfg<K, VT>::NT, WsCfg<K, VT>::MINB) chunk_gl
 
       // ---- pass 1: the quarter's gate sums (log2 units) and the range of its running sums.
       float2 run, lo, hi;
-      gate_rows_scan<16>(sg, kQ, qr0, cp, run, lo, hi);
+      gate_rows_scan<16, PaddedRows<kQ>>(sg, qr0, cp, run, lo, hi);
       *reinterpret_cast<float2*>(sTot + quarter * K + cp) = run;
       psync();  // every quarter's sum is in sTot
       // ---- rho = b at row 31, bL = b at row 63; this quarter's running sums start at off (relative to rho)
@@ -188,22 +189,8 @@ __global__ void __launch_bounds__(WsCfg<K, VT>::NT, WsCfg<K, VT>::MINB) chunk_gl
       const bool steep = any_steep<NPW>(sFlag);
 
       if (!steep) {
-        // ---- pass 2, operands in place: q -> qe = q 2^(b - rho), g -> kr = k 2^(rho - b), k -> ke = kr 2^(bL - rho).
-        const float2 ck = make_float2(ex2(bL.x - rho.x), ex2(bL.y - rho.y));
-        float2 d = off;
-#pragma unroll 4
-        for (int i = 0; i < 16; ++i) {
-          const int o = (qr0 + i) * kQ + cp;
-          const float2 x = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(sg + o));
-          d.x += x.x * kLog2e;
-          d.y += x.y * kLog2e;
-          const float2 q = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(sq + o));
-          const float2 k = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(sk + o));
-          const float krx = k.x * ex2(-d.x), kry = k.y * ex2(-d.y);
-          *reinterpret_cast<std::uint32_t*>(sq + o) = pack_bf16(q.x * ex2(d.x), q.y * ex2(d.y));
-          *reinterpret_cast<std::uint32_t*>(sg + o) = pack_bf16(krx, kry);
-          *reinterpret_cast<std::uint32_t*>(sk + o) = pack_bf16(krx * ck.x, kry * ck.y);
-        }
+        // ---- pass 2, operands in place: q -> qe, g -> kr, k -> ke.
+        producer_operands<PaddedRows<kQ>>(sq, sk, sg, qr0, cp, rho, bL, off);
         if (want_o) {
           psync();  // qe and kr complete
           // ---- A = causal(qe kr^T): the 10 causal 16x16 blocks (rb >= jb), block i = pw + NPW bi.
@@ -241,13 +228,8 @@ __global__ void __launch_bounds__(WsCfg<K, VT>::NT, WsCfg<K, VT>::MINB) chunk_gl
           segdec.y *= dl.y;
         }
       } else if (p.mode == 1 && quarter == 0) {
-        // Steep chunk: the consumers run the token recurrence on the raw tiles; the segment decay is
-        // the product of the per-token factors, in token order as in v4.
-        for (int t = 0; t < cn; ++t) {
-          const float2 x = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(sg + t * kQ + cp));
-          segdec.x *= ex2(x.x * kLog2e);
-          segdec.y *= ex2(x.y * kLog2e);
-        }
+        // Steep chunk: the consumers run the token recurrence on the raw tiles.
+        steep_segment_decay<PaddedRows<kQ>>(sg, cn, cp, segdec);
       }
       mbar_arrive(full + st);  // operands (or the raw tiles of a steep chunk) ready for the consumers
       if constexpr (STAGES == 2) issue_next(m);
