@@ -64,10 +64,20 @@ __device__ __forceinline__ void unpack8(const uint4& u, float (&x)[8]) {
     x[2 * e + 1] = f.y;
   }
 }
+// Tile addressing of a padded-rows tile (rows LD elements apart): T is the type a tile is addressed in,
+// offset(row, col) the offset of element (row, col) in T units. wg128's swizzled tiles have their own.
+template <int LD>
+struct PaddedRows {
+  using T = __nv_bfloat16;
+  static __device__ __forceinline__ int offset(int row, int col) { return row * LD + col; }
+};
+
 // One 16x16 block (rb, jb) of A from its two m16n8 accumulators: the causal mask by select (the masked
-// side may be inf), then A = hi + lo in bf16 at pitch `pitch` (v4 and v5 write A the same way).
-__device__ __forceinline__ void store_causal_block_split(__nv_bfloat16* hi_s, __nv_bfloat16* lo_s, int pitch,
-                                                         const float (&acc)[2][4], int rb, int jb, int g8, int t4) {
+// side may be inf), then A = hi + lo in bf16, in tiles laid out as Addr (PaddedRows; wg128's
+// swizzled blocks). v4 and v5 write A the same way.
+template <class Addr>
+__device__ __forceinline__ void store_causal_block_split(typename Addr::T* hi_s, typename Addr::T* lo_s, const float (&acc)[2][4], int rb,
+                                                         int jb, int g8, int t4) {
 #pragma unroll
   for (int t = 0; t < 2; ++t)
 #pragma unroll
@@ -77,8 +87,9 @@ __device__ __forceinline__ void store_causal_block_split(__nv_bfloat16* hi_s, __
       const float x1 = jc + 1 > r ? 0.f : acc[t][2 * hh + 1];
       const std::uint32_t hi = pack_bf16(x0, x1);
       const float2 hf = unpack_bf16(hi);
-      *reinterpret_cast<std::uint32_t*>(hi_s + r * pitch + jc) = hi;
-      *reinterpret_cast<std::uint32_t*>(lo_s + r * pitch + jc) = pack_bf16(x0 - hf.x, x1 - hf.y);
+      const auto o = Addr::offset(r, jc);
+      *reinterpret_cast<std::uint32_t*>(hi_s + o) = hi;
+      *reinterpret_cast<std::uint32_t*>(lo_s + o) = pack_bf16(x0 - hf.x, x1 - hf.y);
     }
 }
 
@@ -87,14 +98,6 @@ __device__ __forceinline__ uint4 pack8(const float (&x)[8]) {
 }
 
 // ---- Pieces shared by v5 (K = 128) and the K = 256 prep / state kernels (one definition each). ----
-
-// Tile addressing of a padded-rows tile (rows LD elements apart): T is the type a tile is addressed in,
-// offset(row, col) the offset of element (row, col) in T units. wg128's swizzled tiles have their own.
-template <int LD>
-struct PaddedRows {
-  using T = __nv_bfloat16;
-  static __device__ __forceinline__ int offset(int row, int col) { return row * LD + col; }
-};
 
 // Serial gate scan of NR rows (log2 units) for the channel pair cp, cp + 1, from row r0 of a g tile laid
 // out as Addr: the rows' sum `run` and the lowest / highest running sum (v5 producer pass 1).

@@ -176,7 +176,7 @@ __global__ void __launch_bounds__(d256::NT, 2) chunk_gla_fwd_d256_prep(D256Param
       const int i = warp + 8 * bi;
       if (i >= 10) continue;
       const int rb = (i >= 1) + (i >= 3) + (i >= 6), jb = i - rb * (rb + 1) / 2;
-      store_causal_block_split(sAh, sAl, kAs, aacc[bi], rb, jb, g8, t4);
+      store_causal_block_split<PaddedRows<kAs>>(sAh, sAl, aacc[bi], rb, jb, g8, t4);
     }
     __syncthreads();
     // Whole rows: the causal 16-byte units (row r: columns < 16 (r / 16 + 1)) from A, the rest zero

@@ -344,7 +344,7 @@ __global__ void __launch_bounds__(Cfg<K, VT>::NT, Cfg<K, VT>::MINB) chunk_gla_fw
         for (int jj = 0; jj < C::NJB; ++jj) {
           const int jb = op + jj * C::OPARTS;
           if (jb > rb) continue;
-          store_causal_block_split(sAh, sAl, C::kAs, aacc[jj], rb, jb, g8, t4);
+          store_causal_block_split<PaddedRows<C::kAs>>(sAh, sAl, aacc[jj], rb, jb, g8, t4);
         }
       }  // want_o
       __syncthreads();

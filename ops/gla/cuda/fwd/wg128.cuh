@@ -47,23 +47,11 @@ struct Swizzled128 {
   using T = unsigned char;
   static __device__ __forceinline__ std::uint32_t offset(int row, int col) { return gla_wg::swz(row, col); }
 };
-// store_causal_block_split into swizzled [64][64] A hi / lo blocks.
-__device__ __forceinline__ void store_causal_block_split_swz(unsigned char* hi_s, unsigned char* lo_s, const float (&acc)[2][4], int rb, int jb,
-                                                             int g8, int t4) {
-#pragma unroll
-  for (int t = 0; t < 2; ++t)
-#pragma unroll
-    for (int hh = 0; hh < 2; ++hh) {
-      const int r = rb * 16 + g8 + hh * 8, jc = jb * 16 + t * 8 + 2 * t4;
-      const float x0 = jc > r ? 0.f : acc[t][2 * hh];
-      const float x1 = jc + 1 > r ? 0.f : acc[t][2 * hh + 1];
-      const std::uint32_t hi = pack_bf16(x0, x1);
-      const float2 hf = unpack_bf16(hi);
-      const std::uint32_t o = gla_wg::swz64(r, jc);
-      *reinterpret_cast<std::uint32_t*>(hi_s + o) = hi;
-      *reinterpret_cast<std::uint32_t*>(lo_s + o) = pack_bf16(x0 - hf.x, x1 - hf.y);
-    }
-}
+// The same within one [64][64] block of 128-byte rows (A hi, A lo).
+struct Swizzled64 {
+  using T = unsigned char;
+  static __device__ __forceinline__ std::uint32_t offset(int row, int col) { return gla_wg::swz64(row, col); }
+};
 
 // kWgA (the variant wg128, the default; wg128_mma_a runs kWgA = false): producer warpgroup 0 computes A by wgmma (the whole 64 x 64 tile, the
 // mask writes the non-causal blocks' zeros) instead of 8 warps of mma.sync; one producer barrier less.
@@ -198,7 +186,7 @@ __global__ void __launch_bounds__(wg128::NT, 1) chunk_gla_fwd_wg128(Params p) {
             for (int jb = 0; jb < 4; ++jb) {
               const float acc[2][4] = {{aw[8 * jb], aw[8 * jb + 1], aw[8 * jb + 2], aw[8 * jb + 3]},
                                        {aw[8 * jb + 4], aw[8 * jb + 5], aw[8 * jb + 6], aw[8 * jb + 7]}};
-              store_causal_block_split_swz(sAh, sAl, acc, pw, jb, g8, t4);  // row block pw; jb > pw: zeros
+              store_causal_block_split<Swizzled64>(sAh, sAl, acc, pw, jb, g8, t4);  // row block pw; jb > pw: zeros
             }
           }
         } else if (want_o) {
@@ -233,7 +221,7 @@ __global__ void __launch_bounds__(wg128::NT, 1) chunk_gla_fwd_wg128(Params p) {
             const int i = pw + NPW * bi;
             if (i >= 10) continue;
             const int rb = (i >= 1) + (i >= 3) + (i >= 6), jb = i - rb * (rb + 1) / 2;
-            store_causal_block_split_swz(sAh, sAl, aacc[bi], rb, jb, g8, t4);
+            store_causal_block_split<Swizzled64>(sAh, sAl, aacc[bi], rb, jb, g8, t4);
           }
           // The six non-causal blocks are zero: the consumers' wgmmas read whole 64 x 64 tiles.
 #pragma unroll

@@ -220,7 +220,7 @@ __global__ void __launch_bounds__(WsCfg<K, VT>::NT, WsCfg<K, VT>::MINB) chunk_gl
             const int i = pw + NPW * bi;
             if (i >= 10) continue;
             const int rb = (i >= 1) + (i >= 3) + (i >= 6), jb = i - rb * (rb + 1) / 2;
-            store_causal_block_split(sAh, sAl, kAs, aacc[bi], rb, jb, g8, t4);
+            store_causal_block_split<PaddedRows<kAs>>(sAh, sAl, aacc[bi], rb, jb, g8, t4);
           }
         }
         if (p.mode == 1) {
