@@ -93,6 +93,42 @@ __device__ __forceinline__ void store_causal_block_split(typename Addr::T* hi_s,
     }
 }
 
+// A = causal(qe kr^T) of a 64-row chunk by mma.sync, qe and kr in padded rows (pitch ld, K channels):
+// the 10 causal 16x16 blocks (rb >= jb), block i = w + NW bi on warp w; aacc[bi] of a block i >= 10 is zero.
+template <int K, int NB, int NW>
+__device__ __forceinline__ void causal_a_blocks(float (&aacc)[NB][2][4], const __nv_bfloat16* sq, const __nv_bfloat16* sg, int ld, int w,
+                                                int lane) {
+#pragma unroll
+  for (int bi = 0; bi < NB; ++bi) {
+    const int i = w + NW * bi;
+    const int rb = (i >= 1) + (i >= 3) + (i >= 6), jb = i - rb * (rb + 1) / 2;
+#pragma unroll
+    for (int t = 0; t < 2; ++t) aacc[bi][t][0] = aacc[bi][t][1] = aacc[bi][t][2] = aacc[bi][t][3] = 0.f;
+    if (i < 10) {
+#pragma unroll 4
+      for (int ks = 0; ks < K / 16; ++ks) {
+        std::uint32_t a[4], b[4];
+        ldsm_frag_a(a, sq, ld, rb * 16, ks * 16, lane);
+        ldsm_frag_b_nk(b, sg, ld, jb * 16, ks * 16, lane);
+        mma_bf16_16816(aacc[bi][0], a, b[0], b[1]);
+        mma_bf16_16816(aacc[bi][1], a, b[2], b[3]);
+      }
+    }
+  }
+}
+// Those blocks of warp w to A hi + lo (tiles laid out as Addr).
+template <class Addr, int NB, int NW>
+__device__ __forceinline__ void store_causal_a(typename Addr::T* sAh, typename Addr::T* sAl, const float (&aacc)[NB][2][4], int w, int g8,
+                                               int t4) {
+#pragma unroll
+  for (int bi = 0; bi < NB; ++bi) {
+    const int i = w + NW * bi;
+    if (i >= 10) continue;
+    const int rb = (i >= 1) + (i >= 3) + (i >= 6), jb = i - rb * (rb + 1) / 2;
+    store_causal_block_split<Addr>(sAh, sAl, aacc[bi], rb, jb, g8, t4);
+  }
+}
+
 __device__ __forceinline__ uint4 pack8(const float (&x)[8]) {
   return make_uint4(pack_bf16(x[0], x[1]), pack_bf16(x[2], x[3]), pack_bf16(x[4], x[5]), pack_bf16(x[6], x[7]));
 }

@@ -151,33 +151,11 @@ __global__ void __launch_bounds__(d256::NT, 2) chunk_gla_fwd_d256_prep(D256Param
     __syncthreads();  // qe and kr complete
     // ---- A = causal(qe kr^T): the 10 causal 16x16 blocks, block i on warp i % 8 (warps 0, 1 take two).
     float aacc[2][2][4];
-#pragma unroll
-    for (int bi = 0; bi < 2; ++bi) {
-      const int i = warp + 8 * bi;
-      const int rb = (i >= 1) + (i >= 3) + (i >= 6), jb = i - rb * (rb + 1) / 2;
-#pragma unroll
-      for (int t = 0; t < 2; ++t) aacc[bi][t][0] = aacc[bi][t][1] = aacc[bi][t][2] = aacc[bi][t][3] = 0.f;
-      if (i < 10) {
-#pragma unroll 4
-        for (int ks = 0; ks < K / 16; ++ks) {
-          std::uint32_t a[4], b[4];
-          ldsm_frag_a(a, sq, kQ, rb * 16, ks * 16, lane);
-          ldsm_frag_b_nk(b, sg, kQ, jb * 16, ks * 16, lane);
-          mma_bf16_16816(aacc[bi][0], a, b[0], b[1]);
-          mma_bf16_16816(aacc[bi][1], a, b[2], b[3]);
-        }
-      }
-    }
+    causal_a_blocks<K, 2, 8>(aacc, sq, sg, kQ, warp, lane);
     __syncthreads();  // kr reads done: A hi + lo overwrite the kr tile
     __nv_bfloat16* sAh = sg;
     __nv_bfloat16* sAl = sg + kC * kAs;
-#pragma unroll
-    for (int bi = 0; bi < 2; ++bi) {
-      const int i = warp + 8 * bi;
-      if (i >= 10) continue;
-      const int rb = (i >= 1) + (i >= 3) + (i >= 6), jb = i - rb * (rb + 1) / 2;
-      store_causal_block_split<PaddedRows<kAs>>(sAh, sAl, aacc[bi], rb, jb, g8, t4);
-    }
+    store_causal_a<PaddedRows<kAs>, 2, 8>(sAh, sAl, aacc, warp, g8, t4);
     __syncthreads();
     // Whole rows: the causal 16-byte units (row r: columns < 16 (r / 16 + 1)) from A, the rest zero
     // (SW128 tiles hi, lo).

@@ -216,13 +216,7 @@ __global__ void __launch_bounds__(wg128::NT, 1) chunk_gla_fwd_wg128(Params p) {
           psync();  // every warp is done reading kr: A hi + lo overwrite the g / kr tile
           unsigned char* sAh = sg;
           unsigned char* sAl = sg + 8192;
-#pragma unroll
-          for (int bi = 0; bi < 2; ++bi) {
-            const int i = pw + NPW * bi;
-            if (i >= 10) continue;
-            const int rb = (i >= 1) + (i >= 3) + (i >= 6), jb = i - rb * (rb + 1) / 2;
-            store_causal_block_split<Swizzled64>(sAh, sAl, aacc[bi], rb, jb, g8, t4);
-          }
+          store_causal_a<Swizzled64, 2, NPW>(sAh, sAl, aacc, pw, g8, t4);
           // The six non-causal blocks are zero: the consumers' wgmmas read whole 64 x 64 tiles.
 #pragma unroll
           for (int i = ptid; i < 2 * 64 * 8; i += NPT) {

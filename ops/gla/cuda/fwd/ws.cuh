@@ -195,33 +195,11 @@ __global__ void __launch_bounds__(WsCfg<K, VT>::NT, WsCfg<K, VT>::MINB) chunk_gl
           psync();  // qe and kr complete
           // ---- A = causal(qe kr^T): the 10 causal 16x16 blocks (rb >= jb), block i = pw + NPW bi.
           float aacc[kABlocks][2][4];
-#pragma unroll
-          for (int bi = 0; bi < kABlocks; ++bi) {
-            const int i = pw + NPW * bi;
-            const int rb = (i >= 1) + (i >= 3) + (i >= 6), jb = i - rb * (rb + 1) / 2;
-#pragma unroll
-            for (int t = 0; t < 2; ++t) aacc[bi][t][0] = aacc[bi][t][1] = aacc[bi][t][2] = aacc[bi][t][3] = 0.f;
-            if (i < 10) {
-#pragma unroll 4
-              for (int ks = 0; ks < K / 16; ++ks) {
-                std::uint32_t a[4], b[4];
-                ldsm_frag_a(a, sq, kQ, rb * 16, ks * 16, lane);
-                ldsm_frag_b_nk(b, sg, kQ, jb * 16, ks * 16, lane);
-                mma_bf16_16816(aacc[bi][0], a, b[0], b[1]);
-                mma_bf16_16816(aacc[bi][1], a, b[2], b[3]);
-              }
-            }
-          }
+          causal_a_blocks<K, kABlocks, NPW>(aacc, sq, sg, kQ, pw, lane);
           psync();  // every warp is done reading kr: A hi + lo overwrite the g / kr tile
           __nv_bfloat16* sAh = sg;
           __nv_bfloat16* sAl = sg + kC * kAs;
-#pragma unroll
-          for (int bi = 0; bi < kABlocks; ++bi) {
-            const int i = pw + NPW * bi;
-            if (i >= 10) continue;
-            const int rb = (i >= 1) + (i >= 3) + (i >= 6), jb = i - rb * (rb + 1) / 2;
-            store_causal_block_split<PaddedRows<kAs>>(sAh, sAl, aacc[bi], rb, jb, g8, t4);
-          }
+          store_causal_a<PaddedRows<kAs>, kABlocks, NPW>(sAh, sAl, aacc, pw, g8, t4);
         }
         if (p.mode == 1) {
           segdec.x *= dl.x;
