@@ -77,14 +77,7 @@ __global__ void __launch_bounds__(wg128::NT, 1) chunk_gla_fwd_wg128(Params p) {
   const std::int64_t state_base = (static_cast<std::int64_t>(s.seq) * p.H + h) * K * p.V;
   const bool want_o = p.mode != 1;
   const int nchunks = (s.length + kC - 1) / kC;
-  if (tid == 0) {
-    for (int i = 0; i < STAGES; ++i) {
-      mbar_init(full + i, NPT);
-      mbar_init(empty + i, NCT);
-      mbar_init(landed + i, NPT);  // one cp.async completion arrive per producer thread
-    }
-    mbar_init(pbar, NPT);
-  }
+  if (tid == 0) init_pipeline_barriers<STAGES>(full, empty, landed, pbar, NPT, NCT);
   __syncthreads();  // the only CTA-wide barrier
 
   if (warp >= NCW) {
@@ -235,11 +228,7 @@ __global__ void __launch_bounds__(wg128::NT, 1) chunk_gla_fwd_wg128(Params p) {
       gla_wg::fence_proxy_async_smem();  // this thread's tile writes (and the cp.async data it waited for) -> wgmma
       mbar_arrive(full + st);
     }
-    if (p.mode == 1 && quarter == 0) {
-      const std::int64_t sb = (static_cast<std::int64_t>(s.slot0 + s.seg) * p.H + h) * K;
-      p.seg_decay[sb + cp] = segdec.x;
-      p.seg_decay[sb + cp + 1] = segdec.y;
-    }
+    if (p.mode == 1 && quarter == 0) store_segment_decay(p, s, h, K, cp, segdec);
     return;
   }
 

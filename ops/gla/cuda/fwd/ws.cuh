@@ -83,14 +83,7 @@ __global__ void __launch_bounds__(WsCfg<K, VT>::NT, WsCfg<K, VT>::MINB) chunk_gl
   const std::int64_t state_base = (static_cast<std::int64_t>(s.seq) * p.H + h) * K * p.V;
   const bool want_o = p.mode != 1;
   const int nchunks = (s.length + kC - 1) / kC;
-  if (tid == 0) {
-    for (int i = 0; i < STAGES; ++i) {
-      mbar_init(full + i, NPT);
-      mbar_init(empty + i, NCT);
-      mbar_init(landed + i, NPT);  // one cp.async completion arrive per producer thread
-    }
-    mbar_init(pbar, NPT);
-  }
+  if (tid == 0) init_pipeline_barriers<STAGES>(full, empty, landed, pbar, NPT, NCT);
   __syncthreads();  // the only CTA-wide barrier: consumers and producers run apart from here on
 
   if (warp >= NCW) {
@@ -212,11 +205,7 @@ __global__ void __launch_bounds__(WsCfg<K, VT>::NT, WsCfg<K, VT>::MINB) chunk_gl
       mbar_arrive(full + st);  // operands (or the raw tiles of a steep chunk) ready for the consumers
       if constexpr (STAGES == 2) issue_next(m);
     }
-    if (p.mode == 1 && quarter == 0) {
-      const std::int64_t sb = (static_cast<std::int64_t>(s.slot0 + s.seg) * p.H + h) * K;
-      p.seg_decay[sb + cp] = segdec.x;
-      p.seg_decay[sb + cp + 1] = segdec.y;
-    }
+    if (p.mode == 1 && quarter == 0) store_segment_decay(p, s, h, K, cp, segdec);
     return;
   }
 
