@@ -47,6 +47,13 @@ std::string requested_variant(const ExecOptions& opts, std::string_view site, st
   return from_environment(site, names);
 }
 
+void refuse_named_variant(std::string_view site, std::string_view where, std::string_view why, const ExecOptions& opts) {
+  const std::string requested = requested_variant(opts, site, {});
+  if (requested.empty()) return;
+  throw_invalid("variant", "'" + requested + "' for " + std::string(site) + (where.empty() ? "" : " ") + std::string(where),
+                "none: " + std::string(why));
+}
+
 void throw_unknown_variant(std::string_view site, std::string_view requested, std::span<const std::string_view> names) {
   throw_invalid("variant", "'" + std::string(requested) + "' for " + std::string(site),
                 "one of " + joined(names) + " (or none, for the default choice)");

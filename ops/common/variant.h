@@ -37,6 +37,12 @@ std::string requested_variant(const ExecOptions& opts, std::string_view site, st
 // No variant supports the call: every reason, one per variant.
 [[noreturn]] void throw_no_variant(std::string_view site, const std::string& reasons);
 
+// A site with one implementation (a CPU backend, a direction without a table): a variant named for it
+// (ExecOptions::variant or a "site=name" LINA_VARIANT entry; a bare name applies only where a site has
+// it) is refused, argument "variant". `where` qualifies the site ("on the cpu backend"), `why` says why
+// there is nothing to choose.
+void refuse_named_variant(std::string_view site, std::string_view where, std::string_view why, const ExecOptions& opts);
+
 // Picks and launches: the requested variant (refused with its reason if it declines), else the first
 // that supports the call. RunInfo::variant records the name that ran.
 template <class Call>

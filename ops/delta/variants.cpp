@@ -79,10 +79,7 @@ RunInfo run_cuda(const KdaBwd& call) { return run_variant(kda_backward_variants(
 RunInfo run_cuda(const GdnBwd& call) { return run_variant(gdn_backward_variants(), "chunk_gdn.bwd", call.opts, call); }
 
 void refuse_variant_on_cpu(std::string_view site, const ExecOptions& opts) {
-  const std::string requested = requested_variant(opts, site, {});
-  if (requested.empty()) return;
-  throw_invalid("variant", "'" + requested + "' for " + std::string(site) + " on the cpu backend",
-                "none: the cpu backend has one implementation (the variants are CUDA kernels)");
+  refuse_named_variant(site, "on the cpu backend", "the cpu backend has one implementation (the variants are CUDA kernels)", opts);
 }
 
 }  // namespace lina::detail::delta

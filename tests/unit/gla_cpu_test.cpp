@@ -328,5 +328,33 @@ TEST(GlaCpuMath, DotHandlesTails) {
   EXPECT_FLOAT_EQ(detail::cpu::dot(a.data(), b.data(), 13), static_cast<float>(ref));
 }
 
+// The CPU backend has one implementation per direction: a variant named for chunk_gla is refused by
+// argument "variant" before any work (the outputs keep their poison), in both directions.
+TEST(GlaCpu, ANamedVariantIsRefused) {
+  Case c;
+  c.T = 20; c.H = 1; c.K = 8; c.V = 8; c.dtype = DType::bf16;
+  const Data d(c, 23);
+  Results r(d, true);
+  ExecOptions opts;
+  opts.backend = Backend::cpu;
+  opts.variant = "wg128";
+  const auto expect_refused = [](const char* what, const auto& call) {
+    try {
+      call();
+      ADD_FAILURE() << what << ": a named variant was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::invalid_argument) << e.what();
+      EXPECT_EQ(e.argument(), "variant") << e.what();
+      EXPECT_NE(std::string(e.what()).find(std::string("'wg128' for ") + what + " on the cpu backend"), std::string::npos) << e.what();
+    }
+  };
+  const double o0 = r.o.get(0);
+  expect_refused("chunk_gla.fwd", [&] { chunk_gla_forward(d.args(), r.outputs(), ForwardMode::training, opts); });
+  EXPECT_TRUE(std::isnan(o0) ? std::isnan(r.o.get(0)) : r.o.get(0) == o0);  // nothing written
+  expect_refused("chunk_gla.bwd", [&] { chunk_gla_backward(d.args(), d.grad_inputs(), r.grads(d.c.h0), opts); });
+  opts.variant.clear();
+  EXPECT_NO_THROW(chunk_gla_forward(d.args(), r.outputs(), ForwardMode::training, opts));
+}
+
 }  // namespace
 }  // namespace lina
