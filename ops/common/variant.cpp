@@ -54,6 +54,10 @@ void refuse_named_variant(std::string_view site, std::string_view where, std::st
                 "none: " + std::string(why));
 }
 
+void refuse_variant_on_cpu(std::string_view site, const ExecOptions& opts) {
+  refuse_named_variant(site, "on the cpu backend", "the cpu backend has one implementation (the variants are CUDA kernels)", opts);
+}
+
 void throw_unknown_variant(std::string_view site, std::string_view requested, std::span<const std::string_view> names) {
   throw_invalid("variant", "'" + std::string(requested) + "' for " + std::string(site),
                 "one of " + joined(names) + " (or none, for the default choice)");

@@ -42,6 +42,8 @@ std::string requested_variant(const ExecOptions& opts, std::string_view site, st
 // it) is refused, argument "variant". `where` qualifies the site ("on the cpu backend"), `why` says why
 // there is nothing to choose.
 void refuse_named_variant(std::string_view site, std::string_view where, std::string_view why, const ExecOptions& opts);
+// The CPU backend's case of it: one implementation per op and direction (the variants are CUDA kernels).
+void refuse_variant_on_cpu(std::string_view site, const ExecOptions& opts);
 
 // Picks and launches: the requested variant (refused with its reason if it declines), else the first
 // that supports the call. RunInfo::variant records the name that ran.

@@ -15,7 +15,7 @@ RunInfo chunk_kda_forward(const ChunkKdaArgs& args, const AttentionOutputs& out,
   if (detail::pick_backend(p, opts) == Backend::cuda) {
     info = delta::run_cuda(delta::ForwardCall<ChunkKdaArgs>{p, args, out, opts});
   } else {
-    delta::refuse_variant_on_cpu("chunk_kda.fwd", opts);
+    detail::refuse_variant_on_cpu("chunk_kda.fwd", opts);
     info = detail::cpu::chunk_kda_forward(p, args, out, mode, opts);
   }
   return info;
@@ -28,7 +28,7 @@ RunInfo chunk_kda_backward(const ChunkKdaArgs& args, const AttentionGradInputs& 
   detail::validate_delta_grads(p, args, grads, OutputDTypes::exact);
   if (detail::pick_backend(p, opts) == Backend::cuda)
     return delta::run_cuda(delta::BackwardCall<ChunkKdaArgs>{p, args, grad_in, grads, opts});
-  delta::refuse_variant_on_cpu("chunk_kda.bwd", opts);
+  detail::refuse_variant_on_cpu("chunk_kda.bwd", opts);
   return detail::cpu::chunk_kda_backward(p, args, grad_in, grads, opts);
 }
 
@@ -39,7 +39,7 @@ RunInfo chunk_gdn_forward(const ChunkGdnArgs& args, const AttentionOutputs& out,
   if (detail::pick_backend(p, opts) == Backend::cuda) {
     info = delta::run_cuda(delta::ForwardCall<ChunkGdnArgs>{p, args, out, opts});
   } else {
-    delta::refuse_variant_on_cpu("chunk_gdn.fwd", opts);
+    detail::refuse_variant_on_cpu("chunk_gdn.fwd", opts);
     info = detail::cpu::chunk_gdn_forward(p, args, out, mode, opts);
   }
   return info;
@@ -52,7 +52,7 @@ RunInfo chunk_gdn_backward(const ChunkGdnArgs& args, const AttentionGradInputs& 
   detail::validate_delta_grads(p, args, grads, OutputDTypes::exact);
   if (detail::pick_backend(p, opts) == Backend::cuda)
     return delta::run_cuda(delta::BackwardCall<ChunkGdnArgs>{p, args, grad_in, grads, opts});
-  delta::refuse_variant_on_cpu("chunk_gdn.bwd", opts);
+  detail::refuse_variant_on_cpu("chunk_gdn.bwd", opts);
   return detail::cpu::chunk_gdn_backward(p, args, grad_in, grads, opts);
 }
 

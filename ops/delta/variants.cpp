@@ -78,8 +78,4 @@ RunInfo run_cuda(const GdnFwd& call) { return run_variant(gdn_forward_variants()
 RunInfo run_cuda(const KdaBwd& call) { return run_variant(kda_backward_variants(), "chunk_kda.bwd", call.opts, call); }
 RunInfo run_cuda(const GdnBwd& call) { return run_variant(gdn_backward_variants(), "chunk_gdn.bwd", call.opts, call); }
 
-void refuse_variant_on_cpu(std::string_view site, const ExecOptions& opts) {
-  refuse_named_variant(site, "on the cpu backend", "the cpu backend has one implementation (the variants are CUDA kernels)", opts);
-}
-
 }  // namespace lina::detail::delta

@@ -41,8 +41,5 @@ RunInfo run_cuda(const ForwardCall<ChunkGdnArgs>& call);
 RunInfo run_cuda(const BackwardCall<ChunkKdaArgs>& call);
 RunInfo run_cuda(const BackwardCall<ChunkGdnArgs>& call);
 
-// The CPU backend has one implementation per op and direction: a variant named for `site` (by
-// ExecOptions::variant or a "site=name" LINA_VARIANT entry) is refused, argument "variant".
-void refuse_variant_on_cpu(std::string_view site, const ExecOptions& opts);
 
 }  // namespace lina::detail::delta

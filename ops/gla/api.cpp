@@ -7,17 +7,11 @@ namespace lina {
 
 using detail::OutputDTypes;
 
-namespace {
-void refuse_variant_on_cpu(std::string_view site, const ExecOptions& opts) {
-  detail::refuse_named_variant(site, "on the cpu backend", "the cpu backend has one implementation (the variants are CUDA kernels)", opts);
-}
-}  // namespace
-
 RunInfo chunk_gla_forward(const ChunkGlaArgs& args, const AttentionOutputs& out, ForwardMode mode, const ExecOptions& opts) {
   const detail::Problem p = detail::validate_gla(args);
   detail::validate_outputs(p, out, args.v.dtype, OutputDTypes::exact);
   if (detail::pick_backend(p, opts) == Backend::cuda) return detail::cuda::chunk_gla_forward(p, args, out, mode, opts);
-  refuse_variant_on_cpu("chunk_gla.fwd", opts);
+  detail::refuse_variant_on_cpu("chunk_gla.fwd", opts);
   return detail::cpu::chunk_gla_forward(p, args, out, mode, opts);
 }
 
@@ -31,7 +25,7 @@ RunInfo chunk_gla_backward(const ChunkGlaArgs& args, const AttentionGradInputs& 
     detail::refuse_named_variant("chunk_gla.bwd", "", "chunk_gla.bwd has one CUDA pipeline", opts);
     return detail::cuda::chunk_gla_backward(p, args, grad_in, grads, opts);
   }
-  refuse_variant_on_cpu("chunk_gla.bwd", opts);
+  detail::refuse_variant_on_cpu("chunk_gla.bwd", opts);
   return detail::cpu::chunk_gla_backward(p, args, grad_in, grads, opts);
 }
 
