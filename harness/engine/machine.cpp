@@ -12,6 +12,7 @@
 #include "harness/engine/stats.h"
 #include "harness/engine/timing.h"
 #include "harness/engine/workload.h"
+#include "harness/util/text_file.h"
 #include "lina/error.h"
 #include "lina/build_info.h"
 #include "lina/version.h"
@@ -25,18 +26,13 @@ namespace lina::harness {
 
 namespace {
 
-std::string trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\r')) s.pop_back();
-  return s;
-}
-
 std::string cpu_model() {
   std::ifstream f("/proc/cpuinfo");
   std::string line;
   while (std::getline(f, line))
     if (line.rfind("model name", 0) == 0) {
       const auto c = line.find(':');
-      if (c != std::string::npos) return trim(line.substr(c + 2));
+      if (c != std::string::npos) return trim_trailing_space(line.substr(c + 2));
     }
   return "unknown";
 }

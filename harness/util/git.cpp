@@ -1,19 +1,11 @@
 #include "harness/util/git.h"
 
 #include "harness/util/subprocess.h"
+#include "harness/util/text_file.h"
 #include "lina/error.h"
 
 namespace lina::harness {
 namespace fs = std::filesystem;
-namespace {
-
-std::string trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
-  return s;
-}
-
-}  // namespace
-
 ResolvedRef resolve_commit(const fs::path& repo, const std::string& ref) {
   ResolvedRef r;
   if (ref.empty()) {
@@ -31,7 +23,7 @@ ResolvedRef resolve_commit(const fs::path& repo, const std::string& ref) {
     r.detail = p.spawn_error;
     return r;
   }
-  const std::string sha = trim(p.out);
+  const std::string sha = trim_trailing_space(p.out);
   if (p.exit_code != 0 || sha.size() < 40) {
     r.problem = ResolvedRef::Problem::not_a_commit;
     return r;
@@ -55,7 +47,7 @@ fs::path git_toplevel(const fs::path& start) {
   if (r.exit_code != 0) {
     throw Error(ErrorCode::invalid_argument, "repo", start.string() + " is not inside a git work tree");
   }
-  return fs::path(trim(r.out));
+  return fs::path(trim_trailing_space(r.out));
 }
 
 }  // namespace lina::harness

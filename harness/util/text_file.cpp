@@ -6,6 +6,12 @@
 #include "lina/error.h"
 
 namespace lina::harness {
+
+std::string trim_trailing_space(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
 namespace fs = std::filesystem;
 
 std::string read_text_file(const fs::path& path) {

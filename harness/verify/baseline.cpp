@@ -12,15 +12,11 @@
 #include "harness/util/git.h"
 #include "harness/util/sha256.h"
 #include "harness/util/subprocess.h"
+#include "harness/util/text_file.h"
 
 namespace lina::harness {
 namespace fs = std::filesystem;
 namespace {
-
-std::string trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
-  return s;
-}
 
 std::string read_file(const fs::path& p) {
   std::ifstream f(p);
@@ -62,13 +58,13 @@ std::string resolve_ref(const fs::path& repo, const std::string& ref) {
 
 bool working_tree_dirty(const fs::path& repo) {
   const ProcessResult r = run_process({"git", "-C", repo.string(), "status", "--porcelain", "--untracked-files=no"});
-  return r.spawned && r.exit_code == 0 && !trim(r.out).empty();
+  return r.spawned && r.exit_code == 0 && !trim_trailing_space(r.out).empty();
 }
 
 std::string dirty_head_warning(const fs::path& repo, const std::string& ref, const std::string& sha) {
   // The candidate build includes uncommitted edits; a baseline is always the committed tree.
   const ProcessResult head = run_process({"git", "-C", repo.string(), "rev-parse", "HEAD"});
-  if (!head.spawned || head.exit_code != 0 || trim(head.out) != sha || !working_tree_dirty(repo)) return "";
+  if (!head.spawned || head.exit_code != 0 || trim_trailing_space(head.out) != sha || !working_tree_dirty(repo)) return "";
   return "--base " + ref + " is HEAD and the working tree has uncommitted changes: the baseline is the committed HEAD " +
          sha.substr(0, 12) + ", without them";
 }
@@ -128,10 +124,10 @@ Baseline prepare_baseline(const BaselineOptions& opts) {
   fs::create_directories(src);
   const fs::path tar = b.dir / "src.tar";
   ProcessResult r = run_process({"git", "-C", opts.repo.string(), "archive", "--format=tar", "-o", tar.string(), b.sha});
-  if (!r.spawned || r.exit_code != 0) throw BaselineError("git archive of " + b.sha + " failed: " + trim(r.err) + r.spawn_error);
+  if (!r.spawned || r.exit_code != 0) throw BaselineError("git archive of " + b.sha + " failed: " + trim_trailing_space(r.err) + r.spawn_error);
   r = run_process({"tar", "-xf", tar.string(), "-C", src.string()});
   fs::remove(tar, ec);
-  if (!r.spawned || r.exit_code != 0) throw BaselineError("unpacking the export of " + b.sha + " failed: " + trim(r.err) + r.spawn_error);
+  if (!r.spawned || r.exit_code != 0) throw BaselineError("unpacking the export of " + b.sha + " failed: " + trim_trailing_space(r.err) + r.spawn_error);
 
   const std::string cml = read_file(src / "CMakeLists.txt");
   if (cml.find("project(lina") == std::string::npos || !fs::is_directory(src / "cli"))
