@@ -42,5 +42,7 @@ void chunk_gdn_backward(const ChunkGdnArgs&, const AttentionGradInputs&, const D
 WorkspaceStats workspace_stats(int) { return {}; }
 void reset_workspace_high_water(int) {}
 void release_workspace(int) {}
+// Nothing allocates scratch without CUDA: the allocator is accepted and never called.
+void set_workspace_allocator(const WorkspaceAllocator&) {}
 
 }  // namespace lina

@@ -61,7 +61,19 @@ StagingRing& ring_of(int device, std::unique_lock<std::mutex>& lock) {
   return rings[device];
 }
 
+// The caller's allocator (set_workspace_allocator); allocate == nullptr means lina's pool.
+WorkspaceAllocator& external_allocator() {
+  static WorkspaceAllocator a;
+  return a;
+}
+
 }  // namespace
+
+void set_workspace_allocator(const WorkspaceAllocator& allocator) {
+  if ((allocator.allocate == nullptr) != (allocator.release == nullptr))
+    throw_invalid("allocator", "only one of allocate / release set", "both or neither");
+  external_allocator() = allocator;
+}
 
 WorkspaceStats workspace_stats(int device) {
   const cudaMemPool_t pool = pool_of(resolve(device));
@@ -83,6 +95,13 @@ namespace detail::cuda_util {
 
 void* workspace_alloc(std::size_t bytes, cudaStream_t stream, const char* what) {
   if (bytes == 0) return nullptr;
+  if (const WorkspaceAllocator& ext = external_allocator(); ext.allocate != nullptr) {
+    void* p = ext.allocate(bytes, stream, ext.context);
+    if (p == nullptr)
+      throw Error(ErrorCode::runtime, what, std::string("workspace allocator: ") + what + ": " + std::to_string(bytes) +
+                                                " bytes could not be allocated");
+    return p;
+  }
   void* p = nullptr;
   check(cudaMallocFromPoolAsync(&p, bytes, pool_of(resolve(-1)), stream),
         (std::string("cudaMallocFromPoolAsync(") + what + ", " + std::to_string(bytes) + " bytes)").c_str());
@@ -113,7 +132,12 @@ void* upload_table(const void* host, std::size_t bytes, cudaStream_t stream, con
 }
 
 void workspace_free(void* p, cudaStream_t stream, const char* what) {
-  if (p) check(cudaFreeAsync(p, stream), (std::string("cudaFreeAsync(") + what + ")").c_str());
+  if (p == nullptr) return;
+  if (const WorkspaceAllocator& ext = external_allocator(); ext.release != nullptr) {
+    ext.release(p, stream, ext.context);
+    return;
+  }
+  check(cudaFreeAsync(p, stream), (std::string("cudaFreeAsync(") + what + ")").c_str());
 }
 
 }  // namespace detail::cuda_util

@@ -1,0 +1,261 @@
+"""FLA 0.6.0's chunk_gla / chunk_kda / chunk_gated_delta_rule on lina's operators (torch.ops.lina.*).
+
+Each function takes FLA's arguments and keywords. A keyword FLA accepts is either honoured or refused with
+an error that names it (lina has no context parallelism, no intermediate-state output, one chunk size);
+an unknown keyword is a TypeError, as in Python. Inputs may be non-contiguous (FLA makes them contiguous,
+so does lina). The operators carry fake kernels (torch.compile, meta tensors) and registered autograd.
+"""
+import collections
+import threading
+
+import torch
+
+import lina._library  # noqa: F401  (loads torch.ops.lina)
+
+_ops = torch.ops.lina
+
+# ---- fake kernels: output shapes only, for torch.compile and fake / meta tensors ---------------------------
+
+
+def _none(like):
+    return like.new_empty((0,), dtype=torch.float32)
+
+
+def _num_seqs(q, cu_seqlens):
+    return q.shape[0] if cu_seqlens is None else cu_seqlens.shape[0] - 1
+
+
+@torch.library.register_fake("lina::chunk_gla_fwd")
+def _gla_fwd_fake(q, k, v, g, scale, initial_state, output_final_state, cu_seqlens, cu_seqlens_cpu, training, variant):
+    ht = (q.new_empty((_num_seqs(q, cu_seqlens), q.shape[2], q.shape[3], v.shape[3]), dtype=torch.float32)
+          if output_final_state else _none(q))
+    return v.new_empty(v.shape), ht
+
+
+@torch.library.register_fake("lina::chunk_gla_bwd")
+def _gla_bwd_fake(q, k, v, g, scale, initial_state, cu_seqlens, cu_seqlens_cpu, do, dht, variant):
+    dh0 = initial_state.new_empty(initial_state.shape) if initial_state is not None else _none(q)
+    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape), g.new_empty(g.shape), dh0
+
+
+def _delta_fwd_fake(q, v, output_final_state, cu_seqlens):
+    ht = (q.new_empty((_num_seqs(q, cu_seqlens), v.shape[2], q.shape[3], v.shape[3]), dtype=torch.float32)
+          if output_final_state else _none(q))
+    return q.new_empty(v.shape), ht
+
+
+def _delta_bwd_fake(q, k, v, g, beta, initial_state, A_log, dt_bias, need_dA_log, need_ddt_bias):
+    def like(t, need=True):
+        return t.new_empty(t.shape) if (need and t is not None) else _none(q)
+    return (like(q), like(k), like(v), like(g), like(beta), like(initial_state), like(A_log, need_dA_log),
+            like(dt_bias, need_ddt_bias))
+
+
+@torch.library.register_fake("lina::chunk_kda_fwd")
+def _kda_fwd_fake(q, k, v, g, beta, scale, initial_state, output_final_state, l2norm, gate, beta_sigmoid, neg_eigval,
+                  safe_gate, lower_bound, A_log, dt_bias, cu_seqlens, cu_seqlens_cpu, training, variant):
+    return _delta_fwd_fake(q, v, output_final_state, cu_seqlens)
+
+
+@torch.library.register_fake("lina::chunk_kda_bwd")
+def _kda_bwd_fake(q, k, v, g, beta, scale, initial_state, l2norm, gate, beta_sigmoid, neg_eigval, safe_gate,
+                  lower_bound, A_log, dt_bias, cu_seqlens, cu_seqlens_cpu, do, dht, need_dA_log, need_ddt_bias, variant):
+    return _delta_bwd_fake(q, k, v, g, beta, initial_state, A_log, dt_bias, need_dA_log, need_ddt_bias)
+
+
+@torch.library.register_fake("lina::chunk_gdn_fwd")
+def _gdn_fwd_fake(q, k, v, g, beta, scale, initial_state, output_final_state, l2norm, gate, beta_sigmoid, neg_eigval,
+                  A_log, dt_bias, cu_seqlens, cu_seqlens_cpu, training, variant):
+    return _delta_fwd_fake(q, v, output_final_state, cu_seqlens)
+
+
+@torch.library.register_fake("lina::chunk_gdn_bwd")
+def _gdn_bwd_fake(q, k, v, g, beta, scale, initial_state, l2norm, gate, beta_sigmoid, neg_eigval, A_log, dt_bias,
+                  cu_seqlens, cu_seqlens_cpu, do, dht, need_dA_log, need_ddt_bias, variant):
+    return _delta_bwd_fake(q, k, v, g, beta, initial_state, A_log, dt_bias, need_dA_log, need_ddt_bias)
+
+
+# ---- autograd: the backward recomputes from the inputs (lina keeps nothing between the two calls) -----------
+
+
+def _dht(ctx, dht):
+    # A final state that was not asked for is an empty output; its (materialised) gradient means nothing.
+    return dht if ctx.output_final_state and dht is not None else None
+
+
+def _gla_setup(ctx, inputs, output):
+    q, k, v, g, scale, h0, output_final_state, cu, cu_cpu, training, variant = inputs
+    ctx.save_for_backward(q, k, v, g, h0, cu, cu_cpu)
+    ctx.scale, ctx.output_final_state, ctx.variant = scale, output_final_state, variant
+
+
+def _gla_backward(ctx, do, dht):
+    q, k, v, g, h0, cu, cu_cpu = ctx.saved_tensors
+    dq, dk, dv, dg, dh0 = _ops.chunk_gla_bwd(q, k, v, g, ctx.scale, h0, cu, cu_cpu, do, _dht(ctx, dht), ctx.variant)
+    return dq, dk, dv, dg, None, (dh0 if h0 is not None else None), None, None, None, None, None
+
+
+torch.library.register_autograd("lina::chunk_gla_fwd", _gla_backward, setup_context=_gla_setup)
+
+# The delta rules' forward inputs after (q, k, v, g, beta, scale, initial_state, output_final_state): the four
+# shared flags, then KDA's safe_gate and lower_bound, then A_log, dt_bias, cu_seqlens, cu_seqlens_cpu, training,
+# variant.
+_DELTA_FLAGS = 4
+
+
+def _delta_setup(kda):
+    def setup(ctx, inputs, output):
+        q, k, v, g, beta, scale, h0, output_final_state = inputs[:8]
+        rest = inputs[8:]
+        flags = rest[:_DELTA_FLAGS + (2 if kda else 0)]
+        A_log, dt_bias, cu, cu_cpu, training, variant = rest[len(flags):]
+        ctx.save_for_backward(q, k, v, g, beta, h0, A_log, dt_bias, cu, cu_cpu)
+        ctx.scale, ctx.flags, ctx.output_final_state, ctx.variant = scale, flags, output_final_state, variant
+        gate = flags[1]  # use_gate_in_kernel
+        ctx.need = (gate and A_log is not None and ctx.needs_input_grad[8 + len(flags)],
+                    gate and dt_bias is not None and ctx.needs_input_grad[9 + len(flags)])
+    return setup
+
+
+def _delta_backward(bwd_op):
+    def backward(ctx, do, dht):
+        q, k, v, g, beta, h0, A_log, dt_bias, cu, cu_cpu = ctx.saved_tensors
+        dq, dk, dv, dg, dbeta, dh0, dA, ddt = bwd_op(q, k, v, g, beta, ctx.scale, h0, *ctx.flags, A_log, dt_bias, cu,
+                                                     cu_cpu, do, _dht(ctx, dht), ctx.need[0], ctx.need[1], ctx.variant)
+        grads = [dq, dk, dv, dg, dbeta, None, dh0 if h0 is not None else None, None]
+        grads += [None] * len(ctx.flags)
+        grads += [dA if ctx.need[0] else None, ddt if ctx.need[1] else None, None, None, None, None]
+        return tuple(grads)
+    return backward
+
+
+torch.library.register_autograd("lina::chunk_kda_fwd", _delta_backward(_ops.chunk_kda_bwd),
+                                setup_context=_delta_setup(kda=True))
+torch.library.register_autograd("lina::chunk_gdn_fwd", _delta_backward(_ops.chunk_gdn_bwd),
+                                setup_context=_delta_setup(kda=False))
+
+# ---- FLA's interface ----------------------------------------------------------------------------------------
+
+_HOST_COPIES = collections.OrderedDict()  # (data_ptr, numel, dtype, device) -> (tensor, version, host copy)
+_HOST_LOCK = threading.Lock()
+
+
+def _cu_seqlens_cpu(cu, given):
+    """The host copy of cu_seqlens lina validates and plans varlen work with. Without one, lina reads a CUDA
+    cu_seqlens back in every forward and backward (a blocking copy); a loop that reuses one cu_seqlens tensor
+    pays it once here (the entry holds the tensor, so its memory is not reused while cached; an in-place
+    change shows as a new version). Inside torch.compile the tensor is passed as it is."""
+    if given is not None or cu is None or not cu.is_cuda or torch.compiler.is_compiling():
+        return given
+    key = (cu.data_ptr(), cu.numel(), cu.dtype, cu.device)
+    with _HOST_LOCK:
+        hit = _HOST_COPIES.get(key)
+        if hit is not None and hit[1] == cu._version:
+            _HOST_COPIES.move_to_end(key)
+            return hit[2]
+    host = cu.to("cpu")
+    with _HOST_LOCK:
+        _HOST_COPIES[key] = (cu, cu._version, host)
+        _HOST_COPIES.move_to_end(key)
+        while len(_HOST_COPIES) > 8:
+            _HOST_COPIES.popitem(last=False)
+    return host
+
+
+def _training(*tensors):
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
+
+
+def _state_in(initial_state, state_v_first):
+    # lina's state is [N, H, K, V]; FLA's state_v_first layout is [N, H, V, K].
+    return initial_state.transpose(-1, -2) if (state_v_first and initial_state is not None) else initial_state
+
+
+def _state_out(ht, output_final_state, state_v_first):
+    if not output_final_state:
+        return None
+    return ht.transpose(-1, -2) if state_v_first else ht
+
+
+def _refuse(op, name, value, why):
+    raise NotImplementedError(f"lina.{op}: argument `{name}`={value!r} is not supported: {why}")
+
+
+def _check_fla_keywords(op, kwargs, state_v_first, cp_context=None, return_intermediate_states=False, use_graph=False,
+                        max_num_seqs=None, chunk_sizes=(64,)):
+    """FLA's keywords that lina does not honour, refused by name; returns state_v_first (with FLA's deprecated
+    alias). What is left in kwargs after the known keywords are popped is unknown: a TypeError."""
+    if "transpose_state_layout" in kwargs:
+        if state_v_first:
+            raise ValueError(f"lina.{op}: pass `state_v_first` or the deprecated `transpose_state_layout`, not both")
+        state_v_first = bool(kwargs.pop("transpose_state_layout"))
+    chunk_size = kwargs.pop("chunk_size", 64)
+    if chunk_size not in chunk_sizes:
+        _refuse(op, "chunk_size", chunk_size, "lina's kernels work in chunks of 64 tokens")
+    if "head_first" in kwargs:
+        _refuse(op, "head_first", kwargs.pop("head_first"), "FLA removed the head-first layout; pass [B, T, H, D]")
+    if cp_context is not None:
+        _refuse(op, "cp_context", cp_context, "lina has no context parallelism yet (one GPU per sequence)")
+    if return_intermediate_states:
+        _refuse(op, "return_intermediate_states", True, "lina does not return the per-chunk states")
+    if use_graph:
+        _refuse(op, "use_graph", True, "lina plans varlen work from cu_seqlens on the host, so a captured graph "
+                "cannot be replayed with other cu_seqlens contents; lina's calls capture as they are (pass "
+                "cu_seqlens_cpu for varlen calls under capture)")
+    if max_num_seqs is not None:
+        _refuse(op, "max_num_seqs", max_num_seqs, "it only applies with use_graph=True")
+    if kwargs:
+        raise TypeError(f"lina.{op}: unexpected keyword argument(s) {sorted(kwargs)}")
+    return state_v_first
+
+
+def chunk_gla(q, k, v, g, scale=None, initial_state=None, output_final_state=False, state_v_first=False,
+              cu_seqlens=None, cu_seqlens_cpu=None, *, variant=""):
+    """FLA's chunk_gla: returns (o, final_state or None). `variant` (lina only) names a kernel variant."""
+    h0 = _state_in(initial_state, state_v_first)
+    cu_cpu = _cu_seqlens_cpu(cu_seqlens, cu_seqlens_cpu)
+    o, ht = _ops.chunk_gla_fwd(q, k, v, g, scale, h0, output_final_state, cu_seqlens, cu_cpu,
+                               _training(q, k, v, g, h0), variant)
+    return o, _state_out(ht, output_final_state, state_v_first)
+
+
+def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
+              use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False, use_beta_sigmoid_in_kernel=False,
+              allow_neg_eigval=False, safe_gate=False, lower_bound=None, disable_recompute=False,
+              return_intermediate_states=False, state_v_first=False, cu_seqlens=None, cu_seqlens_cpu=None,
+              cp_context=None, use_graph=False, max_num_seqs=None, **kwargs):
+    """FLA's chunk_kda (A_log / dt_bias as keywords, as FLA takes them): returns (o, final_state or None).
+
+    disable_recompute is accepted and changes nothing: lina's backward always recomputes from the inputs."""
+    A_log, dt_bias, variant = kwargs.pop("A_log", None), kwargs.pop("dt_bias", None), kwargs.pop("variant", "")
+    state_v_first = _check_fla_keywords("chunk_kda", kwargs, state_v_first, cp_context, return_intermediate_states,
+                                        use_graph, max_num_seqs, chunk_sizes=(64,))
+    h0 = _state_in(initial_state, state_v_first)
+    cu_cpu = _cu_seqlens_cpu(cu_seqlens, cu_seqlens_cpu)
+    o, ht = _ops.chunk_kda_fwd(q, k, v, g, beta, scale, h0, output_final_state, use_qk_l2norm_in_kernel,
+                               use_gate_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval, safe_gate, lower_bound,
+                               A_log, dt_bias, cu_seqlens, cu_cpu, _training(q, k, v, g, beta, h0, A_log, dt_bias),
+                               variant)
+    return o, _state_out(ht, output_final_state, state_v_first)
+
+
+def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
+                           use_qk_l2norm_in_kernel=False, use_beta_sigmoid_in_kernel=False, allow_neg_eigval=False,
+                           state_v_first=False, cu_seqlens=None, cu_seqlens_cpu=None, chunk_indices=None,
+                           cp_context=None, **kwargs):
+    """FLA's chunk_gated_delta_rule (use_gate_in_kernel / A_log / dt_bias as keywords, as FLA takes them):
+    returns (o, final_state or None). chunk_indices, FLA's precomputed varlen chunk list, is not needed."""
+    gate = bool(kwargs.pop("use_gate_in_kernel", False))
+    A_log, dt_bias, variant = kwargs.pop("A_log", None), kwargs.pop("dt_bias", None), kwargs.pop("variant", "")
+    state_v_first = _check_fla_keywords("chunk_gated_delta_rule", kwargs, state_v_first, cp_context,
+                                        chunk_sizes=(64,))
+    del chunk_indices  # lina derives its chunk list from cu_seqlens
+    h0 = _state_in(initial_state, state_v_first)
+    cu_cpu = _cu_seqlens_cpu(cu_seqlens, cu_seqlens_cpu)
+    o, ht = _ops.chunk_gdn_fwd(q, k, v, g, beta, scale, h0, output_final_state, use_qk_l2norm_in_kernel, gate,
+                               use_beta_sigmoid_in_kernel, allow_neg_eigval, A_log, dt_bias, cu_seqlens, cu_cpu,
+                               _training(q, k, v, g, beta, h0, A_log, dt_bias), variant)
+    return o, _state_out(ht, output_final_state, state_v_first)
+
+
+chunk_gdn = chunk_gated_delta_rule
