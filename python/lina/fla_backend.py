@@ -60,8 +60,10 @@ def _common_reason(q, k, v, g, kwargs, delta):
         K, V = q.shape[-1], v.shape[-1]
         if K not in _CUDA_HEAD_DIMS:
             return f"head dim K={K} (lina's CUDA kernels take 64, 128, 256)"
-        if (V not in _CUDA_HEAD_DIMS) if not delta else (V % 64 != 0 or V > 256):
-            return f"head dim V={V} (lina's CUDA kernels take {'a multiple of 64 up to 256' if delta else '64, 128, 256'})"
+        # wider V runs as column blocks of at most 256 (lina.ops._v_blocks)
+        v_ok = V % 64 == 0 and (delta or V > 256 or V in _CUDA_HEAD_DIMS)
+        if not v_ok:
+            return f"head dim V={V} (lina's CUDA kernels take {'a multiple of 64' if delta else '64, 128, 256 or a multiple of 64 above 256'})"
         for name, t in tensors.items():
             # lina makes inputs contiguous; a contiguous copy is aligned, a contiguous input must be already.
             if t.is_contiguous() and t.data_ptr() % 16 != 0:

@@ -177,6 +177,37 @@ def _state_out(ht, output_final_state, state_v_first):
     return ht.transpose(-1, -2) if state_v_first else ht
 
 
+# Value columns of the state are independent in these recurrences (S is [K, V]; every update and read acts
+# on each column alone), so a V wider than the CUDA kernels take runs as several calls on column blocks whose
+# outputs are concatenated; autograd sums the blocks' gradients of q, k, g, beta. FLA's default GLA and
+# GatedDeltaNet layers have V = 512.
+_CUDA_MAX_V = 256
+
+
+def _v_blocks(v, gla):
+    """Column widths for a CUDA call whose V is wider than the kernels take, else None."""
+    V = v.shape[-1]
+    if not v.is_cuda or V <= _CUDA_MAX_V:
+        return None
+    for width in ((256, 128, 64) if gla else (256, 192, 128, 64)):
+        if V % width == 0:
+            return [width] * (V // width)
+    return None  # lina's front door refuses V by name
+
+
+def _by_v_blocks(call, v, h0, widths):
+    """call(v_block, h0_block) -> (o, ht) per column block; returns the concatenated (o, ht)."""
+    outs, states, start = [], [], 0
+    for w in widths:
+        hb = h0[..., start:start + w] if h0 is not None else None
+        o, ht = call(v[..., start:start + w], hb)
+        outs.append(o)
+        states.append(ht)
+        start += w
+    ht = torch.cat(states, dim=-1) if states[0].numel() else states[0]
+    return torch.cat(outs, dim=-1), ht
+
+
 def _refuse(op, name, value, why):
     raise NotImplementedError(f"lina.{op}: argument `{name}`={value!r} is not supported: {why}")
 
@@ -214,8 +245,12 @@ def chunk_gla(q, k, v, g, scale=None, initial_state=None, output_final_state=Fal
     """FLA's chunk_gla: returns (o, final_state or None). `variant` (lina only) names a kernel variant."""
     h0 = _state_in(initial_state, state_v_first)
     cu_cpu = _cu_seqlens_cpu(cu_seqlens, cu_seqlens_cpu)
-    o, ht = _ops.chunk_gla_fwd(q, k, v, g, scale, h0, output_final_state, cu_seqlens, cu_cpu,
-                               _training(q, k, v, g, h0), variant)
+    training = _training(q, k, v, g, h0)
+
+    def call(v, h0):
+        return _ops.chunk_gla_fwd(q, k, v, g, scale, h0, output_final_state, cu_seqlens, cu_cpu, training, variant)
+    widths = _v_blocks(v, gla=True)
+    o, ht = _by_v_blocks(call, v, h0, widths) if widths else call(v, h0)
     return o, _state_out(ht, output_final_state, state_v_first)
 
 
@@ -232,10 +267,14 @@ def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_sta
                                         use_graph, max_num_seqs, chunk_sizes=(64,))
     h0 = _state_in(initial_state, state_v_first)
     cu_cpu = _cu_seqlens_cpu(cu_seqlens, cu_seqlens_cpu)
-    o, ht = _ops.chunk_kda_fwd(q, k, v, g, beta, scale, h0, output_final_state, use_qk_l2norm_in_kernel,
-                               use_gate_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval, safe_gate, lower_bound,
-                               A_log, dt_bias, cu_seqlens, cu_cpu, _training(q, k, v, g, beta, h0, A_log, dt_bias),
-                               variant)
+    training = _training(q, k, v, g, beta, h0, A_log, dt_bias)
+
+    def call(v, h0):
+        return _ops.chunk_kda_fwd(q, k, v, g, beta, scale, h0, output_final_state, use_qk_l2norm_in_kernel,
+                                  use_gate_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval, safe_gate,
+                                  lower_bound, A_log, dt_bias, cu_seqlens, cu_cpu, training, variant)
+    widths = _v_blocks(v, gla=False)
+    o, ht = _by_v_blocks(call, v, h0, widths) if widths else call(v, h0)
     return o, _state_out(ht, output_final_state, state_v_first)
 
 
@@ -252,9 +291,14 @@ def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, out
     del chunk_indices  # lina derives its chunk list from cu_seqlens
     h0 = _state_in(initial_state, state_v_first)
     cu_cpu = _cu_seqlens_cpu(cu_seqlens, cu_seqlens_cpu)
-    o, ht = _ops.chunk_gdn_fwd(q, k, v, g, beta, scale, h0, output_final_state, use_qk_l2norm_in_kernel, gate,
-                               use_beta_sigmoid_in_kernel, allow_neg_eigval, A_log, dt_bias, cu_seqlens, cu_cpu,
-                               _training(q, k, v, g, beta, h0, A_log, dt_bias), variant)
+    training = _training(q, k, v, g, beta, h0, A_log, dt_bias)
+
+    def call(v, h0):
+        return _ops.chunk_gdn_fwd(q, k, v, g, beta, scale, h0, output_final_state, use_qk_l2norm_in_kernel, gate,
+                                  use_beta_sigmoid_in_kernel, allow_neg_eigval, A_log, dt_bias, cu_seqlens, cu_cpu,
+                                  training, variant)
+    widths = _v_blocks(v, gla=False)
+    o, ht = _by_v_blocks(call, v, h0, widths) if widths else call(v, h0)
     return o, _state_out(ht, output_final_state, state_v_first)
 
 

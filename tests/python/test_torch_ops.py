@@ -155,6 +155,40 @@ class GdnTest(Case):
         self.assert_close("o", ref, o)
 
 
+class ValueBlocksTest(Case):
+    """A V wider than the CUDA kernels take runs as column blocks (lina.ops._v_blocks). The split is checked
+    here on the CPU backend, forced to two blocks, against the unsplit call: values and gradients."""
+
+    def test_blocks_match_the_unsplit_call(self):
+        import lina.ops as lina_ops
+        q, k, v, g, beta = inputs(12, 1, 70, 2, 16, 32, gate_raw=True)
+        h0 = torch.randn(1, 2, 16, 32)
+        A_log = torch.randn(2) * 0.3
+        for fn, args, kw in ((lina.chunk_kda, (q, k, v, g, beta), dict(use_gate_in_kernel=True, A_log=A_log,
+                                                                         use_qk_l2norm_in_kernel=True)),
+                             (lina.chunk_gated_delta_rule, (q, k, v, g[..., 0], beta), dict(use_qk_l2norm_in_kernel=True)),
+                             (lina.chunk_gla, (q, k, v, -F_softplus(g)), {})):
+            results = []
+            for split in (False, True):
+                saved = lina_ops._v_blocks
+                if split:
+                    lina_ops._v_blocks = lambda v, gla: [16, 16]
+                try:
+                    xs = [leaf(t) for t in args] + [leaf(h0)]
+                    o, ht = fn(*xs[:-1], initial_state=xs[-1], output_final_state=True, **kw)
+                    (o.square().sum() + ht.sum()).backward()
+                    results.append([o, ht] + [x.grad for x in xs])
+                finally:
+                    lina_ops._v_blocks = saved
+            names = ["o", "ht"] + ["d" + n for n in ("q", "k", "v", "g", "beta")[:len(args)]] + ["dh0"]
+            for name, a, b in zip(names, *results):
+                self.assert_close(f"{fn.__name__} {name}", a, b, tol=1e-5)
+
+
+def F_softplus(x):
+    return torch.nn.functional.softplus(x)
+
+
 class InterfaceTest(Case):
     def setUp(self):
         self.args = inputs(7, 1, 64, 2, 16, 16)
