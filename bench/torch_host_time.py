@@ -35,7 +35,8 @@ def inputs(op, B=1, T=256, H=4, D=64, requires_grad=False):
     k = torch.nn.functional.normalize(torch.randn(B, T, H, D, device=dev), dim=-1).to(torch.bfloat16)
     v = torch.randn(B, T, H, D, device=dev, dtype=torch.bfloat16)
     gshape = (B, T, H) if op == "chunk_gdn" else (B, T, H, D)
-    g = (-0.1 * torch.rand(*gshape, device=dev)).to(torch.float32)
+    # lina's CUDA chunk_gla takes g in q's dtype; the delta rules take an f32 gate
+    g = (-0.1 * torch.rand(*gshape, device=dev)).to(torch.bfloat16 if op == "chunk_gla" else torch.float32)
     beta = torch.rand(B, T, H, device=dev, dtype=torch.bfloat16)
     args = [q, k, v, g] if op == "chunk_gla" else [q, k, v, g, beta]
     if requires_grad:

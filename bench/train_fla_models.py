@@ -106,8 +106,12 @@ def run_cell(name, size, backend, a, device):
         optimizer.zero_grad()
         return loss
 
-    for _ in range(a.warmup_steps):
+    t0 = time.time()
+    for i in range(a.warmup_steps):
         loss = step()
+        if a.verbose:
+            sync()
+            print(f"  {name} {size} {backend} warm-up step {i + 1}: {time.time() - t0:.1f} s", flush=True)
     sync()
     start = time.time()
     for _ in range(a.steps):
@@ -212,6 +216,7 @@ def main():
     p.add_argument("--profile-steps", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", help="append the records to this JSON file")
+    p.add_argument("--verbose", action="store_true", help="print the time of every warm-up step")
     p.add_argument("--cpu-smoke", action="store_true", help="tiny configs on the CPU, 2 steps, no timing")
     a = p.parse_args()
     for name in ("warmup_steps", "steps", "profile_steps"):

@@ -1,13 +1,18 @@
 // lina's ops as PyTorch operators in the namespace `lina` (torch.ops.lina.*): one schema per op and
-// phase and one kernel for CPU and CUDA tensors (lina's front door picks the backend from q's device and
-// validates everything). The fake kernels (output shapes for torch.compile), autograd and FLA's keyword
-// interface are in python/lina/ (fake kernels in Python see symbolic shapes as they are).
+// phase, one kernel for CPU and CUDA tensors (lina's front door picks the backend from q's device and
+// validates everything), and the autograd of each forward as a C++ autograd function (the backward
+// recomputes from the saved inputs through the *_bwd operator). The fake kernels (output shapes for
+// torch.compile; in Python they see symbolic shapes as they are) and FLA's keyword interface are in
+// python/lina/.
 //
 // The binding is typed: tensors arrive as at::Tensor and become lina::TensorView directly (no names,
 // no JSON), so a call costs the dispatcher plus lina's own host path.
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/util/Exception.h>
+#include <torch/csrc/autograd/autograd_not_implemented_fallback.h>
+#include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
 #include <optional>
@@ -26,6 +31,7 @@ namespace {
 
 using at::Tensor;
 using OptTensor = std::optional<Tensor>;
+using Str = c10::string_view;
 
 lina::DType dtype_of(const Tensor& t, const char* name) {
   switch (t.scalar_type()) {
@@ -95,9 +101,9 @@ auto translate_errors(F&& f) -> decltype(f()) {
 
 // Runs `f(opts)` on q's device and current stream.
 template <class F>
-void run_on(const Tensor& q, const std::string& variant, F&& f) {
+void run_on(const Tensor& q, Str variant, F&& f) {
   lina::ExecOptions opts;
-  opts.variant = variant;
+  opts.variant = std::string(variant);
   if (q.is_cuda()) {
 #ifdef LINA_TORCH_CUDA
     const c10::cuda::CUDAGuard guard(q.device());
@@ -129,7 +135,7 @@ std::tuple<Tensor, Tensor> gla_fwd_outputs(const Tensor& q, const Tensor& v, boo
 std::tuple<Tensor, Tensor> chunk_gla_fwd(const Tensor& q_, const Tensor& k_, const Tensor& v_, const Tensor& g_,
                                          std::optional<double> scale, const OptTensor& h0_, bool output_final_state,
                                          const OptTensor& cu_, const OptTensor& cu_cpu_, bool training,
-                                         const std::string& variant) {
+                                         Str variant) {
   const Tensor q = dense(q_), k = dense(k_), v = dense(v_), g = dense(g_);
   const OptTensor h0 = dense(h0_), cu = dense(cu_), cu_cpu = dense(cu_cpu_);
   auto [o, ht] = gla_fwd_outputs(q, v, output_final_state, cu);
@@ -156,7 +162,7 @@ GlaGrads gla_grad_outputs(const Tensor& q, const Tensor& k, const Tensor& v, con
 
 GlaGrads chunk_gla_bwd(const Tensor& q_, const Tensor& k_, const Tensor& v_, const Tensor& g_,
                        std::optional<double> scale, const OptTensor& h0_, const OptTensor& cu_, const OptTensor& cu_cpu_,
-                       const Tensor& do_, const OptTensor& dht_, const std::string& variant) {
+                       const Tensor& do_, const OptTensor& dht_, Str variant) {
   const Tensor q = dense(q_), k = dense(k_), v = dense(v_), g = dense(g_), d_o = dense(do_);
   const OptTensor h0 = dense(h0_), cu = dense(cu_), cu_cpu = dense(cu_cpu_), dht = dense(dht_);
   GlaGrads out = gla_grad_outputs(q, k, v, g, h0);
@@ -245,7 +251,7 @@ std::tuple<Tensor, Tensor> chunk_kda_fwd(const Tensor& q_, const Tensor& k_, con
                                          bool output_final_state, bool l2norm, bool gate, bool beta_sigmoid,
                                          bool neg_eigval, bool safe_gate, std::optional<double> lower_bound,
                                          const OptTensor& A_log_, const OptTensor& dt_bias_, const OptTensor& cu_,
-                                         const OptTensor& cu_cpu_, bool training, const std::string& variant) {
+                                         const OptTensor& cu_cpu_, bool training, Str variant) {
   const Tensor q = dense(q_), k = dense(k_), v = dense(v_), g = dense(g_), beta = dense(beta_);
   const OptTensor h0 = dense(h0_), A_log = dense(A_log_), dt_bias = dense(dt_bias_), cu = dense(cu_),
                   cu_cpu = dense(cu_cpu_);
@@ -268,7 +274,7 @@ DeltaGrads chunk_kda_bwd(const Tensor& q_, const Tensor& k_, const Tensor& v_, c
                          std::optional<double> scale, const OptTensor& h0_, bool l2norm, bool gate, bool beta_sigmoid,
                          bool neg_eigval, bool safe_gate, std::optional<double> lower_bound, const OptTensor& A_log_,
                          const OptTensor& dt_bias_, const OptTensor& cu_, const OptTensor& cu_cpu_, const Tensor& do_,
-                         const OptTensor& dht_, bool need_dA_log, bool need_ddt_bias, const std::string& variant) {
+                         const OptTensor& dht_, bool need_dA_log, bool need_ddt_bias, Str variant) {
   const Tensor q = dense(q_), k = dense(k_), v = dense(v_), g = dense(g_), beta = dense(beta_), d_o = dense(do_);
   const OptTensor h0 = dense(h0_), A_log = dense(A_log_), dt_bias = dense(dt_bias_), cu = dense(cu_),
                   cu_cpu = dense(cu_cpu_), dht = dense(dht_);
@@ -289,7 +295,7 @@ std::tuple<Tensor, Tensor> chunk_gdn_fwd(const Tensor& q_, const Tensor& k_, con
                                          bool output_final_state, bool l2norm, bool gate, bool beta_sigmoid,
                                          bool neg_eigval, const OptTensor& A_log_, const OptTensor& dt_bias_,
                                          const OptTensor& cu_, const OptTensor& cu_cpu_, bool training,
-                                         const std::string& variant) {
+                                         Str variant) {
   const Tensor q = dense(q_), k = dense(k_), v = dense(v_), g = dense(g_), beta = dense(beta_);
   const OptTensor h0 = dense(h0_), A_log = dense(A_log_), dt_bias = dense(dt_bias_), cu = dense(cu_),
                   cu_cpu = dense(cu_cpu_);
@@ -310,7 +316,7 @@ DeltaGrads chunk_gdn_bwd(const Tensor& q_, const Tensor& k_, const Tensor& v_, c
                          std::optional<double> scale, const OptTensor& h0_, bool l2norm, bool gate, bool beta_sigmoid,
                          bool neg_eigval, const OptTensor& A_log_, const OptTensor& dt_bias_, const OptTensor& cu_,
                          const OptTensor& cu_cpu_, const Tensor& do_, const OptTensor& dht_, bool need_dA_log,
-                         bool need_ddt_bias, const std::string& variant) {
+                         bool need_ddt_bias, Str variant) {
   const Tensor q = dense(q_), k = dense(k_), v = dense(v_), g = dense(g_), beta = dense(beta_), d_o = dense(do_);
   const OptTensor h0 = dense(h0_), A_log = dense(A_log_), dt_bias = dense(dt_bias_), cu = dense(cu_),
                   cu_cpu = dense(cu_cpu_), dht = dense(dht_);
@@ -323,6 +329,170 @@ DeltaGrads chunk_gdn_bwd(const Tensor& q_, const Tensor& k_, const Tensor& v_, c
   return out;
 }
 
+
+// ---- autograd ------------------------------------------------------------------------------------------
+// Each forward's Autograd kernel: the forward runs below autograd through the dispatcher (so fake tensors
+// reach the fake kernel), the inputs are saved, and the backward calls the *_bwd operator the same way.
+// Non-tensor arguments and inputs without a gradient get an undefined tensor.
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+template <class Sig>
+c10::TypedOperatorHandle<Sig> op_handle(const char* name) {
+  return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<Sig>();
+}
+
+Tensor opt_or_undefined(const OptTensor& t) { return t.has_value() ? *t : Tensor(); }
+OptTensor undefined_to_opt(const Tensor& t) { return t.defined() ? OptTensor(t) : std::nullopt; }
+// The final state's gradient only where it was asked for (else its materialised zeros mean nothing).
+OptTensor final_state_grad(AutogradContext* ctx, const Tensor& dht) {
+  return ctx->saved_data["output_final_state"].toBool() && dht.defined() ? OptTensor(dht) : std::nullopt;
+}
+Tensor grad_if(bool present, const Tensor& g) { return present ? g : Tensor(); }
+
+using GlaFwdSig = std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                                            std::optional<double>, const OptTensor&, bool, const OptTensor&,
+                                            const OptTensor&, bool, Str);
+using GlaBwdSig = GlaGrads(const Tensor&, const Tensor&, const Tensor&, const Tensor&, std::optional<double>,
+                           const OptTensor&, const OptTensor&, const OptTensor&, const Tensor&, const OptTensor&, Str);
+
+struct GlaFunction : torch::autograd::Function<GlaFunction> {
+  static variable_list forward(AutogradContext* ctx, const Tensor& q, const Tensor& k, const Tensor& v,
+                               const Tensor& g, std::optional<double> scale, const OptTensor& h0,
+                               bool output_final_state, const OptTensor& cu, const OptTensor& cu_cpu, bool training,
+                               Str variant) {
+    static const auto fwd = op_handle<GlaFwdSig>("lina::chunk_gla_fwd");
+    const at::AutoDispatchBelowADInplaceOrView below;
+    auto [o, ht] = fwd.call(q, k, v, g, scale, h0, output_final_state, cu, cu_cpu, training, variant);
+    ctx->save_for_backward({q, k, v, g, opt_or_undefined(h0), opt_or_undefined(cu), opt_or_undefined(cu_cpu)});
+    ctx->saved_data["scale"] = scale;
+    ctx->saved_data["output_final_state"] = output_final_state;
+    ctx->saved_data["variant"] = std::string(variant);
+    return {o, ht};
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    static const auto bwd = op_handle<GlaBwdSig>("lina::chunk_gla_bwd");
+    const auto s = ctx->get_saved_variables();
+    const OptTensor h0 = undefined_to_opt(s[4]);
+    const std::string variant = ctx->saved_data["variant"].toStringRef();
+    auto [dq, dk, dv, dg, dh0] =
+        bwd.call(s[0], s[1], s[2], s[3], ctx->saved_data["scale"].toOptional<double>(), h0, undefined_to_opt(s[5]),
+                 undefined_to_opt(s[6]), grads[0], final_state_grad(ctx, grads[1]), variant);
+    return {dq, dk, dv, dg, Tensor(), grad_if(h0.has_value(), dh0), Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
+  }
+};
+
+std::tuple<Tensor, Tensor> chunk_gla_fwd_autograd(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                                                  std::optional<double> scale, const OptTensor& h0,
+                                                  bool output_final_state, const OptTensor& cu, const OptTensor& cu_cpu,
+                                                  bool training, Str variant) {
+  auto out = GlaFunction::apply(q, k, v, g, scale, h0, output_final_state, cu, cu_cpu, training, variant);
+  return {out[0], out[1]};
+}
+
+// The delta rules: KDA's schema is GDN's with safe_gate and lower_bound after the four shared flags.
+using KdaFwdSig = std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                                            std::optional<double>, const OptTensor&, bool, bool, bool, bool, bool,
+                                            bool, std::optional<double>, const OptTensor&, const OptTensor&,
+                                            const OptTensor&, const OptTensor&, bool, Str);
+using KdaBwdSig = DeltaGrads(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                             std::optional<double>, const OptTensor&, bool, bool, bool, bool, bool,
+                             std::optional<double>, const OptTensor&, const OptTensor&, const OptTensor&,
+                             const OptTensor&, const Tensor&, const OptTensor&, bool, bool, Str);
+using GdnFwdSig = std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                                            std::optional<double>, const OptTensor&, bool, bool, bool, bool, bool,
+                                            const OptTensor&, const OptTensor&, const OptTensor&, const OptTensor&,
+                                            bool, Str);
+using GdnBwdSig = DeltaGrads(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                             std::optional<double>, const OptTensor&, bool, bool, bool, bool, const OptTensor&,
+                             const OptTensor&, const OptTensor&, const OptTensor&, const Tensor&, const OptTensor&, bool,
+                             bool, Str);
+
+// Saved: q k v g beta h0 A_log dt_bias cu cu_cpu; flags and options in saved_data.
+template <bool Kda>
+struct DeltaFunction : torch::autograd::Function<DeltaFunction<Kda>> {
+  static variable_list forward(AutogradContext* ctx, const Tensor& q, const Tensor& k, const Tensor& v,
+                               const Tensor& g, const Tensor& beta, std::optional<double> scale, const OptTensor& h0,
+                               bool output_final_state, bool l2norm, bool gate, bool beta_sigmoid, bool neg_eigval,
+                               bool safe_gate, std::optional<double> lower_bound, const OptTensor& A_log,
+                               const OptTensor& dt_bias, const OptTensor& cu, const OptTensor& cu_cpu, bool training,
+                               Str variant) {
+    const at::AutoDispatchBelowADInplaceOrView below;
+    std::tuple<Tensor, Tensor> out;
+    if constexpr (Kda) {
+      static const auto fwd = op_handle<KdaFwdSig>("lina::chunk_kda_fwd");
+      out = fwd.call(q, k, v, g, beta, scale, h0, output_final_state, l2norm, gate, beta_sigmoid, neg_eigval,
+                     safe_gate, lower_bound, A_log, dt_bias, cu, cu_cpu, training, variant);
+    } else {
+      static const auto fwd = op_handle<GdnFwdSig>("lina::chunk_gdn_fwd");
+      out = fwd.call(q, k, v, g, beta, scale, h0, output_final_state, l2norm, gate, beta_sigmoid, neg_eigval, A_log,
+                     dt_bias, cu, cu_cpu, training, variant);
+    }
+    ctx->save_for_backward({q, k, v, g, beta, opt_or_undefined(h0), opt_or_undefined(A_log),
+                            opt_or_undefined(dt_bias), opt_or_undefined(cu), opt_or_undefined(cu_cpu)});
+    ctx->saved_data["scale"] = scale;
+    ctx->saved_data["output_final_state"] = output_final_state;
+    ctx->saved_data["flags"] = c10::List<bool>({l2norm, gate, beta_sigmoid, neg_eigval, safe_gate});
+    ctx->saved_data["lower_bound"] = lower_bound;
+    ctx->saved_data["variant"] = std::string(variant);
+    // dA_log / ddt_bias only where the in-kernel gate uses them and a gradient is wanted
+    ctx->saved_data["need_dA_log"] = gate && A_log.has_value() && A_log->requires_grad();
+    ctx->saved_data["need_ddt_bias"] = gate && dt_bias.has_value() && dt_bias->requires_grad();
+    return {std::get<0>(out), std::get<1>(out)};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto s = ctx->get_saved_variables();
+    const auto flags = ctx->saved_data["flags"].toBoolList();
+    const bool need_dA = ctx->saved_data["need_dA_log"].toBool(), need_ddt = ctx->saved_data["need_ddt_bias"].toBool();
+    const std::optional<double> scale = ctx->saved_data["scale"].toOptional<double>();
+    const std::string variant = ctx->saved_data["variant"].toStringRef();
+    const OptTensor h0 = undefined_to_opt(s[5]), A_log = undefined_to_opt(s[6]), dt_bias = undefined_to_opt(s[7]),
+                    cu = undefined_to_opt(s[8]), cu_cpu = undefined_to_opt(s[9]);
+    const OptTensor dht = final_state_grad(ctx, grads[1]);
+    DeltaGrads d;
+    if constexpr (Kda) {
+      static const auto bwd = op_handle<KdaBwdSig>("lina::chunk_kda_bwd");
+      d = bwd.call(s[0], s[1], s[2], s[3], s[4], scale, h0, flags[0], flags[1], flags[2], flags[3], flags[4],
+                   ctx->saved_data["lower_bound"].toOptional<double>(), A_log, dt_bias, cu, cu_cpu, grads[0], dht,
+                   need_dA, need_ddt, variant);
+    } else {
+      static const auto bwd = op_handle<GdnBwdSig>("lina::chunk_gdn_bwd");
+      d = bwd.call(s[0], s[1], s[2], s[3], s[4], scale, h0, flags[0], flags[1], flags[2], flags[3], A_log, dt_bias, cu,
+                   cu_cpu, grads[0], dht, need_dA, need_ddt, variant);
+    }
+    auto& [dq, dk, dv, dg, dbeta, dh0, dA, ddt] = d;
+    // one entry per forward argument (20), in order
+    return {dq,       dk,       dv,       dg,       dbeta,    Tensor(), grad_if(h0.has_value(), dh0),
+            Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor(),
+            grad_if(need_dA, dA),         grad_if(need_ddt, ddt),       Tensor(), Tensor(), Tensor(), Tensor()};
+  }
+};
+
+std::tuple<Tensor, Tensor> chunk_kda_fwd_autograd(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                                                  const Tensor& beta, std::optional<double> scale, const OptTensor& h0,
+                                                  bool output_final_state, bool l2norm, bool gate, bool beta_sigmoid,
+                                                  bool neg_eigval, bool safe_gate, std::optional<double> lower_bound,
+                                                  const OptTensor& A_log, const OptTensor& dt_bias, const OptTensor& cu,
+                                                  const OptTensor& cu_cpu, bool training, Str variant) {
+  auto out = DeltaFunction<true>::apply(q, k, v, g, beta, scale, h0, output_final_state, l2norm, gate, beta_sigmoid,
+                                        neg_eigval, safe_gate, lower_bound, A_log, dt_bias, cu, cu_cpu, training,
+                                        variant);
+  return {out[0], out[1]};
+}
+
+std::tuple<Tensor, Tensor> chunk_gdn_fwd_autograd(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                                                  const Tensor& beta, std::optional<double> scale, const OptTensor& h0,
+                                                  bool output_final_state, bool l2norm, bool gate, bool beta_sigmoid,
+                                                  bool neg_eigval, const OptTensor& A_log, const OptTensor& dt_bias,
+                                                  const OptTensor& cu, const OptTensor& cu_cpu, bool training,
+                                                  Str variant) {
+  // GDN has no safe_gate / lower_bound: they travel as false / nullopt through the shared function
+  auto out = DeltaFunction<false>::apply(q, k, v, g, beta, scale, h0, output_final_state, l2norm, gate, beta_sigmoid,
+                                         neg_eigval, false, std::nullopt, A_log, dt_bias, cu, cu_cpu, training,
+                                         variant);
+  return {out[0], out[1]};
+}
 
 std::string version() { return lina::kVersion; }
 
@@ -395,4 +565,13 @@ TORCH_LIBRARY(lina, m) {
 
 TORCH_LIBRARY_IMPL(lina, CPU, m) { LINA_TORCH_IMPLS(m) }
 TORCH_LIBRARY_IMPL(lina, CUDA, m) { LINA_TORCH_IMPLS(m) }
+
+TORCH_LIBRARY_IMPL(lina, Autograd, m) {
+  m.impl("chunk_gla_fwd", chunk_gla_fwd_autograd);
+  m.impl("chunk_kda_fwd", chunk_kda_fwd_autograd);
+  m.impl("chunk_gdn_fwd", chunk_gdn_fwd_autograd);
+  // The backwards have no derivative (no double backward): differentiating one raises, naming the op.
+  for (const char* op : {"chunk_gla_bwd", "chunk_kda_bwd", "chunk_gdn_bwd"})
+    m.impl(op, torch::autograd::autogradNotImplementedFallback());
+}
 

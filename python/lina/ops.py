@@ -3,7 +3,7 @@
 Each function takes FLA's arguments and keywords. A keyword FLA accepts is either honoured or refused with
 an error that names it (lina has no context parallelism, no intermediate-state output, one chunk size);
 an unknown keyword is a TypeError, as in Python. Inputs may be non-contiguous (FLA makes them contiguous,
-so does lina). The operators carry fake kernels (torch.compile, meta tensors) and registered autograd.
+so does lina). The operators carry fake kernels here (torch.compile, meta tensors) and C++ autograd.
 """
 import collections
 import threading
@@ -75,64 +75,8 @@ def _gdn_bwd_fake(q, k, v, g, beta, scale, initial_state, l2norm, gate, beta_sig
     return _delta_bwd_fake(q, k, v, g, beta, initial_state, A_log, dt_bias, need_dA_log, need_ddt_bias)
 
 
-# ---- autograd: the backward recomputes from the inputs (lina keeps nothing between the two calls) -----------
-
-
-def _dht(ctx, dht):
-    # A final state that was not asked for is an empty output; its (materialised) gradient means nothing.
-    return dht if ctx.output_final_state and dht is not None else None
-
-
-def _gla_setup(ctx, inputs, output):
-    q, k, v, g, scale, h0, output_final_state, cu, cu_cpu, training, variant = inputs
-    ctx.save_for_backward(q, k, v, g, h0, cu, cu_cpu)
-    ctx.scale, ctx.output_final_state, ctx.variant = scale, output_final_state, variant
-
-
-def _gla_backward(ctx, do, dht):
-    q, k, v, g, h0, cu, cu_cpu = ctx.saved_tensors
-    dq, dk, dv, dg, dh0 = _ops.chunk_gla_bwd(q, k, v, g, ctx.scale, h0, cu, cu_cpu, do, _dht(ctx, dht), ctx.variant)
-    return dq, dk, dv, dg, None, (dh0 if h0 is not None else None), None, None, None, None, None
-
-
-torch.library.register_autograd("lina::chunk_gla_fwd", _gla_backward, setup_context=_gla_setup)
-
-# The delta rules' forward inputs after (q, k, v, g, beta, scale, initial_state, output_final_state): the four
-# shared flags, then KDA's safe_gate and lower_bound, then A_log, dt_bias, cu_seqlens, cu_seqlens_cpu, training,
-# variant.
-_DELTA_FLAGS = 4
-
-
-def _delta_setup(kda):
-    def setup(ctx, inputs, output):
-        q, k, v, g, beta, scale, h0, output_final_state = inputs[:8]
-        rest = inputs[8:]
-        flags = rest[:_DELTA_FLAGS + (2 if kda else 0)]
-        A_log, dt_bias, cu, cu_cpu, training, variant = rest[len(flags):]
-        ctx.save_for_backward(q, k, v, g, beta, h0, A_log, dt_bias, cu, cu_cpu)
-        ctx.scale, ctx.flags, ctx.output_final_state, ctx.variant = scale, flags, output_final_state, variant
-        gate = flags[1]  # use_gate_in_kernel
-        ctx.need = (gate and A_log is not None and ctx.needs_input_grad[8 + len(flags)],
-                    gate and dt_bias is not None and ctx.needs_input_grad[9 + len(flags)])
-    return setup
-
-
-def _delta_backward(bwd_op):
-    def backward(ctx, do, dht):
-        q, k, v, g, beta, h0, A_log, dt_bias, cu, cu_cpu = ctx.saved_tensors
-        dq, dk, dv, dg, dbeta, dh0, dA, ddt = bwd_op(q, k, v, g, beta, ctx.scale, h0, *ctx.flags, A_log, dt_bias, cu,
-                                                     cu_cpu, do, _dht(ctx, dht), ctx.need[0], ctx.need[1], ctx.variant)
-        grads = [dq, dk, dv, dg, dbeta, None, dh0 if h0 is not None else None, None]
-        grads += [None] * len(ctx.flags)
-        grads += [dA if ctx.need[0] else None, ddt if ctx.need[1] else None, None, None, None, None]
-        return tuple(grads)
-    return backward
-
-
-torch.library.register_autograd("lina::chunk_kda_fwd", _delta_backward(_ops.chunk_kda_bwd),
-                                setup_context=_delta_setup(kda=True))
-torch.library.register_autograd("lina::chunk_gdn_fwd", _delta_backward(_ops.chunk_gdn_bwd),
-                                setup_context=_delta_setup(kda=False))
+# Autograd: C++ autograd functions in the extension (bindings/torch/torch_ops.cpp); the backward recomputes
+# from the saved inputs (lina keeps nothing between the two calls).
 
 # ---- FLA's interface ----------------------------------------------------------------------------------------
 
@@ -208,6 +152,12 @@ def _by_v_blocks(call, v, h0, widths):
     return torch.cat(outs, dim=-1), ht
 
 
+def _f32(t):
+    # A_log / dt_bias: lina's kernels read them as float32; FLA's models hold them in the model's dtype (bf16
+    # after model.to(torch.bfloat16)). The cast is differentiable, so their gradients return in that dtype.
+    return t.float() if t is not None and t.dtype != torch.float32 else t
+
+
 def _refuse(op, name, value, why):
     raise NotImplementedError(f"lina.{op}: argument `{name}`={value!r} is not supported: {why}")
 
@@ -262,7 +212,7 @@ def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_sta
     """FLA's chunk_kda (A_log / dt_bias as keywords, as FLA takes them): returns (o, final_state or None).
 
     disable_recompute is accepted and changes nothing: lina's backward always recomputes from the inputs."""
-    A_log, dt_bias, variant = kwargs.pop("A_log", None), kwargs.pop("dt_bias", None), kwargs.pop("variant", "")
+    A_log, dt_bias, variant = _f32(kwargs.pop("A_log", None)), _f32(kwargs.pop("dt_bias", None)), kwargs.pop("variant", "")
     state_v_first = _check_fla_keywords("chunk_kda", kwargs, state_v_first, cp_context, return_intermediate_states,
                                         use_graph, max_num_seqs, chunk_sizes=(64,))
     h0 = _state_in(initial_state, state_v_first)
@@ -285,7 +235,7 @@ def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, out
     """FLA's chunk_gated_delta_rule (use_gate_in_kernel / A_log / dt_bias as keywords, as FLA takes them):
     returns (o, final_state or None). chunk_indices, FLA's precomputed varlen chunk list, is not needed."""
     gate = bool(kwargs.pop("use_gate_in_kernel", False))
-    A_log, dt_bias, variant = kwargs.pop("A_log", None), kwargs.pop("dt_bias", None), kwargs.pop("variant", "")
+    A_log, dt_bias, variant = _f32(kwargs.pop("A_log", None)), _f32(kwargs.pop("dt_bias", None)), kwargs.pop("variant", "")
     state_v_first = _check_fla_keywords("chunk_gated_delta_rule", kwargs, state_v_first, cp_context,
                                         chunk_sizes=(64,))
     del chunk_indices  # lina derives its chunk list from cu_seqlens

@@ -217,6 +217,17 @@ class InterfaceTest(Case):
                                 output_final_state=True, transpose_state_layout=True)
         self.assertTrue(torch.allclose(h_a, h_b.transpose(-1, -2)))
 
+    def test_model_dtype_gate_parameters(self):
+        # FLA's models hold A_log / dt_bias in the model's dtype; lina takes them and returns their gradients so
+        q, k, v, g, beta = inputs(13, 1, 64, 2, 16, 16, gate_raw=True)
+        A_log = (torch.randn(2) * 0.3).to(torch.float16).requires_grad_()
+        o, _ = lina.chunk_kda(q, k, v, g, beta, use_gate_in_kernel=True, A_log=A_log, use_qk_l2norm_in_kernel=True)
+        o.sum().backward()
+        self.assertEqual(A_log.grad.dtype, torch.float16)
+        ref, _ = naive.delta(q, k, v, g, beta, use_gate_in_kernel=True, A_log=A_log.detach().float(),
+                             use_qk_l2norm_in_kernel=True)
+        self.assert_close("o", ref, o)
+
     def test_bad_input_names_the_argument(self):
         q, k, v, g, beta = self.args
         with self.assertRaisesRegex(ValueError, "`k`"):
@@ -246,9 +257,18 @@ class InterfaceTest(Case):
         torch.library.opcheck(ops.chunk_gdn_fwd.default, (q, k, v, g[..., 0].detach().requires_grad_(), beta, None, h0,
                                                           True, True, False, False, False, None, None, None, None,
                                                           True, ""))
+        # the backward operators have no derivative of their own: checked without gradients
         do = torch.randn(1, 64, 2, 16)
-        torch.library.opcheck(ops.chunk_kda_bwd.default, (q, k, v, g, beta, None, h0, True, False, False, False, False,
+        plain = [t.detach() for t in (q, k, v, g, beta, h0)]
+        torch.library.opcheck(ops.chunk_kda_bwd.default, (*plain[:5], None, plain[5], True, False, False, False, False,
                                                           None, None, None, None, None, do, None, False, False, ""))
+
+    def test_double_backward_is_refused_by_name(self):
+        q, k, v, g, beta = (t.clone().requires_grad_() for t in self.args)
+        o, _ = lina.chunk_kda(q, k, v, g, beta, use_qk_l2norm_in_kernel=True)
+        (dq,) = torch.autograd.grad(o.square().sum(), q, create_graph=True)
+        with self.assertRaisesRegex(RuntimeError, "lina::chunk_kda_bwd"):
+            dq.sum().backward()
 
     def test_compile_fullgraph_matches_eager(self):
         q, k, v, g, beta = self.args
