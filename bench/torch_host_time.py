@@ -9,6 +9,8 @@ divided by N. Reported per entry point (median over rounds, with min and max):
   fla_api   lina.<op>(...) with FLA's keywords, under torch.no_grad
   autograd  lina.<op>(...) with inputs that require grad (forward only; the graph is recorded)
   fla       FLA 0.6.0's own entry point, under torch.no_grad (its Python and Triton launches)
+  floor     one PyTorch op that launches one kernel (x.add_(1) on one element): the dispatcher plus one launch on
+            this machine, the unit the others are counted in (lina's forwards launch two or three kernels)
 
 Small shapes keep the GPU work negligible; the figure does not depend on the shape. Writes JSON with
 --json. Not a test: no assertion on time.
@@ -95,6 +97,11 @@ def main():
     p.add_argument("--json", help="write the results here")
     a = p.parse_args()
     rows = []
+    one = torch.zeros(1, device="cuda")
+    r = host_us(lambda: one.add_(1.0), a.rounds)
+    r.update(op="torch", entry="floor")
+    rows.append(r)
+    print(f"{'torch':10s} {'floor':9s} {r['median_us']:8.2f} us/call", flush=True)
     for op in a.ops.split(","):
         entries = [("op", lambda: lina_op_call(op, inputs(op)), torch.no_grad),
                    ("fla_api", lambda: lina_api_call(op, inputs(op)), torch.no_grad),
