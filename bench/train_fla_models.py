@@ -71,9 +71,20 @@ def make_config(name, size, cpu):
 
 
 def count_attention_fraction(prof):
-    events = prof.key_averages()
+    """GPU time under the attention op's outermost events / all GPU time. lina's forward operator is recorded
+    twice (its autograd kernel calls it again below autograd), so an event inside another attention event is
+    not counted again."""
+    events = prof.events()
     total = sum(e.self_device_time_total for e in events)
-    attention = sum(e.device_time_total for e in events if ATTENTION_OP.match(e.key))
+    attention = 0.0
+    for e in events:
+        if not ATTENTION_OP.match(e.name):
+            continue
+        parent = e.cpu_parent
+        while parent is not None and not ATTENTION_OP.match(parent.name):
+            parent = parent.cpu_parent
+        if parent is None:
+            attention += e.device_time_total
     return (attention / total if total else None), total / 1e3
 
 
