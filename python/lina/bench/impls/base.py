@@ -15,12 +15,17 @@ def register(cls):
 
 class Implementation:
     """name: the --impls name; label: the `impl` of its JSON rows (lina-* rows are claims, others references);
-    package: the distribution whose version is recorded; ops: the ops it offers."""
+    package: the distribution whose version is recorded; module: what is imported (None: nothing); ops: the
+    ops it offers."""
     name = ""
     label = ""
     package = None
+    module_name = None
     ops = ()
     forward_only = False  # no autograd: fwd is timed as an inference call, fwdbwd is skipped
+
+    def __init__(self):
+        self.module, self.reason = import_module(self.module_name) if self.module_name else (None, None)
 
     def row_label(self, device):
         """The `impl` of this implementation's rows on `device`."""
@@ -28,7 +33,14 @@ class Implementation:
 
     def available(self, device):
         """(True, None) or (False, why): can this implementation run on `device` (a torch.device) at all?"""
-        return True, None
+        if self.module_name and self.module is None:
+            return False, self.reason
+        why = self.unusable(device)
+        return why is None, why
+
+    def unusable(self, device):
+        """None, or why the imported module cannot run on `device` (its API, the GPU)."""
+        return None
 
     def supports(self, work, mode):
         """None, or why this implementation does not run `work` in `mode` (the row is recorded as skipped)."""

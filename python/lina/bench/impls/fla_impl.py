@@ -3,7 +3,7 @@ so that the row times FLA's Triton path: FLA hands chunk_kda to FlashKDA and chu
 FlashQLA when those are installed, and some backward pieces to TileLang."""
 import os
 
-from lina.bench.impls.base import Implementation, import_module, register
+from lina.bench.impls.base import Implementation, register
 
 # FLA's switches for the backends it would dispatch to instead of its Triton kernels (fla/backends: a backend's
 # env_var set to 0 turns it off); set before fla is imported unless the environment already says otherwise.
@@ -19,21 +19,18 @@ def fla_backend_env():
 @register
 class Fla(Implementation):
     name = "fla"
-    label = "fla-triton"
-    package = "flash-linear-attention"
+    label, package, module_name = "fla-triton", "flash-linear-attention", "fla"
     ops = ("chunk_gla", "chunk_kda", "chunk_gdn")
 
     def __init__(self):
-        self.env = fla_backend_env()
-        self.module, self.reason = import_module("fla")
+        self.env = fla_backend_env()  # before fla is imported
+        super().__init__()
         self.fns = {}
 
-    def available(self, device):
-        if self.module is None:
-            return False, self.reason
+    def unusable(self, device):
         if device.type != "cuda":
-            return False, f"FLA's Triton kernels run on CUDA tensors only (the run's device is {device.type})"
-        return True, None
+            return f"FLA's Triton kernels run on CUDA tensors only (the run's device is {device.type})"
+        return None
 
     def supports(self, work, mode):
         why = super().supports(work, mode)

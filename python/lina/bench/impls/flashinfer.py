@@ -8,28 +8,21 @@ float32 [total_tokens, H]. The side by side's dense cells are passed as B sequen
 exp and the float32 copies are made once per cell, outside the timed call."""
 import torch
 
-from lina.bench.impls.base import Implementation, import_module, need_cuda_arch, register
+from lina.bench.impls.base import Implementation, need_cuda_arch, register
 
 
 @register
 class FlashInfer(Implementation):
     name = "flashinfer"
     label = "flashinfer"
-    package = "flashinfer-python"
-    ops = ("chunk_gdn",)
-    forward_only = True
+    package, module_name = "flashinfer-python", "flashinfer.gdn_prefill"
+    ops, forward_only = ("chunk_gdn",), True
+    inputs = (None, None)  # (the q they were made from, FlashInfer's inputs): one input set at a time
 
-    def __init__(self):
-        self.module, self.reason = import_module("flashinfer.gdn_prefill")
-        self.inputs = (None, None)  # (the q they were made from, FlashInfer's inputs): one input set at a time
-
-    def available(self, device):
-        if self.module is None:
-            return False, self.reason
+    def unusable(self, device):
         if not hasattr(self.module, "chunk_gated_delta_rule"):
-            return False, "flashinfer.gdn_prefill has no chunk_gated_delta_rule"
-        why = need_cuda_arch(device, (9,), "FlashInfer's GDN prefill")
-        return (why is None), why
+            return "flashinfer.gdn_prefill has no chunk_gated_delta_rule"
+        return need_cuda_arch(device, (9,), "FlashInfer's GDN prefill")
 
     def packed(self, work, t):
         """FlashInfer's layout of `t`, made once per input set: views for q / k / v, float32 gates."""

@@ -8,7 +8,7 @@ use_gate_in_kernel, use_beta_sigmoid_in_kernel, safe_gate and lower_bound, which
 --gate in_kernel; the q / k L2 norm is part of its kernel (FLA's use_qk_l2norm_in_kernel)."""
 import torch
 
-from lina.bench.impls.base import Implementation, import_module, need_cuda_arch, register
+from lina.bench.impls.base import Implementation, need_cuda_arch, register
 from lina.bench.workload import KDA_LOWER_BOUND
 
 
@@ -16,21 +16,14 @@ from lina.bench.workload import KDA_LOWER_BOUND
 class FlashKda(Implementation):
     name = "flashkda"
     label = "flashkda-cuda"
-    package = "flash_kda"
-    ops = ("chunk_kda",)
-    forward_only = True
+    package = module_name = "flash_kda"
+    ops, forward_only = ("chunk_kda",), True
+    cu64 = (None, None)  # (the cell's cu_seqlens, its int64 copy): the reference keeps the identity valid
 
-    def __init__(self):
-        self.module, self.reason = import_module("flash_kda")
-        self.cu64 = (None, None)  # (the cell's cu_seqlens, its int64 copy): the reference keeps the identity valid
-
-    def available(self, device):
-        if self.module is None:
-            return False, self.reason
+    def unusable(self, device):
         if not hasattr(self.module, "fwd"):
-            return False, "flash_kda has no fwd (the API this plugin calls)"
-        why = need_cuda_arch(device, (9, 10, 11, 12), "FlashKDA")
-        return (why is None), why
+            return "flash_kda has no fwd (the API this plugin calls)"
+        return need_cuda_arch(device, (9, 10, 11, 12), "FlashKDA")
 
     def supports(self, work, mode):
         why = super().supports(work, mode)

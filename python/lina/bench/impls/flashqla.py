@@ -6,33 +6,27 @@ and FLA's log-space gate. The plugin passes use_qk_l2norm_in_kernel=True when th
 does) and declines otherwise, so that every implementation does the same work."""
 import inspect
 
-from lina.bench.impls.base import Implementation, import_module, need_cuda_arch, register
+from lina.bench.impls.base import Implementation, need_cuda_arch, register
 
 
 @register
 class FlashQla(Implementation):
     name = "flashqla"
     label = "flashqla-tilelang"
-    package = "flash-qla"
+    package, module_name = "flash-qla", "flash_qla"
     ops = ("chunk_gdn",)
 
-    def __init__(self):
-        self.module, self.reason = import_module("flash_qla")
-
-    def available(self, device):
-        if self.module is None:
-            return False, self.reason
+    def unusable(self, device):
         fn = getattr(self.module, "chunk_gated_delta_rule", None)
         if fn is None:
-            return False, "flash_qla has no chunk_gated_delta_rule"
+            return "flash_qla has no chunk_gated_delta_rule"
         try:
             params = inspect.signature(fn).parameters
         except (TypeError, ValueError):
             params = {}
         if "use_qk_l2norm_in_kernel" not in params and not any(p.kind == p.VAR_KEYWORD for p in params.values()):
-            return False, "flash_qla.chunk_gated_delta_rule takes no use_qk_l2norm_in_kernel (the side by side's GDN)"
-        why = need_cuda_arch(device, (9, 10), "FlashQLA")
-        return (why is None), why
+            return "flash_qla.chunk_gated_delta_rule takes no use_qk_l2norm_in_kernel (the side by side's GDN)"
+        return need_cuda_arch(device, (9, 10), "FlashQLA")
 
     def forward(self, work, t):
         return self.module.chunk_gated_delta_rule(t["q"], t["k"], t["v"], t["g"], t["beta"], scale=work.D ** -0.5,

@@ -2,18 +2,13 @@
 lina's scratch comes from PyTorch's caching allocator, so torch's peak memory counts it."""
 import torch
 
-from lina.bench.impls.base import Implementation, import_module, register
+from lina.bench.impls.base import Implementation, register
 
 
 @register
 class Lina(Implementation):
-    name = "lina"
-    package = "lina"
-    label = "lina-cuda"
+    name, label, module_name = "lina", "lina-cuda", "lina"
     ops = ("chunk_gla", "chunk_kda", "chunk_gdn")
-
-    def __init__(self):
-        self.module, self.reason = import_module("lina")
 
     def row_label(self, device):
         return "lina-cuda" if device.type == "cuda" else "lina-cpu"
@@ -22,9 +17,10 @@ class Lina(Implementation):
         if self.module is None:
             return False, (f"{self.reason} (without an installed lina, point LINA_TORCH_LIB at a build's "
                            "bindings/torch/_C.so and put the checkout's python/ on PYTHONPATH)")
-        if device.type == "cuda" and not torch.cuda.is_available():
-            return False, "no CUDA device is visible"
-        return True, None
+        return super().available(device)
+
+    def unusable(self, device):
+        return "no CUDA device is visible" if device.type == "cuda" and not torch.cuda.is_available() else None
 
     def version(self):
         return self.module.__version__ if self.module is not None else None
