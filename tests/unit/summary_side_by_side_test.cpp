@@ -16,7 +16,7 @@ using nlohmann::json;
 
 json row(const std::string& impl, const std::string& shape, double median, double p10, double p90) {
   return {{"op", "chunk_kda"}, {"mode", "fwd"}, {"shape", shape}, {"shape_keys", {{"B", 1}, {"T", 8192}}},
-          {"impl", impl}, {"median_ms", median}, {"p10_ms", p10}, {"p90_ms", p90}, {"samples", 20},
+          {"impl", impl}, {"median_ms", median}, {"p10_ms", p10}, {"p90_ms", p90}, {"samples", 20}, {"frac_hbm", 0.5},
           {"check", {{"pass", true}, {"err_ratio", 0.001}}}};
 }
 
