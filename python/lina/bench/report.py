@@ -3,6 +3,7 @@ speedup over the baseline, its check and peak extra memory, then the geomean spe
 import math
 
 from lina.bench.timers import PRIMARY_METHODS
+from lina.bench.workload import DEFAULT_SHAPES
 
 
 def geomean(values):
@@ -89,6 +90,12 @@ def markdown(doc):
         for (x, op, mode), v in sp.items():
             lines.append(f"Geomean {kind}speedup of {x} over {base}, {op} {mode}, over {len(v)} shapes: {geomean(v):.2f}x "
                          f"(slowest cell {min(v):.2f}x)")
+    floors = {}
+    for r in doc["results"]:  # how far from the roofline floor, fwd at FLA's default shapes (as the anchors state it)
+        if r.get("x_floor") and r["mode"] == "fwd" and r["shape"] in DEFAULT_SHAPES:
+            floors.setdefault((r["impl"], r["op"]), []).append(r["x_floor"])
+    for (x, op), v in floors.items():
+        lines.append(f"Geomean x floor of {x}, {op} fwd, over {len(v)} default shapes: {geomean(v):.2f}")
     if gpu:
         lines.append("GPU columns (--gpu-time): host time hidden behind a sleep kernel, see config.gpu_time_method; "
                      "the other columns are the primary timer's.")

@@ -16,6 +16,10 @@ def fla_backend_env():
     return {k: os.environ[k] for k in FLA_BACKEND_SWITCHES}
 
 
+# At import, before any plugin's package is imported (a peer's package may import fla itself).
+FLA_ENV = fla_backend_env()
+
+
 @register
 class Fla(Implementation):
     name = "fla"
@@ -23,7 +27,7 @@ class Fla(Implementation):
     ops = ("chunk_gla", "chunk_kda", "chunk_gdn")
 
     def __init__(self):
-        self.env = fla_backend_env()  # before fla is imported
+        self.env = dict(FLA_ENV)
         super().__init__()
         self.fns = {}
 
