@@ -8,6 +8,7 @@ from pathlib import Path
 
 import torch
 
+import lina.bench
 from lina.bench.impls import REGISTRY
 from lina.bench.reference import Reference
 from lina.bench.report import markdown
@@ -27,7 +28,7 @@ def split(values):
 
 
 def parser():
-    ap = argparse.ArgumentParser(prog="python -m lina.bench", description=__doc__, epilog=EXAMPLE,
+    ap = argparse.ArgumentParser(prog="python -m lina.bench", description=lina.bench.__doc__, epilog=EXAMPLE,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ops", nargs="+", default=["chunk_gla"], help=f"{', '.join(OPS)} (space or comma separated)")
     ap.add_argument("--modes", nargs="+", default=["fwd", "fwdbwd"], help="fwd, fwdbwd (space or comma separated)")
