@@ -201,7 +201,7 @@ std::string roofline_chart(const std::vector<SummaryRow>& rows_in) {
   std::vector<const SummaryRow*> rows;
   for (const auto& r : rows_in) if (r.frac_hbm || r.frac_tc) rows.push_back(&r);
   if (rows.empty()) return "<p>No frac_hbm / frac_tc values: no roofline chart.</p>";
-  const int label_w = 330, plot_w = 560, row_h = 30, top = 24;
+  const int label_w = 400, plot_w = 560, row_h = 30, top = 24;  // labels carry the implementation: "op [impl] mode shape"
   const int h = top + row_h * static_cast<int>(rows.size()) + 20, w = label_w + plot_w + 110;
   std::string s = fmt::format(R"(<svg width="{}" height="{}" viewBox="0 0 {} {}" role="img" aria-label="fraction of roofline">)", w, h, w, h);
   s += fmt::format(R"(<text x="{}" y="16">fraction of ceiling (1.0 = roofline)</text><rect x="{}" y="6" width="10" height="10" fill="#e67e22"/><text x="{}" y="16">frac_hbm</text><rect x="{}" y="6" width="10" height="10" fill="#8e44ad"/><text x="{}" y="16">frac_tc</text>)",
