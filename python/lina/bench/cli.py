@@ -64,6 +64,11 @@ def parser():
     return ap
 
 
+def invoked_as():
+    """How this process was started, for config.command: the module, or the script that runs it."""
+    return "python -m lina.bench" if sys.argv[0].endswith("__main__.py") else sys.argv[0]
+
+
 def check_args(ap, a):
     a.ops, a.modes = split(a.ops), split(a.modes)
     for flag, got, allowed in (("--ops", a.ops, OPS), ("--modes", a.modes, MODES)):
@@ -163,7 +168,7 @@ def main(argv=None):
                machine=machine(device),
                config=dict(seed=a.seed, l2_flush=a.timer != "wall", graphs=False, timer=a.timer,
                            primary_method=PRIMARY_METHODS[a.timer], min_samples=a.min_samples,
-                           max_noise=a.max_noise, time_budget_s=a.budget_s, command=" ".join(["python -m lina.bench"] + sys.argv[1:]),
+                           max_noise=a.max_noise, time_budget_s=a.budget_s, command=" ".join([invoked_as()] + sys.argv[1:]),
                            device=a.device, gate=a.gate, baseline_impl=a.baseline_label, implementations=described,
                            reference=Reference.name(device) + (f" via {reference.library}" if reference.library else
                                                                f" (unavailable: {reference.reason})")),

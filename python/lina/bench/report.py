@@ -50,6 +50,8 @@ def markdown(doc):
         state = f"available{', ' + d['version'] if d.get('version') else ''}" if d["available"] else f"not run: {d['reason']}"
         lines.append(f"- {d['name']} ({d['label']}): {state}")
     labels = labels_in(doc)
+    if base not in labels:  # the baseline did not run (or was not asked for): no speedup columns
+        base = None
     others = [x for x in labels if x != base]
     gpu = cfg.get("gpu_time") or any(k.startswith("gpu_") for r in doc["results"] for k in r)
     head = ["op", "mode", "shape"] + [f"{x} ms" for x in labels] + [f"{x} vs {base}" for x in others if base]
