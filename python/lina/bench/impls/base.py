@@ -87,8 +87,11 @@ class Implementation:
             return self.forward(work, work.tensors).float()
 
     def version(self):
-        if not self.package:
-            return None
+        """The imported package's __version__, else its distribution's (FLA ships as more than one)."""
+        top = self.module_name.split(".")[0] if self.module_name else None
+        found = getattr(importlib.import_module(top), "__version__", None) if self.module is not None and top else None
+        if found or not self.package:
+            return found
         try:
             return importlib.metadata.version(self.package)
         except importlib.metadata.PackageNotFoundError:

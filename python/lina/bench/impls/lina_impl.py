@@ -22,9 +22,6 @@ class Lina(Implementation):
     def unusable(self, device):
         return "no CUDA device is visible" if device.type == "cuda" and not torch.cuda.is_available() else None
 
-    def version(self):
-        return self.module.__version__ if self.module is not None else None
-
     def forward(self, work, t):
         m, cu, flags = self.module, work.cu, work.fla_flags()
         if work.op == "chunk_gla":
