@@ -15,7 +15,7 @@ USAGE="usage: bench/procedures/side_by_side.sh --out DIR [--ops LIST] [--modes L
          [--triton-cache DIR] [--load-autotune TGZ] [--warm-autotune] [--save-autotune] [--host-probe]
          [--build DIR | --bin DIR] [--timeout S] [--dry-run]
   --ops            comma list (default chunk_gla,chunk_kda,chunk_gdn); each op runs in its own process
-  --modes          fwd and/or fwdbwd, comma list (default fwd)
+  --modes          fwd, fwdbwd and/or infer (the forward without grad: forward-only peers' fwd), comma list (default fwd)
   --shapes         comma list of BATCH_T_H_D names (default: FLA's six default shapes); '' for none
   --varlen-tokens  the longtail varlen set's total tokens at H16_D128 (default 32768; 0: none)
   --impls          comma list of lina, fla, flashkda, flashinfer, flashqla (default lina,fla); lina alone times
@@ -68,7 +68,7 @@ done
 require_out
 [[ "$VARLEN" =~ ^[0-9]+$ ]] || die "--varlen-tokens: got '$VARLEN', expected a whole number of tokens"
 for m in $(split_list "$MODES"); do
-  [ "$m" = fwd ] || [ "$m" = fwdbwd ] || die "--modes: got '$m', expected fwd or fwdbwd"
+  [ "$m" = fwd ] || [ "$m" = fwdbwd ] || [ "$m" = infer ] || die "--modes: got '$m', expected fwd, fwdbwd or infer"
 done
 for op in $(split_list "$OPS"); do
   case "$op" in chunk_gla | chunk_kda | chunk_gdn) ;; *) die "--ops: got '$op', expected chunk_gla, chunk_kda or chunk_gdn" ;; esac

@@ -31,7 +31,8 @@ def parser():
     ap = argparse.ArgumentParser(prog="python -m lina.bench", description=lina.bench.__doc__, epilog=EXAMPLE,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ops", nargs="+", default=["chunk_gla"], help=f"{', '.join(OPS)} (space or comma separated)")
-    ap.add_argument("--modes", nargs="+", default=["fwd", "fwdbwd"], help="fwd, fwdbwd (space or comma separated)")
+    ap.add_argument("--modes", nargs="+", default=["fwd", "fwdbwd"],
+                    help="fwd (training forward), fwdbwd, infer (forward without grad); space or comma separated")
     ap.add_argument("--shapes", default=",".join(DEFAULT_SHAPES), help="comma list of B_T_H_D names ('' for none)")
     ap.add_argument("--varlen-tokens", type=int, default=32768, help="longtail varlen set at H16_D128 (0: none)")
     ap.add_argument("--impls", default="lina,fla", help=f"comma list of {', '.join(REGISTRY)} (default lina,fla)")

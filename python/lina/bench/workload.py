@@ -6,7 +6,9 @@ import torch
 import torch.nn.functional as F
 
 OPS = ("chunk_gla", "chunk_kda", "chunk_gdn")
-MODES = ("fwd", "fwdbwd")
+# fwd: the training forward (inputs need gradients); fwdbwd: forward and backward; infer: the forward without grad
+# (what a forward-only implementation's fwd is, so infer compares every implementation on the same call)
+MODES = ("fwd", "fwdbwd", "infer")
 # FLA's benchmarks/ops/registry.py default shapes
 DEFAULT_SHAPES = ["B1_T8192_H96_D128", "B2_T16384_H16_D128", "B4_T2048_H16_D128", "B4_T4096_H64_D128",
                   "B8_T2048_H32_D256", "B8_T1024_H8_D64"]

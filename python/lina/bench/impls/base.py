@@ -61,8 +61,8 @@ class Implementation:
 
     def prepare(self, work, mode):
         """What one sample of a cell calls, on leaf copies of the inputs: fwd (the training forward: inputs that
-        need gradients), fwdbwd (forward, then autograd backward with a fixed random do); a forward-only
-        implementation's fwd runs without grad."""
+        need gradients), fwdbwd (forward, then autograd backward with a fixed random do), infer (no grad); a
+        forward-only implementation's fwd runs without grad."""
         grad = self.grad_enabled(work, mode)
         ti = {n: x.detach().clone().requires_grad_(grad and x.is_floating_point()) for n, x in work.tensors.items()}
         o = self.forward(work, ti)
