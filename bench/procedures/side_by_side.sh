@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Records lina against FLA: same seeded inputs, same timer (do_bench, FLA's runner) and, by default, a
-# second GPU-only timing of every cell (host time hidden behind a sleep kernel), through
-# bench/fla_side_by_side.py, one process per op with nothing else on the GPU. FLA's Triton autotuning can
+# Records lina against FLA (and FlashKDA, FlashInfer, FlashQLA where installed and named in --impls): same
+# seeded inputs, same timer (do_bench, FLA's runner) and, by default, a second GPU-only timing of every cell
+# (host time hidden behind a sleep kernel), through `python -m lina.bench` (python/lina/bench) on lina's torch
+# extension, one process per op with nothing else on the GPU. FLA's Triton autotuning can
 # be paid first in parallel processes (--warm-autotune; those timings are not figures) and its decisions
 # kept (--save-autotune) or reused (--load-autotune), so timed processes compile only the chosen configs.
 set -euo pipefail
@@ -9,14 +10,20 @@ set -euo pipefail
 source "$(dirname "$0")/common.sh"
 
 USAGE="usage: bench/procedures/side_by_side.sh --out DIR [--ops LIST] [--modes LIST] [--shapes LIST] [--varlen-tokens N]
-         [--impls lina,fla] [--budget-s S] [--no-gpu-time] [--name NAME] [--git-sha SHA] [--fla-site DIR]
+         [--impls LIST] [--baseline NAME] [--gate precomputed|in_kernel] [--torch-lib PATH]
+         [--budget-s S] [--no-gpu-time] [--name NAME] [--git-sha SHA] [--fla-site DIR]
          [--triton-cache DIR] [--load-autotune TGZ] [--warm-autotune] [--save-autotune] [--host-probe]
          [--build DIR | --bin DIR] [--timeout S] [--dry-run]
   --ops            comma list (default chunk_gla,chunk_kda,chunk_gdn); each op runs in its own process
-  --modes          fwd and/or fwdbwd, comma list (default fwd)
+  --modes          fwd, fwdbwd and/or infer (the forward without grad: forward-only peers' fwd), comma list (default fwd)
   --shapes         comma list of BATCH_T_H_D names (default: FLA's six default shapes); '' for none
   --varlen-tokens  the longtail varlen set's total tokens at H16_D128 (default 32768; 0: none)
-  --impls          lina,fla (default); lina alone times lina without a comparison
+  --impls          comma list of lina, fla, flashkda, flashinfer, flashqla (default lina,fla); lina alone times
+                   lina without a comparison; a peer that is not installed is listed as not run, with its reason
+  --baseline       the implementation the speedups are against (default fla)
+  --gate           chunk_kda's gate: precomputed (default) or in_kernel (FLA's KDA layer; FlashKDA needs it)
+  --torch-lib      lina's PyTorch extension _C.so (default: BIN/_C.so with --bin, else BUILD/bindings/torch/_C.so;
+                   \$LINA_TORCH_LIB when set)
   --budget-s       time budget per cell and timer (default 0.3)
   --no-gpu-time    the do_bench timer only (default: both timers)
   --name           file prefix under --out (default side_by_side): NAME.json (lina.bench/1), NAME.md
@@ -28,11 +35,12 @@ USAGE="usage: bench/procedures/side_by_side.sh --out DIR [--ops LIST] [--modes L
   --warm-autotune  first one FLA-only process per op and mode, in parallel, to pay Triton's autotuning
   --save-autotune  afterwards the cache's autotune decisions as DIR/fla-autotune.tgz (a few KB)
   --host-probe     also bench/host_overhead_probe.py at the small cells: DIR/host_probe.json
-  --build / --bin  where liblina_c.so is: BUILD/bindings (default build/) or one flat folder
+  --build / --bin  where liblina_c.so (the reference) and _C.so are: BUILD/bindings (default build/) or one flat folder
   --timeout        seconds per process (default: none)
 Writes DIR/NAME.json, DIR/NAME.md, DIR/machine.txt and DIR/logs/*.log; prints the table."
 
 OPS="chunk_gla,chunk_kda,chunk_gdn" MODES="fwd" SHAPES_SET=0 SHAPES="" VARLEN=32768 IMPLS="lina,fla" BUDGET=0.3
+BASELINE="fla" GATE="precomputed" TORCH_LIB="${LINA_TORCH_LIB:-}"
 GPU_TIME=1 NAME="side_by_side" GIT_SHA="" FLA_SITE="" TRITON_CACHE="" LOAD_AUTOTUNE="" WARM=0 SAVE_AUTOTUNE=0 HOST_PROBE=0
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -41,6 +49,9 @@ while [ $# -gt 0 ]; do
     --shapes) [ $# -ge 2 ] || die "--shapes needs a value (see --help)"; SHAPES="$2"; SHAPES_SET=1; shift 2 ;;
     --varlen-tokens) need_value "$1" "$@"; VARLEN="$2"; shift 2 ;;
     --impls) need_value "$1" "$@"; IMPLS="$2"; shift 2 ;;
+    --baseline) need_value "$1" "$@"; BASELINE="$2"; shift 2 ;;
+    --gate) need_value "$1" "$@"; GATE="$2"; shift 2 ;;
+    --torch-lib) need_value "$1" "$@"; TORCH_LIB="$2"; shift 2 ;;
     --budget-s) need_value "$1" "$@"; BUDGET="$2"; shift 2 ;;
     --no-gpu-time) GPU_TIME=0; shift ;;
     --name) need_value "$1" "$@"; NAME="$2"; shift 2 ;;
@@ -57,24 +68,36 @@ done
 require_out
 [[ "$VARLEN" =~ ^[0-9]+$ ]] || die "--varlen-tokens: got '$VARLEN', expected a whole number of tokens"
 for m in $(split_list "$MODES"); do
-  [ "$m" = fwd ] || [ "$m" = fwdbwd ] || die "--modes: got '$m', expected fwd or fwdbwd"
+  [ "$m" = fwd ] || [ "$m" = fwdbwd ] || [ "$m" = infer ] || die "--modes: got '$m', expected fwd, fwdbwd or infer"
 done
 for op in $(split_list "$OPS"); do
   case "$op" in chunk_gla | chunk_kda | chunk_gdn) ;; *) die "--ops: got '$op', expected chunk_gla, chunk_kda or chunk_gdn" ;; esac
 done
+for i in $(split_list "$IMPLS") "$BASELINE"; do
+  case "$i" in lina | fla | flashkda | flashinfer | flashqla) ;; *) die "--impls / --baseline: got '$i', expected lina, fla, flashkda, flashinfer or flashqla" ;; esac
+done
+case "$GATE" in precomputed | in_kernel) ;; *) die "--gate: got '$GATE', expected precomputed or in_kernel" ;; esac
 [ -z "$LOAD_AUTOTUNE" ] || [ "$DRY_RUN" = 1 ] || [ -f "$LOAD_AUTOTUNE" ] || die "--load-autotune: no file at $LOAD_AUTOTUNE"
 
 LIB="$(lina_lib)"
 require_file "$LIB" "liblina_c.so"
+if [ -z "$TORCH_LIB" ]; then
+  if [ -n "$BIN_DIR" ]; then TORCH_LIB="$BIN_DIR/_C.so"; else TORCH_LIB="$BUILD_DIR/bindings/torch/_C.so"; fi
+fi
+require_file "$TORCH_LIB" "lina's PyTorch extension _C.so (a build with LINA_BUILD_TORCH; --torch-lib PATH)"
 if [ -z "$GIT_SHA" ]; then GIT_SHA="$(git -C "$REPO_ROOT" rev-parse HEAD 2>/dev/null || echo unknown)"; fi
 if [ -z "$TRITON_CACHE" ] && { [ -n "$LOAD_AUTOTUNE" ] || [ "$SAVE_AUTOTUNE" = 1 ]; }; then TRITON_CACHE="$OUT_DIR/triton-cache"; fi
 export PYTHONUNBUFFERED=1
-if [ -n "$FLA_SITE" ]; then export PYTHONPATH="$FLA_SITE${PYTHONPATH:+:$PYTHONPATH}"; fi
+# lina.bench from this tree, on the extension at TORCH_LIB (python/lina/_library.py reads LINA_TORCH_LIB)
+export LINA_TORCH_LIB="$TORCH_LIB"
+export PYTHONPATH="$REPO_ROOT/python${PYTHONPATH:+:$PYTHONPATH}"
+if [ -n "$FLA_SITE" ]; then export PYTHONPATH="$FLA_SITE:$PYTHONPATH"; fi
+printf '+ export LINA_TORCH_LIB=%s PYTHONPATH=%s\n' "$LINA_TORCH_LIB" "$PYTHONPATH"
 if [ -n "$TRITON_CACHE" ]; then
   export TRITON_CACHE_DIR="$TRITON_CACHE"
   [ "$DRY_RUN" = 1 ] || mkdir -p "$TRITON_CACHE_DIR"
 fi
-SIDE=(python3 "$REPO_ROOT/bench/fla_side_by_side.py" --lib "$LIB" --git-sha "$GIT_SHA")
+SIDE=(python3 -m lina.bench --lib "$LIB" --git-sha "$GIT_SHA" --gate "$GATE")
 SHAPE_ARGS=()
 [ "$SHAPES_SET" = 1 ] && SHAPE_ARGS=(--shapes "$SHAPES")
 
@@ -90,7 +113,7 @@ if [ "$WARM" = 1 ]; then
   say "FLA autotuning, one process per op and mode (not timed)"
   pids=()
   for op in $(split_list "$OPS"); do for m in $(split_list "$MODES"); do
-    run_logged "$OUT_DIR/logs/warm_${op}_$m.log" "${SIDE[@]}" --impls fla --ops "$op" --modes "$m" "${SHAPE_ARGS[@]}" \
+    run_logged "$OUT_DIR/logs/warm_${op}_$m.log" "${SIDE[@]}" --impls fla --baseline fla --ops "$op" --modes "$m" "${SHAPE_ARGS[@]}" \
       --varlen-tokens "$VARLEN" --min-samples 3 --budget-s 0.1 --out "$OUT_DIR/logs/warm_${op}_$m" &
     pids+=($!)
   done; done
@@ -102,7 +125,7 @@ GPU_ARGS=()
 for op in $(split_list "$OPS"); do
   say "side by side: $op ($MODES)"
   rc=0
-  run_logged "$OUT_DIR/logs/side_$op.log" "${SIDE[@]}" --append --impls "$IMPLS" --budget-s "$BUDGET" --out "$OUT_DIR/$NAME" \
+  run_logged "$OUT_DIR/logs/side_$op.log" "${SIDE[@]}" --append --impls "$IMPLS" --baseline "$BASELINE" --budget-s "$BUDGET" --out "$OUT_DIR/$NAME" \
     --ops "$op" --modes "$MODES" "${SHAPE_ARGS[@]}" --varlen-tokens "$VARLEN" "${GPU_ARGS[@]}" || rc=$?
   echo "$op rc=$rc"
   note_status "$rc"

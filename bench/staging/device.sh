@@ -8,7 +8,8 @@
 #   here:    bench/staging/device.sh pack [--build DIR] [--name bin|base] [--dry-run]
 #              builds (-j1) and strips lina, liblina_c.so, the unit tests, the gate suites and the CUDA checks
 #              of DIR (default build/) into .carry/NAME.tar.xz (a bin/ folder with SHA, the commit they were
-#              built from); --name base packs the base build for ab_verify
+#              built from), plus the PyTorch extension _C.so (python -m lina.bench) when DIR builds it
+#              (LINA_BUILD_TORCH, against the device's torch version); --name base packs the base build for ab_verify
 #            bench/staging/device.sh bundle [--dry-run]
 #              .carry/lina.bundle: every ref of this repository, so that the device resolves --base and HEAD
 #   device:  bench/staging/device.sh PROCEDURE [ARGS]      (from the tree's root; $OUT set by the workflow)
@@ -48,20 +49,23 @@ pack() {
     esac
   done
   case "$name" in bin | base) ;; *) die "pack --name: got '$name', expected bin or base" ;; esac
-  local targets=() p
-  for p in "${PACKED[@]}"; do targets+=("$(basename "$p")"); done
+  local packed=("${PACKED[@]}") targets=() p
+  # the side by side's torch operators, where this build has the extension's target
+  [ -d "$build/bindings/torch/CMakeFiles/lina_torch_ops.dir" ] && packed+=(bindings/torch/_C.so)
+  for p in "${packed[@]}"; do targets+=("$(basename "$p")"); done
   targets=("${targets[@]/liblina_c.so/lina_c}")
+  targets=("${targets[@]/_C.so/lina_torch_ops}")
   local src sha stage="$REPO/.carry/stage-$name"
   src="$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt" 2>/dev/null || true)"
   [ -n "$src" ] || [ "$dry" = 1 ] || die "pack: $build is not a configured build folder (no CMakeCache.txt)"
   sha="$(git -C "${src:-$REPO}" rev-parse HEAD 2>/dev/null || echo unknown)"
   show "nice cmake --build $build -j1 --target ${targets[*]}"
-  show "strip each of ${PACKED[*]} into $stage/bin; echo $sha > $stage/bin/SHA"
+  show "strip each of ${packed[*]} into $stage/bin; echo $sha > $stage/bin/SHA"
   show "tar -cJf $REPO/.carry/$name.tar.xz -C $stage bin"
   [ "$dry" = 1 ] && return 0
   nice cmake --build "$build" -j1 --target "${targets[@]}"
   rm -rf "$stage" && mkdir -p "$stage/bin"
-  for p in "${PACKED[@]}"; do strip -o "$stage/bin/$(basename "$p")" "$build/$p"; done
+  for p in "${packed[@]}"; do strip -o "$stage/bin/$(basename "$p")" "$build/$p"; done
   echo "$sha" >"$stage/bin/SHA"
   XZ_OPT="-9 -T1" tar -cJf "$REPO/.carry/$name.tar.xz" -C "$stage" bin
   rm -rf "$stage"
@@ -123,6 +127,8 @@ device() {
         [ "$dry" = 1 ] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$WORK/site" "$REPO"/.whl/*.whl
         extra+=(--fla-site "$WORK/site")
       fi
+      # python -m lina.bench runs from this tree (PYTHONPATH=python) on the carried extension: side_by_side.sh
+      # sets LINA_TORCH_LIB=$bin/_C.so from --bin
       extra+=(--triton-cache "$WORK/triton-cache" --save-autotune --git-sha "$(cat "$bin/SHA" 2>/dev/null || echo unknown)")
       [ -f "$REPO/.carry/fla-autotune.tgz" ] && extra+=(--load-autotune "$REPO/.carry/fla-autotune.tgz")
       ;;

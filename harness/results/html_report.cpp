@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -95,12 +97,111 @@ std::string latency_chart(const std::vector<SummaryComparison>& cmps) {
   return s + "</svg>";
 }
 
+// Side-by-side files: the implementations in order of first appearance, each with its colour.
+struct ImplColours {
+  std::vector<std::string> impls;
+  const char* of(const std::string& impl) const {
+    static const char* palette[] = {"#2e86de", "#7f8fa6", "#e67e22", "#8e44ad", "#16a085", "#c0392b"};
+    const auto it = std::find(impls.begin(), impls.end(), impl);
+    return palette[static_cast<size_t>(it - impls.begin()) % std::size(palette)];
+  }
+  std::string legend(int x, int y) const {
+    std::string s;
+    for (const auto& impl : impls) {
+      s += fmt::format(R"(<rect x="{}" y="{}" width="10" height="10" fill="{}"/><text x="{}" y="{}">{}</text>)", x, y - 10,
+                       of(impl), x + 14, y, html_escape(impl));
+      x += 24 + 7 * static_cast<int>(impl.size());
+    }
+    return s;
+  }
+};
+
+ImplColours impl_colours(const std::vector<SummaryRow>& rows) {
+  ImplColours c;
+  for (const auto& r : rows)
+    if (!r.impl.empty() && std::find(c.impls.begin(), c.impls.end(), r.impl) == c.impls.end()) c.impls.push_back(r.impl);
+  return c;
+}
+
+// Side-by-side files: one bar per implementation and cell (median latency), the implementation named in the
+// legend, by colour, and in each bar's label.
+std::string impl_latency_chart(const std::vector<SummaryRow>& rows_in, const ImplColours& colours) {
+  std::vector<std::string> cells;  // op mode shape, in order of first appearance
+  std::vector<std::vector<const SummaryRow*>> bars;
+  double mx = 0;
+  for (const auto& r : rows_in) {
+    if (r.impl.empty() || !r.not_run.empty()) continue;
+    const std::string label = cell_label(r.op, r.mode, r.shape);
+    auto it = std::find(cells.begin(), cells.end(), label);
+    if (it == cells.end()) {
+      cells.push_back(label);
+      bars.emplace_back();
+      it = cells.end() - 1;
+    }
+    bars[static_cast<size_t>(it - cells.begin())].push_back(&r);
+    mx = std::max(mx, r.median_ms);
+  }
+  if (cells.empty()) return "<p>No timed side-by-side rows: no latency chart.</p>";
+  const int label_w = 330, plot_w = 520, bar_h = 12, top = 28;
+  int h = top + 12;
+  for (const auto& b : bars) h += bar_h * static_cast<int>(b.size()) + 10;
+  const int w = label_w + plot_w + 200;
+  std::string s = fmt::format(R"(<svg width="{}" height="{}" viewBox="0 0 {} {}" role="img" aria-label="median latency per implementation">)", w, h, w, h);
+  s += fmt::format(R"(<text x="{}" y="16">median latency, ms</text>)", label_w) + colours.legend(label_w + 140, 16);
+  double y = top;
+  for (size_t i = 0; i < cells.size(); ++i) {
+    s += fmt::format(R"(<text x="4" y="{:.1f}">{}</text>)", y + 10, html_escape(cells[i]));
+    for (const SummaryRow* r : bars[i]) {
+      const double bw = std::max(1.0, r->median_ms / mx * plot_w);
+      s += fmt::format(R"(<rect x="{}" y="{:.1f}" width="{:.1f}" height="{}" fill="{}"><title>{}</title></rect>)", label_w, y, bw,
+                       bar_h - 1, colours.of(r->impl), html_escape(r->impl));
+      s += fmt::format(R"(<text x="{:.1f}" y="{:.1f}">{} {:.4f}</text>)", label_w + bw + 4, y + 10, html_escape(r->impl), r->median_ms);
+      y += bar_h;
+    }
+    y += 10;
+  }
+  return s + "</svg>";
+}
+
+// Side-by-side files: each implementation's speedup over the baseline per cell (baseline median / its median),
+// a whisker over the p10 / p90 band, and the baseline at 1.
+std::string impl_speedup_chart(const std::vector<ImplSpeedup>& speedups, const ImplColours& colours) {
+  if (speedups.empty()) return "<p>No cell has both a baseline and another implementation timed: no speedup chart.</p>";
+  double mx = 1.0;
+  for (const auto& sp : speedups) mx = std::max({mx, sp.speedup, sp.high.value_or(0)});
+  mx *= 1.1;
+  const int label_w = 330, plot_w = 520, row_h = 20, top = 28;
+  const int h = top + row_h * static_cast<int>(speedups.size()) + 20, w = label_w + plot_w + 260;
+  const double scale = plot_w / mx, one = label_w + scale;
+  std::string s = fmt::format(R"(<svg width="{}" height="{}" viewBox="0 0 {} {}" role="img" aria-label="speedup per cell">)", w, h, w, h);
+  s += fmt::format(R"(<text x="{}" y="16">speedup over {} (baseline median / median; whisker: p10-p90 band)</text>)", label_w,
+                   html_escape(speedups.front().baseline));
+  s += fmt::format(R"(<line x1="{0:.1f}" y1="{1}" x2="{0:.1f}" y2="{2}" stroke="#c90" stroke-dasharray="4 3"/>)", one, top - 4, h - 16);
+  for (size_t i = 0; i < speedups.size(); ++i) {
+    const auto& sp = speedups[i];
+    const double y = top + row_h * static_cast<double>(i), bw = std::max(1.0, sp.speedup * scale);
+    s += fmt::format(R"(<text x="4" y="{:.1f}">{}</text>)", y + 13, html_escape(cell_label(sp.op, sp.mode, sp.shape)));
+    s += fmt::format(R"(<rect x="{}" y="{:.1f}" width="{:.1f}" height="{}" fill="{}"><title>{}</title></rect>)", label_w, y + 3, bw,
+                     row_h - 6, colours.of(sp.impl), html_escape(sp.impl));
+    std::string band;
+    if (sp.low && sp.high) {
+      const double yl = y + row_h / 2.0;
+      s += fmt::format(R"(<line x1="{:.1f}" y1="{:.1f}" x2="{:.1f}" y2="{:.1f}" stroke="#222"/>)", label_w + *sp.low * scale, yl,
+                       label_w + *sp.high * scale, yl);
+      band = fmt::format(" [{:.2f}, {:.2f}]", *sp.low, *sp.high);
+    }
+    s += fmt::format(R"(<text x="{:.1f}" y="{:.1f}">{} {:.2f}x{}</text>)", label_w + std::max(bw, sp.high.value_or(0) * scale) + 4,
+                     y + 13, html_escape(sp.impl), sp.speedup, band);
+  }
+  return s + "</svg>";
+}
+
 // Grouped bars: fraction of the HBM and tensor-core ceilings per cell.
 std::string roofline_chart(const std::vector<SummaryRow>& rows_in) {
   std::vector<const SummaryRow*> rows;
   for (const auto& r : rows_in) if (r.frac_hbm || r.frac_tc) rows.push_back(&r);
   if (rows.empty()) return "<p>No frac_hbm / frac_tc values: no roofline chart.</p>";
-  const int label_w = 330, plot_w = 560, row_h = 30, top = 24;
+  const int label_w = 400, plot_w = 560, row_h = 30, top = 24;  // labels carry the implementation: "op [impl] mode shape"
   const int h = top + row_h * static_cast<int>(rows.size()) + 20, w = label_w + plot_w + 110;
   std::string s = fmt::format(R"(<svg width="{}" height="{}" viewBox="0 0 {} {}" role="img" aria-label="fraction of roofline">)", w, h, w, h);
   s += fmt::format(R"(<text x="{}" y="16">fraction of ceiling (1.0 = roofline)</text><rect x="{}" y="6" width="10" height="10" fill="#e67e22"/><text x="{}" y="16">frac_hbm</text><rect x="{}" y="6" width="10" height="10" fill="#8e44ad"/><text x="{}" y="16">frac_tc</text>)",
@@ -109,7 +210,7 @@ std::string roofline_chart(const std::vector<SummaryRow>& rows_in) {
   for (size_t i = 0; i < rows.size(); ++i) {
     const auto& r = *rows[i];
     const double y = top + row_h * static_cast<double>(i);
-    s += fmt::format(R"(<text x="4" y="{:.1f}">{}</text>)", y + 18, html_escape(cell_label(r.op, r.mode, r.shape)));
+    s += fmt::format(R"(<text x="4" y="{:.1f}">{}</text>)", y + 18, html_escape(cell_label(row_op_label(r), r.mode, r.shape)));
     int k = 0;
     for (auto [v, color] : {std::pair{r.frac_hbm, "#e67e22"}, std::pair{r.frac_tc, "#8e44ad"}}) {
       const double by = y + 3 + 12 * k++;
@@ -131,20 +232,30 @@ std::string check_td(CheckState c) {
   return fmt::format(R"(<td class="{}">{}</td>)", cls, check_label(c));
 }
 
-std::string stats_html(const std::vector<SummaryRow>& rows) {
-  std::string s = "<table><tr><th>op</th><th>mode</th><th>shape</th><th>median</th><th>mean</th><th>std</th><th>min</th><th>p10</th><th>p90</th><th>n</th><th>frac_hbm</th><th>frac_tc</th><th>SM MHz before/after</th><th>check</th></tr>";
+// speedup: a side-by-side file's speedup per row key (its baseline's rows "baseline"); empty: no such column.
+std::string stats_html(const std::vector<SummaryRow>& rows, const std::map<std::string, std::string>& speedup = {},
+                       const std::string& baseline = "") {
+  const bool with_speedup = !baseline.empty();
+  std::string s = "<table><tr><th>op</th><th>mode</th><th>shape</th><th>median</th><th>mean</th><th>std</th><th>min</th><th>p10</th><th>p90</th><th>n</th><th>frac_hbm</th><th>frac_tc</th><th>SM MHz before/after</th><th>check</th>";
+  s += with_speedup ? "<th>speedup vs " + html_escape(baseline) + "</th></tr>" : "</tr>";
   for (const auto& r : rows) {
     if (!r.not_run.empty()) {
-      s += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td colspan=\"11\">not run: {}</td></tr>", html_escape(row_op_label(r)),
-                       html_escape(r.mode), html_escape(r.shape), html_escape(r.not_run));
+      s += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td colspan=\"{}\">not run: {}</td></tr>", html_escape(row_op_label(r)),
+                       html_escape(r.mode), html_escape(r.shape), with_speedup ? 12 : 11, html_escape(r.not_run));
       continue;
+    }
+    std::string sp_td;
+    if (with_speedup) {
+      const auto it = speedup.find(r.key());
+      sp_td = "<td>" + html_escape(it == speedup.end() ? "-" : it->second) + "</td>";
     }
     std::string clk = (r.clock_before || r.clock_after) ? opt_num(r.clock_before, "{:.0f}") + " / " + opt_num(r.clock_after, "{:.0f}") : "-";
     s += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td{}>{}</td>{}</tr>",
                      html_escape(row_op_label(r)), html_escape(r.mode), html_escape(r.shape), opt_num(r.median_ms), opt_num(r.mean_ms),
                      opt_num(r.std_ms), opt_num(r.min_ms), opt_num(r.p10_ms), opt_num(r.p90_ms), r.samples,
                      opt_num(r.frac_hbm, "{:.3f}"), opt_num(r.frac_tc, "{:.3f}"), r.throttled ? R"( class="warn")" : "",
-                     html_escape(clk + (r.throttled ? " throttled" : "")), is_reference_row(r) ? "<td>reference</td>" : check_td(r.check));
+                     html_escape(clk + (r.throttled ? " throttled" : "")),
+                     (is_reference_row(r) ? std::string("<td>reference</td>") : check_td(r.check)) + sp_td);
   }
   return s + "</table>";
 }
@@ -191,8 +302,24 @@ std::string render_summary_html(const std::vector<SummaryFile>& files, const Sum
       for (const auto& w : warnings) s += "<li class=\"bad\">" + html_escape(w) + "</li>";
       s += "</ul>";
     }
+    const std::string baseline = side_by_side_baseline(f, opt);
+    const auto speedup_cells = side_by_side_speedup_labels(f, opt);
+    if (!baseline.empty()) {
+      const ImplColours colours = impl_colours(f.rows);
+      const auto speedups = side_by_side_speedups(f, opt);
+      s += "<h3>Median latency per implementation</h3>" + impl_latency_chart(f.rows, colours);
+      s += "<h3>Speedup over " + html_escape(baseline) + " per shape</h3>" + impl_speedup_chart(speedups, colours);
+      const auto geomeans = side_by_side_geomeans(speedups);
+      if (!geomeans.empty()) {
+        s += "<ul>";
+        for (const auto& g : geomeans)
+          s += fmt::format("<li>geomean speedup of {} over {}, {} {}: <b>{:.3f}x</b> ({} cells)</li>", html_escape(g.impl),
+                           html_escape(g.baseline), html_escape(g.op), html_escape(g.mode), g.geomean, g.cells);
+        s += "</ul>";
+      }
+    }
     s += "<h3>Fraction of roofline (head)</h3>" + roofline_chart(f.rows);
-    s += "<h3>Final-claim stats, head (ms)</h3>" + stats_html(f.rows);
+    s += "<h3>Final-claim stats, head (ms)</h3>" + stats_html(f.rows, speedup_cells, baseline);
     if (!f.base_rows.empty()) s += "<h3>Final-claim stats, base (ms)</h3>" + stats_html(f.base_rows);
   }
   return s + "</body></html>\n";

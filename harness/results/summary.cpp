@@ -48,6 +48,71 @@ std::string change_flag(const SummaryComparison& c, double threshold_pct) {
 
 namespace {
 
+std::string cell_of(const SummaryRow& r) { return r.op + "|" + r.mode + "|" + r.shape + "|" + r.shape_keys.dump(); }
+bool timed(const SummaryRow& r) { return r.not_run.empty() && r.median_ms > 0; }
+
+}  // namespace
+
+std::string side_by_side_baseline(const SummaryFile& f, const SummaryOptions& opt) {
+  std::string first_reference;
+  for (const auto& r : f.rows) {
+    if (r.impl.empty() || !timed(r)) continue;
+    if (r.impl == opt.baseline_impl) return r.impl;
+    if (first_reference.empty() && is_reference_row(r)) first_reference = r.impl;
+  }
+  return first_reference;
+}
+
+std::vector<ImplSpeedup> side_by_side_speedups(const SummaryFile& f, const SummaryOptions& opt) {
+  const std::string base = side_by_side_baseline(f, opt);
+  if (base.empty()) return {};
+  std::map<std::string, const SummaryRow*> base_rows;
+  for (const auto& r : f.rows)
+    if (r.impl == base && timed(r)) base_rows.emplace(cell_of(r), &r);
+  std::vector<ImplSpeedup> out;
+  for (const auto& r : f.rows) {
+    if (r.impl.empty() || r.impl == base || !timed(r)) continue;
+    const auto it = base_rows.find(cell_of(r));
+    if (it == base_rows.end()) continue;
+    const SummaryRow& b = *it->second;
+    ImplSpeedup s{r.key(), r.op, r.mode, r.shape, r.impl, base, b.median_ms, r.median_ms, b.median_ms / r.median_ms, {}, {}};
+    if (b.p10_ms && b.p90_ms && r.p10_ms && r.p90_ms && *r.p10_ms > 0 && *r.p90_ms > 0) {
+      s.low = *b.p10_ms / *r.p90_ms;
+      s.high = *b.p90_ms / *r.p10_ms;
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::map<std::string, std::string> side_by_side_speedup_labels(const SummaryFile& f, const SummaryOptions& opt) {
+  std::map<std::string, std::string> labels;
+  const std::string base = side_by_side_baseline(f, opt);
+  for (const auto& r : f.rows)
+    if (!base.empty() && r.impl == base && timed(r)) labels[r.key()] = "baseline";
+  for (const auto& s : side_by_side_speedups(f, opt)) labels[s.key] = fmt::format("{:.3f}x", s.speedup);
+  return labels;
+}
+
+std::vector<ImplGeomean> side_by_side_geomeans(const std::vector<ImplSpeedup>& speedups) {
+  std::vector<ImplGeomean> out;
+  std::map<std::string, std::pair<size_t, double>> at;  // impl|op|mode -> (index in out, sum of logs)
+  for (const auto& s : speedups) {
+    const std::string k = s.impl + "|" + s.op + "|" + s.mode;
+    auto it = at.find(k);
+    if (it == at.end()) {
+      it = at.emplace(k, std::pair<size_t, double>{out.size(), 0.0}).first;
+      out.push_back({s.impl, s.baseline, s.op, s.mode, 0, 0});
+    }
+    it->second.second += std::log(s.speedup);
+    ++out[it->second.first].cells;
+  }
+  for (const auto& [k, v] : at) out[v.first].geomean = std::exp(v.second / out[v.first].cells);
+  return out;
+}
+
+namespace {
+
 std::string num(const std::optional<double>& v, const char* f = "{:.4f}") {
   return v ? fmt::format(fmt::runtime(f), *v) : std::string("-");
 }
@@ -109,19 +174,44 @@ Table comparison_table(const SummaryFile& f, const SummaryOptions& opt) {
   return t;
 }
 
-Table stats_table(const std::vector<SummaryRow>& rows) {
+// A side-by-side file's speedup column: row key -> "1.234x", "baseline" for the baseline's own rows.
+struct SpeedupColumn {
+  std::string baseline;
+  std::map<std::string, std::string> cells;
+};
+
+SpeedupColumn speedup_column(const SummaryFile& f, const SummaryOptions& opt) {
+  return {side_by_side_baseline(f, opt), side_by_side_speedup_labels(f, opt)};
+}
+
+Table stats_table(const std::vector<SummaryRow>& rows, const SpeedupColumn* speedup = nullptr) {
   Table t{{"op", "mode", "shape", "median", "mean", "std", "min", "p10", "p90", "n", "frac_hbm", "frac_tc", "sm MHz", "check"}, {}};
+  const bool with_speedup = speedup && !speedup->baseline.empty();
+  if (with_speedup) t.header.push_back("speedup vs " + speedup->baseline);
   for (const auto& r : rows) {
     const std::string op = row_op_label(r);
     if (!r.not_run.empty()) {
       t.rows.push_back({op, r.mode, r.shape, "not run", "-", "-", "-", "-", "-", "0", "-", "-", "-", "-"});
-      continue;
+    } else {
+      t.rows.push_back({op, r.mode, r.shape, num(r.median_ms), num(r.mean_ms), num(r.std_ms), num(r.min_ms),
+                        num(r.p10_ms), num(r.p90_ms), std::to_string(r.samples), num(r.frac_hbm, "{:.3f}"),
+                        num(r.frac_tc, "{:.3f}"), clocks(r), is_reference_row(r) ? "reference" : check_label(r.check)});
     }
-    t.rows.push_back({op, r.mode, r.shape, num(r.median_ms), num(r.mean_ms), num(r.std_ms), num(r.min_ms),
-                      num(r.p10_ms), num(r.p90_ms), std::to_string(r.samples), num(r.frac_hbm, "{:.3f}"),
-                      num(r.frac_tc, "{:.3f}"), clocks(r), is_reference_row(r) ? "reference" : check_label(r.check)});
+    if (with_speedup) {
+      const auto it = speedup->cells.find(r.key());
+      t.rows.back().push_back(it == speedup->cells.end() ? "-" : it->second);
+    }
   }
   return t;
+}
+
+// "geomean speedup of IMPL over BASE, OP MODE: 1.234x (N cells)", one line per implementation, op and mode.
+std::vector<std::string> geomean_lines(const SummaryFile& f, const SummaryOptions& opt) {
+  std::vector<std::string> l;
+  for (const auto& g : side_by_side_geomeans(side_by_side_speedups(f, opt)))
+    l.push_back(fmt::format("geomean speedup of {} over {}, {} {}: {:.3f}x ({} cell{})", g.impl, g.baseline, g.op, g.mode,
+                            g.geomean, g.cells, g.cells == 1 ? "" : "s"));
+  return l;
 }
 
 std::vector<std::string> header_lines(const SummaryFile& f) {
@@ -182,7 +272,9 @@ std::string render_summary_text(const std::vector<SummaryFile>& files, const Sum
       auto g = geomean_speedup(f.comparisons);
       out += "  geomean speedup: " + (g ? fmt::format("{:.3f}x", *g) : std::string("-")) + "\n";
     }
-    out += "\n  final-claim stats, head (ms):\n" + stats_table(f.rows).text();
+    const SpeedupColumn speedup = speedup_column(f, opt);
+    out += "\n  final-claim stats, head (ms):\n" + stats_table(f.rows, &speedup).text();
+    for (const auto& l : geomean_lines(f, opt)) out += "  " + l + "\n";
     if (!f.base_rows.empty()) out += "\n  final-claim stats, base (ms):\n" + stats_table(f.base_rows).text();
     auto w = claim_warnings(f);
     if (!w.empty()) {
@@ -205,7 +297,11 @@ std::string render_summary_markdown(const std::vector<SummaryFile>& files, const
       auto g = geomean_speedup(f.comparisons);
       out += "\nGeomean speedup: " + (g ? fmt::format("{:.3f}x", *g) : std::string("-")) + "\n";
     }
-    out += "\n### Final-claim stats, head (ms)\n\n" + stats_table(f.rows).markdown();
+    const SpeedupColumn speedup = speedup_column(f, opt);
+    out += "\n### Final-claim stats, head (ms)\n\n" + stats_table(f.rows, &speedup).markdown();
+    const auto geomeans = geomean_lines(f, opt);
+    if (!geomeans.empty()) out += "\n";
+    for (const auto& l : geomeans) out += "- " + l + "\n";
     if (!f.base_rows.empty()) out += "\n### Final-claim stats, base (ms)\n\n" + stats_table(f.base_rows).markdown();
     auto w = claim_warnings(f);
     if (!w.empty()) {
