@@ -71,20 +71,21 @@ def make_config(name, size, cpu):
 
 
 def count_attention_fraction(prof):
-    """GPU time under the attention op's outermost events / all GPU time. lina's forward operator is recorded
-    twice (its autograd kernel calls it again below autograd), so an event inside another attention event is
-    not counted again."""
-    events = prof.events()
-    total = sum(e.self_device_time_total for e in events)
-    attention = 0.0
-    for e in events:
-        if not ATTENTION_OP.match(e.name):
+    """GPU time of the kernels launched under the attention op / GPU time of all kernels. Each kernel is counted
+    once, through the CPU event that launched it (FunctionEvent.kernels); it is the attention op's if that event
+    has an attention event among its ancestors (lina's forward operator appears twice in that chain: its
+    autograd kernel calls it again below autograd)."""
+    total = attention = 0.0
+    for e in prof.events():
+        launched = sum(k.duration for k in getattr(e, "kernels", []))
+        if not launched:
             continue
-        parent = e.cpu_parent
-        while parent is not None and not ATTENTION_OP.match(parent.name):
-            parent = parent.cpu_parent
-        if parent is None:
-            attention += e.device_time_total
+        total += launched
+        node = e
+        while node is not None and not ATTENTION_OP.match(node.name):
+            node = node.cpu_parent
+        if node is not None:
+            attention += launched
     return (attention / total if total else None), total / 1e3
 
 

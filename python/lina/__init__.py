@@ -4,11 +4,23 @@
     o, ht = lina.chunk_kda(q, k, v, g, beta, output_final_state=True)   # FLA 0.6.0's chunk_kda signature
     lina.fla_backend.register()                                         # FLA's own layers then run lina
 
-The operators are torch.ops.lina.* (torch.library custom ops: fake kernels for torch.compile, autograd,
-CUDA-graph capturable); lina.chunk_gla / chunk_kda / chunk_gated_delta_rule take FLA's keywords.
+The operators are torch.ops.lina.* (torch.library custom ops: fake kernels for torch.compile, C++ autograd,
+CUDA-graph capturable); lina.chunk_gla / chunk_kda / chunk_gated_delta_rule take FLA's keywords. The
+extension loads on first use of any of them, so tools such as `python -m lina.bench --list` start without it.
 """
-from lina._library import library_path, version
-from lina.ops import chunk_gated_delta_rule, chunk_gdn, chunk_gla, chunk_kda
+import importlib
 
 __all__ = ["chunk_gla", "chunk_kda", "chunk_gated_delta_rule", "chunk_gdn", "library_path", "version"]
-__version__ = version()
+_FROM = {"chunk_gla": "lina.ops", "chunk_kda": "lina.ops", "chunk_gated_delta_rule": "lina.ops",
+         "chunk_gdn": "lina.ops", "library_path": "lina._library", "version": "lina._library"}
+
+
+def __getattr__(name):
+    if name == "__version__":
+        return importlib.import_module("lina._library").version()
+    module = _FROM.get(name)
+    if module is None:
+        raise AttributeError(f"module 'lina' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
