@@ -495,6 +495,8 @@ std::tuple<Tensor, Tensor> chunk_gdn_fwd_autograd(const Tensor& q, const Tensor&
 }
 
 std::string version() { return lina::kVersion; }
+// The torch this extension was compiled against: python/lina/_library.py refuses another minor version.
+std::string torch_version() { return LINA_TORCH_BUILT_WITH; }
 
 #ifdef LINA_TORCH_CUDA
 // lina's scratch from PyTorch's caching allocator: it shows in torch.cuda.max_memory_allocated, is shared
@@ -520,6 +522,7 @@ const bool kScratchFromTorch = [] {
 // results feed a backward; `variant` = a kernel variant by name ("" = lina's choice).
 TORCH_LIBRARY(lina, m) {
   m.def("version() -> str", version);
+  m.def("torch_version() -> str", torch_version);
   m.def(
       "chunk_gla_fwd(Tensor q, Tensor k, Tensor v, Tensor g, float? scale, Tensor? initial_state, "
       "bool output_final_state, Tensor? cu_seqlens, Tensor? cu_seqlens_cpu, bool training, str variant) "

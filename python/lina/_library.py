@@ -19,8 +19,26 @@ def _find():
                       "`pip install --no-build-isolation .` or point LINA_TORCH_LIB at a build's bindings/torch/_C.so")
 
 
+def _minor(version):
+    return tuple(version.split("+")[0].split(".")[:2])
+
+
+def _load(path):
+    """Loads the extension; a library that does not load, or was built against another torch, is an ImportError
+    that names the file and both versions (C++ extensions are tied to one torch release)."""
+    try:
+        torch.ops.load_library(str(path))
+    except (OSError, RuntimeError) as e:
+        raise ImportError(f"lina: {path} could not be loaded into torch {torch.__version__} ({e}); rebuild lina "
+                          "against this torch (`pip install --no-build-isolation .`)") from e
+    built = torch.ops.lina.torch_version()
+    if _minor(built) != _minor(torch.__version__):
+        raise ImportError(f"lina: {path} was built against torch {built}, this process runs torch "
+                          f"{torch.__version__}; rebuild lina against this torch")
+
+
 _PATH = _find()
-torch.ops.load_library(str(_PATH))
+_load(_PATH)
 
 
 def library_path():
