@@ -228,6 +228,10 @@ def main():
     p.add_argument("--profile-steps", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", help="append the records to this JSON file")
+    p.add_argument("--fla-gated-bwd-on-old-triton", action="store_true",
+                   help="let FLA run its gated chunk backward on Triton 3.4-3.7.0, which its version guard refuses "
+                        "(fla.ops.common.chunk_o.TRITON_ABOVE_3_7_1 = True); GatedDeltaNet's FLA run needs it on "
+                        "such a Triton. Its gradients are then unverified: compare the losses of the two runs")
     p.add_argument("--verbose", action="store_true", help="print the time of every warm-up step")
     p.add_argument("--cpu-smoke", action="store_true", help="tiny configs on the CPU, 2 steps, no timing")
     a = p.parse_args()
@@ -241,6 +245,9 @@ def main():
     elif not torch.cuda.is_available():
         p.error("no CUDA device (use --cpu-smoke on a machine without a GPU)")
     import fla  # noqa: F401
+    if a.fla_gated_bwd_on_old_triton:
+        import fla.ops.common.chunk_o
+        fla.ops.common.chunk_o.TRITON_ABOVE_3_7_1 = True
     import lina.fla_backend
     lina.fla_backend.register()
     records = []
