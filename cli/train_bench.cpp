@@ -1,58 +1,104 @@
-// `lina train-bench`: end-to-end training throughput through PyTorch (bench/train_throughput.py),
-// using this build's liblina_c.so. It needs python3 with torch and a GPU; otherwise it says so, exit 2.
+// `lina train-bench`: FLA's training-throughput method on FLA's own causal LMs, FLA alone against FLA with
+// lina as its backend, in one process (bench/train_fla_models.py; docs/pytorch.md). It needs python3 with
+// torch, transformers, accelerate and flash-linear-attention, and a GPU; --cpu-smoke runs tiny configs on
+// lina's CPU backend without timing. Without python3 and torch it says so, exit 2.
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "cli/commands.h"
-#include "harness/engine/registry.h"
 #include "lina/build_info.h"
 
 namespace lina::cli {
 
+namespace {
+
+// lina's op names for the models -> FLA's model types.
+const std::map<std::string, std::string>& fla_models() {
+  static const std::map<std::string, std::string> m = {
+      {"gla", "gla"}, {"kda", "kda"}, {"gdn", "gated_deltanet"}, {"gated_deltanet", "gated_deltanet"}};
+  return m;
+}
+
+// The folder of this executable's build tree (build/cli/lina -> build).
+std::string build_dir() {
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return {};
+  self[n] = '\0';
+  std::string dir(self);
+  dir = dir.substr(0, dir.rfind('/'));
+  return dir.substr(0, dir.rfind('/'));
+}
+
+}  // namespace
+
 void register_train_bench(CLI::App& app, Outcome& outcome) {
-  auto* sub = app.add_subcommand("train-bench", "End-to-end training throughput of a small model (PyTorch)");
+  auto* sub = app.add_subcommand("train-bench", "Training throughput of FLA's models, FLA against FLA with lina (PyTorch)");
   struct Opts {
-    std::string name, impl = "lina", json;
-    int batch = 2, seq_len = 8192, steps = 10;
-    bool varlen = false;
+    std::vector<std::string> names = {"gla", "kda", "gdn"};
+    std::vector<std::string> sizes = {"default", "340m"};
+    std::vector<std::string> backends = {"fla", "lina"};
+    std::string json;
+    int batch = 2, seq_len = 8192, warmup = 16, steps = 32, profile_steps = 2;
+    bool varlen = false, cpu_smoke = false, fla_gated_bwd = false;
   };
   auto o = std::make_shared<Opts>();
-  std::vector<std::string> models;  // FLA's model names for the registered ops
-  for (const auto& op : harness::registry()) models.push_back(op.model_name);
-  std::string listed;
-  for (std::size_t i = 0; i < models.size(); ++i) listed += (i == 0 ? "" : i + 1 == models.size() ? " or " : ", ") + models[i];
-  sub->add_option("--name", o->name, listed)->required()->check(CLI::IsMember(models));
-  sub->add_option("--impl", o->impl, "lina or fla")->check(CLI::IsMember({"lina", "fla"}));
+  std::vector<std::string> names;
+  for (const auto& [name, _] : fla_models()) names.push_back(name);
+  sub->add_option("--name", o->names, "models: gla, kda, gdn (gated_deltanet); comma list")
+      ->delimiter(',')
+      ->check(CLI::IsMember(names));
+  sub->add_option("--sizes", o->sizes, "default (FLA's config) and / or 340m; comma list")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"default", "340m"}));
+  sub->add_option("--backends", o->backends, "fla and / or lina; comma list")->delimiter(',')->check(CLI::IsMember({"fla", "lina"}));
   sub->add_option("--batch-size", o->batch)->check(kPositiveInt);
   sub->add_option("--seq-len", o->seq_len)->check(kPositiveInt);
+  sub->add_option("--warmup-steps", o->warmup)->check(CLI::NonNegativeNumber);
   sub->add_option("--steps", o->steps)->check(kPositiveInt);
-  sub->add_flag("--varlen", o->varlen);
-  sub->add_option("--json", o->json, "write the result as JSON");
+  sub->add_option("--profile-steps", o->profile_steps, "steps under torch.profiler for the attention op's GPU share")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_flag("--varlen", o->varlen, "FLA's random cu_seqlens over B x T tokens");
+  sub->add_flag("--cpu-smoke", o->cpu_smoke, "tiny configs on lina's CPU backend, no timing (CI)");
+  sub->add_flag("--fla-gated-bwd-on-old-triton", o->fla_gated_bwd,
+                "let FLA's GatedDeltaNet backward run on a Triton its version guard refuses");
+  sub->add_option("--json", o->json, "append the records to this JSON file");
   sub->callback([o, &outcome] {
-    const std::string script = std::string(LINA_BUILD_SOURCE_DIR) + "/bench/train_throughput.py";
     if (std::system("python3 -c 'import torch' >/dev/null 2>&1") != 0) {
       std::fprintf(stderr, "lina train-bench: python3 with torch is required (not found)\n");
       outcome.code = kUsage;
       return;
     }
-    char self[4096];
-    const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n > 0) {
-      self[n] = '\0';
-      std::string lib = std::string(self);
-      lib = lib.substr(0, lib.rfind('/'));
-      lib = lib.substr(0, lib.rfind('/')) + "/bindings/liblina_c.so";
-      setenv("LINA_LIB", lib.c_str(), 0);
-    }
-    std::vector<std::string> args = {"python3", script, "--name", o->name, "--impl", o->impl, "--batch-size",
-                                     std::to_string(o->batch), "--seq-len", std::to_string(o->seq_len), "--steps",
-                                     std::to_string(o->steps)};
+    // This build's extension and the package sources, unless the caller points elsewhere.
+    const std::string build = build_dir();
+    if (!build.empty()) setenv("LINA_TORCH_LIB", (build + "/bindings/torch/_C.so").c_str(), 0);
+    const std::string python_dir = std::string(LINA_BUILD_SOURCE_DIR) + "/python";
+    const char* path = std::getenv("PYTHONPATH");
+    setenv("PYTHONPATH", (python_dir + (path && *path ? ":" + std::string(path) : "")).c_str(), 1);
+    std::string models;
+    for (const auto& n : o->names) models += (models.empty() ? "" : ",") + fla_models().at(n);
+    const auto join = [](const std::vector<std::string>& v) {
+      std::string s;
+      for (const auto& x : v) s += (s.empty() ? "" : ",") + x;
+      return s;
+    };
+    std::vector<std::string> args = {"python3", std::string(LINA_BUILD_SOURCE_DIR) + "/bench/train_fla_models.py",
+                                     "--models", models, "--sizes", join(o->sizes), "--backends", join(o->backends),
+                                     "--batch-size", std::to_string(o->batch), "--seq-len", std::to_string(o->seq_len),
+                                     "--warmup-steps", std::to_string(o->warmup), "--steps", std::to_string(o->steps),
+                                     "--profile-steps", std::to_string(o->profile_steps)};
     if (o->varlen) args.push_back("--varlen");
-    if (!o->json.empty()) { args.push_back("--json"); args.push_back(o->json); }
+    if (o->cpu_smoke) args.push_back("--cpu-smoke");
+    if (o->fla_gated_bwd) args.push_back("--fla-gated-bwd-on-old-triton");
+    if (!o->json.empty()) {
+      args.push_back("--json");
+      args.push_back(o->json);
+    }
     std::vector<char*> argv;
     for (auto& s : args) argv.push_back(s.data());
     argv.push_back(nullptr);
