@@ -6,16 +6,19 @@
 The shared library is found through $LINA_LIB or next to a build directory (build/bindings). Tensors
 must be contiguous; CUDA tensors run the CUDA backend on the current stream, CPU tensors the CPU one.
 """
-import collections
 import ctypes
 import functools
 import json
 import os
 import struct
+import sys
 import threading
 from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
+from lina.host_copy import cached_host_copy  # noqa: E402  (the package's; importing it loads no extension)
 
 _DTYPES = {torch.float64: 0, torch.float32: 1, torch.bfloat16: 2, torch.float16: 3, torch.int32: 4, torch.int64: 5}
 
@@ -138,34 +141,11 @@ def call(op, phase, tensors, **kwargs):
     return [k for k in kernels.value.decode().split(",") if k]
 
 
-_HOST_COPIES = collections.OrderedDict()  # (data_ptr, numel, dtype, device) -> (tensor, version, host copy)
-_HOST_LOCK = threading.Lock()
-
-
-def _host_copy_cached(t):
-    """t.to("cpu"), cached: the entry holds t, so its memory cannot be reused by another tensor while cached;
-    a tensor with the same data pointer and size shares t's storage (and, for views, its version counter),
-    so an in-place change shows as a new version and the copy is taken again."""
-    key = (t.data_ptr(), t.numel(), t.dtype, t.device)
-    with _HOST_LOCK:
-        hit = _HOST_COPIES.get(key)
-        if hit is not None and hit[1] == t._version:
-            _HOST_COPIES.move_to_end(key)
-            return hit[2]
-    host = t.to("cpu")
-    with _HOST_LOCK:
-        _HOST_COPIES[key] = (t, t._version, host)
-        _HOST_COPIES.move_to_end(key)
-        while len(_HOST_COPIES) > 8:
-            _HOST_COPIES.popitem(last=False)
-    return host
-
-
 def _cu_seqlens_cpu(cu):
     """A host copy of a CUDA cu_seqlens, passed as cu_seqlens_cpu: without it lina's validation reads
     cu_seqlens back with a blocking copy in every forward and backward call. A loop that reuses one
     cu_seqlens tensor pays that copy once (FLA caches its varlen chunk indices per tensor the same way)."""
-    return _host_copy_cached(cu) if cu is not None and cu.is_cuda else None
+    return cached_host_copy(cu) if cu is not None and cu.is_cuda else None
 
 
 def _need_rank4(**tensors):

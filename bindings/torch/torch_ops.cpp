@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <type_traits>
 
 #include "lina/lina.h"
 
@@ -182,30 +183,54 @@ GlaGrads chunk_gla_bwd(const Tensor& q_, const Tensor& k_, const Tensor& v_, con
 
 // ---- chunk_kda / chunk_gdn ----------------------------------------------------------------------------
 
-// The arguments both delta rules share, in schema order after (q, k, v, g, beta, scale, initial_state).
+// The delta rules' inputs, made contiguous, and the flags both share.
 struct DeltaFlags {
   bool use_qk_l2norm_in_kernel, use_gate_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval;
 };
 
+struct DeltaInputs {
+  Tensor q, k, v, g, beta;
+  OptTensor h0, A_log, dt_bias, cu, cu_cpu;
+  std::optional<double> scale;
+  DeltaFlags flags;
+};
+
+DeltaInputs dense_delta(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
+                        std::optional<double> scale, const OptTensor& h0, const DeltaFlags& flags,
+                        const OptTensor& A_log, const OptTensor& dt_bias, const OptTensor& cu, const OptTensor& cu_cpu) {
+  return {dense(q),     dense(k),       dense(v),  dense(g),      dense(beta), dense(h0), dense(A_log),
+          dense(dt_bias), dense(cu), dense(cu_cpu), scale, flags};
+}
+
+// KDA's arguments beyond GDN's; GDN passes none.
+struct KdaGate {
+  bool safe_gate = false;
+  std::optional<double> lower_bound;
+};
+
 template <class Args>
-void fill_delta(Args& a, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
-                std::optional<double> scale, const OptTensor& h0, const DeltaFlags& f, const OptTensor& A_log,
-                const OptTensor& dt_bias, const OptTensor& cu, const OptTensor& cu_cpu) {
-  a.q = view_of(q, "q");
-  a.k = view_of(k, "k");
-  a.v = view_of(v, "v");
-  a.g = view_of(g, "g");
-  a.beta = view_of(beta, "beta");
-  a.scale = scale;
-  a.initial_state = view_of(h0, "initial_state");
-  a.cu_seqlens = view_of(cu, "cu_seqlens");
-  a.cu_seqlens_cpu = view_of(cu_cpu, "cu_seqlens_cpu");
-  a.use_qk_l2norm_in_kernel = f.use_qk_l2norm_in_kernel;
-  a.use_gate_in_kernel = f.use_gate_in_kernel;
-  a.use_beta_sigmoid_in_kernel = f.use_beta_sigmoid_in_kernel;
-  a.allow_neg_eigval = f.allow_neg_eigval;
-  a.A_log = view_of(A_log, "A_log");
-  a.dt_bias = view_of(dt_bias, "dt_bias");
+Args delta_args(const DeltaInputs& in, const KdaGate& kda) {
+  Args a;
+  a.q = view_of(in.q, "q");
+  a.k = view_of(in.k, "k");
+  a.v = view_of(in.v, "v");
+  a.g = view_of(in.g, "g");
+  a.beta = view_of(in.beta, "beta");
+  a.scale = in.scale;
+  a.initial_state = view_of(in.h0, "initial_state");
+  a.cu_seqlens = view_of(in.cu, "cu_seqlens");
+  a.cu_seqlens_cpu = view_of(in.cu_cpu, "cu_seqlens_cpu");
+  a.use_qk_l2norm_in_kernel = in.flags.use_qk_l2norm_in_kernel;
+  a.use_gate_in_kernel = in.flags.use_gate_in_kernel;
+  a.use_beta_sigmoid_in_kernel = in.flags.use_beta_sigmoid_in_kernel;
+  a.allow_neg_eigval = in.flags.allow_neg_eigval;
+  a.A_log = view_of(in.A_log, "A_log");
+  a.dt_bias = view_of(in.dt_bias, "dt_bias");
+  if constexpr (std::is_same_v<Args, lina::ChunkKdaArgs>) {
+    a.safe_gate = kda.safe_gate;
+    a.lower_bound = kda.lower_bound;
+  }
+  return a;
 }
 
 std::tuple<Tensor, Tensor> delta_fwd_outputs(const Tensor& q, const Tensor& v, bool output_final_state,
@@ -223,16 +248,14 @@ std::tuple<Tensor, Tensor> delta_fwd_outputs(const Tensor& q, const Tensor& v, b
 
 using DeltaGrads = std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor>;
 
-DeltaGrads delta_grad_outputs(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
-                              const OptTensor& h0, const OptTensor& A_log, const OptTensor& dt_bias, bool need_dA_log,
-                              bool need_ddt_bias) {
+DeltaGrads delta_grad_outputs(const DeltaInputs& in, bool need_dA_log, bool need_ddt_bias) {
   const auto like = [&](const OptTensor& t, bool need) {
-    return need && t.has_value() && t->defined() ? at::empty(t->sizes(), t->options()) : none_like(q);
+    return need && t.has_value() && t->defined() ? at::empty(t->sizes(), t->options()) : none_like(in.q);
   };
-  return {at::empty(q.sizes(), q.options()),    at::empty(k.sizes(), k.options()),
-          at::empty(v.sizes(), v.options()),    at::empty(g.sizes(), g.options()),
-          at::empty(beta.sizes(), beta.options()), like(h0, true),
-          like(A_log, need_dA_log),             like(dt_bias, need_ddt_bias)};
+  return {at::empty(in.q.sizes(), in.q.options()),       at::empty(in.k.sizes(), in.k.options()),
+          at::empty(in.v.sizes(), in.v.options()),       at::empty(in.g.sizes(), in.g.options()),
+          at::empty(in.beta.sizes(), in.beta.options()), like(in.h0, true),
+          like(in.A_log, need_dA_log),                   like(in.dt_bias, need_ddt_bias)};
 }
 
 lina::DeltaRuleGrads delta_grad_views(const DeltaGrads& out) {
@@ -245,90 +268,80 @@ lina::DeltaRuleGrads delta_grad_views(const DeltaGrads& out) {
   return grads;
 }
 
-// chunk_kda and chunk_gdn share their schema shape; KDA adds safe_gate and lower_bound.
-std::tuple<Tensor, Tensor> chunk_kda_fwd(const Tensor& q_, const Tensor& k_, const Tensor& v_, const Tensor& g_,
-                                         const Tensor& beta_, std::optional<double> scale, const OptTensor& h0_,
+// One forward and one backward for both rules; Kda picks the args type and the entry points.
+template <bool Kda>
+std::tuple<Tensor, Tensor> delta_fwd(const DeltaInputs& in, const KdaGate& kda, bool output_final_state, bool training,
+                                     Str variant) {
+  using Args = std::conditional_t<Kda, lina::ChunkKdaArgs, lina::ChunkGdnArgs>;
+  auto [o, ht] = delta_fwd_outputs(in.q, in.v, output_final_state, in.cu);
+  run_on(in.q, variant, [&](const lina::ExecOptions& opts) {
+    const Args a = delta_args<Args>(in, kda);
+    std::optional<lina::TensorView> final_state;
+    if (output_final_state) final_state = view_of(ht, "final_state");
+    const lina::AttentionOutputs outs{view_of(o, "o"), final_state};
+    const auto mode = training ? lina::ForwardMode::training : lina::ForwardMode::inference;
+    if constexpr (Kda) lina::chunk_kda_forward(a, outs, mode, opts);
+    else lina::chunk_gdn_forward(a, outs, mode, opts);
+  });
+  return {o, ht};
+}
+
+template <bool Kda>
+DeltaGrads delta_bwd(const DeltaInputs& in, const KdaGate& kda, const Tensor& do_, const OptTensor& dht_,
+                     bool need_dA_log, bool need_ddt_bias, Str variant) {
+  using Args = std::conditional_t<Kda, lina::ChunkKdaArgs, lina::ChunkGdnArgs>;
+  const Tensor d_o = dense(do_);
+  const OptTensor dht = dense(dht_);
+  DeltaGrads out = delta_grad_outputs(in, need_dA_log, need_ddt_bias);
+  run_on(in.q, variant, [&](const lina::ExecOptions& opts) {
+    const Args a = delta_args<Args>(in, kda);
+    const lina::AttentionGradInputs grad_in{view_of(d_o, "do"), view_of(dht, "dht")};
+    if constexpr (Kda) lina::chunk_kda_backward(a, grad_in, delta_grad_views(out), opts);
+    else lina::chunk_gdn_backward(a, grad_in, delta_grad_views(out), opts);
+  });
+  return out;
+}
+
+std::tuple<Tensor, Tensor> chunk_kda_fwd(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                                         const Tensor& beta, std::optional<double> scale, const OptTensor& h0,
                                          bool output_final_state, bool l2norm, bool gate, bool beta_sigmoid,
                                          bool neg_eigval, bool safe_gate, std::optional<double> lower_bound,
-                                         const OptTensor& A_log_, const OptTensor& dt_bias_, const OptTensor& cu_,
-                                         const OptTensor& cu_cpu_, bool training, Str variant) {
-  const Tensor q = dense(q_), k = dense(k_), v = dense(v_), g = dense(g_), beta = dense(beta_);
-  const OptTensor h0 = dense(h0_), A_log = dense(A_log_), dt_bias = dense(dt_bias_), cu = dense(cu_),
-                  cu_cpu = dense(cu_cpu_);
-  auto [o, ht] = delta_fwd_outputs(q, v, output_final_state, cu);
-  run_on(q, variant, [&](const lina::ExecOptions& opts) {
-    lina::ChunkKdaArgs a;
-    fill_delta(a, q, k, v, g, beta, scale, h0, {l2norm, gate, beta_sigmoid, neg_eigval}, A_log, dt_bias, cu, cu_cpu);
-    a.safe_gate = safe_gate;
-    a.lower_bound = lower_bound;
-    std::optional<lina::TensorView> final_state;
-    if (output_final_state) final_state = view_of(ht, "final_state");
-    lina::chunk_kda_forward(a, {view_of(o, "o"), final_state},
-                            training ? lina::ForwardMode::training : lina::ForwardMode::inference, opts);
-  });
-  return {o, ht};
+                                         const OptTensor& A_log, const OptTensor& dt_bias, const OptTensor& cu,
+                                         const OptTensor& cu_cpu, bool training, Str variant) {
+  const DeltaInputs in = dense_delta(q, k, v, g, beta, scale, h0, {l2norm, gate, beta_sigmoid, neg_eigval}, A_log,
+                                     dt_bias, cu, cu_cpu);
+  return delta_fwd<true>(in, {safe_gate, lower_bound}, output_final_state, training, variant);
 }
 
-
-DeltaGrads chunk_kda_bwd(const Tensor& q_, const Tensor& k_, const Tensor& v_, const Tensor& g_, const Tensor& beta_,
-                         std::optional<double> scale, const OptTensor& h0_, bool l2norm, bool gate, bool beta_sigmoid,
-                         bool neg_eigval, bool safe_gate, std::optional<double> lower_bound, const OptTensor& A_log_,
-                         const OptTensor& dt_bias_, const OptTensor& cu_, const OptTensor& cu_cpu_, const Tensor& do_,
-                         const OptTensor& dht_, bool need_dA_log, bool need_ddt_bias, Str variant) {
-  const Tensor q = dense(q_), k = dense(k_), v = dense(v_), g = dense(g_), beta = dense(beta_), d_o = dense(do_);
-  const OptTensor h0 = dense(h0_), A_log = dense(A_log_), dt_bias = dense(dt_bias_), cu = dense(cu_),
-                  cu_cpu = dense(cu_cpu_), dht = dense(dht_);
-  DeltaGrads out = delta_grad_outputs(q, k, v, g, beta, h0, A_log, dt_bias, need_dA_log, need_ddt_bias);
-  run_on(q, variant, [&](const lina::ExecOptions& opts) {
-    lina::ChunkKdaArgs a;
-    fill_delta(a, q, k, v, g, beta, scale, h0, {l2norm, gate, beta_sigmoid, neg_eigval}, A_log, dt_bias, cu, cu_cpu);
-    a.safe_gate = safe_gate;
-    a.lower_bound = lower_bound;
-    lina::chunk_kda_backward(a, {view_of(d_o, "do"), view_of(dht, "dht")}, delta_grad_views(out), opts);
-  });
-  return out;
+DeltaGrads chunk_kda_bwd(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
+                         std::optional<double> scale, const OptTensor& h0, bool l2norm, bool gate, bool beta_sigmoid,
+                         bool neg_eigval, bool safe_gate, std::optional<double> lower_bound, const OptTensor& A_log,
+                         const OptTensor& dt_bias, const OptTensor& cu, const OptTensor& cu_cpu, const Tensor& d_o,
+                         const OptTensor& dht, bool need_dA_log, bool need_ddt_bias, Str variant) {
+  const DeltaInputs in = dense_delta(q, k, v, g, beta, scale, h0, {l2norm, gate, beta_sigmoid, neg_eigval}, A_log,
+                                     dt_bias, cu, cu_cpu);
+  return delta_bwd<true>(in, {safe_gate, lower_bound}, d_o, dht, need_dA_log, need_ddt_bias, variant);
 }
 
-
-std::tuple<Tensor, Tensor> chunk_gdn_fwd(const Tensor& q_, const Tensor& k_, const Tensor& v_, const Tensor& g_,
-                                         const Tensor& beta_, std::optional<double> scale, const OptTensor& h0_,
+std::tuple<Tensor, Tensor> chunk_gdn_fwd(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                                         const Tensor& beta, std::optional<double> scale, const OptTensor& h0,
                                          bool output_final_state, bool l2norm, bool gate, bool beta_sigmoid,
-                                         bool neg_eigval, const OptTensor& A_log_, const OptTensor& dt_bias_,
-                                         const OptTensor& cu_, const OptTensor& cu_cpu_, bool training,
-                                         Str variant) {
-  const Tensor q = dense(q_), k = dense(k_), v = dense(v_), g = dense(g_), beta = dense(beta_);
-  const OptTensor h0 = dense(h0_), A_log = dense(A_log_), dt_bias = dense(dt_bias_), cu = dense(cu_),
-                  cu_cpu = dense(cu_cpu_);
-  auto [o, ht] = delta_fwd_outputs(q, v, output_final_state, cu);
-  run_on(q, variant, [&](const lina::ExecOptions& opts) {
-    lina::ChunkGdnArgs a;
-    fill_delta(a, q, k, v, g, beta, scale, h0, {l2norm, gate, beta_sigmoid, neg_eigval}, A_log, dt_bias, cu, cu_cpu);
-    std::optional<lina::TensorView> final_state;
-    if (output_final_state) final_state = view_of(ht, "final_state");
-    lina::chunk_gdn_forward(a, {view_of(o, "o"), final_state},
-                            training ? lina::ForwardMode::training : lina::ForwardMode::inference, opts);
-  });
-  return {o, ht};
+                                         bool neg_eigval, const OptTensor& A_log, const OptTensor& dt_bias,
+                                         const OptTensor& cu, const OptTensor& cu_cpu, bool training, Str variant) {
+  const DeltaInputs in = dense_delta(q, k, v, g, beta, scale, h0, {l2norm, gate, beta_sigmoid, neg_eigval}, A_log,
+                                     dt_bias, cu, cu_cpu);
+  return delta_fwd<false>(in, {}, output_final_state, training, variant);
 }
 
-
-DeltaGrads chunk_gdn_bwd(const Tensor& q_, const Tensor& k_, const Tensor& v_, const Tensor& g_, const Tensor& beta_,
-                         std::optional<double> scale, const OptTensor& h0_, bool l2norm, bool gate, bool beta_sigmoid,
-                         bool neg_eigval, const OptTensor& A_log_, const OptTensor& dt_bias_, const OptTensor& cu_,
-                         const OptTensor& cu_cpu_, const Tensor& do_, const OptTensor& dht_, bool need_dA_log,
+DeltaGrads chunk_gdn_bwd(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
+                         std::optional<double> scale, const OptTensor& h0, bool l2norm, bool gate, bool beta_sigmoid,
+                         bool neg_eigval, const OptTensor& A_log, const OptTensor& dt_bias, const OptTensor& cu,
+                         const OptTensor& cu_cpu, const Tensor& d_o, const OptTensor& dht, bool need_dA_log,
                          bool need_ddt_bias, Str variant) {
-  const Tensor q = dense(q_), k = dense(k_), v = dense(v_), g = dense(g_), beta = dense(beta_), d_o = dense(do_);
-  const OptTensor h0 = dense(h0_), A_log = dense(A_log_), dt_bias = dense(dt_bias_), cu = dense(cu_),
-                  cu_cpu = dense(cu_cpu_), dht = dense(dht_);
-  DeltaGrads out = delta_grad_outputs(q, k, v, g, beta, h0, A_log, dt_bias, need_dA_log, need_ddt_bias);
-  run_on(q, variant, [&](const lina::ExecOptions& opts) {
-    lina::ChunkGdnArgs a;
-    fill_delta(a, q, k, v, g, beta, scale, h0, {l2norm, gate, beta_sigmoid, neg_eigval}, A_log, dt_bias, cu, cu_cpu);
-    lina::chunk_gdn_backward(a, {view_of(d_o, "do"), view_of(dht, "dht")}, delta_grad_views(out), opts);
-  });
-  return out;
+  const DeltaInputs in = dense_delta(q, k, v, g, beta, scale, h0, {l2norm, gate, beta_sigmoid, neg_eigval}, A_log,
+                                     dt_bias, cu, cu_cpu);
+  return delta_bwd<false>(in, {}, d_o, dht, need_dA_log, need_ddt_bias, variant);
 }
-
 
 // ---- autograd ------------------------------------------------------------------------------------------
 // Each forward's Autograd kernel: the forward runs below autograd through the dispatcher (so fake tensors

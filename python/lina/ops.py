@@ -5,12 +5,10 @@ an error that names it (lina has no context parallelism, no intermediate-state o
 an unknown keyword is a TypeError, as in Python. Inputs may be non-contiguous (FLA makes them contiguous,
 so does lina). The operators carry fake kernels here (torch.compile, meta tensors) and C++ autograd.
 """
-import collections
-import threading
-
 import torch
 
 import lina._library  # noqa: F401  (loads torch.ops.lina)
+from lina.host_copy import cached_host_copy
 
 _ops = torch.ops.lina
 
@@ -80,30 +78,13 @@ def _gdn_bwd_fake(q, k, v, g, beta, scale, initial_state, l2norm, gate, beta_sig
 
 # ---- FLA's interface ----------------------------------------------------------------------------------------
 
-_HOST_COPIES = collections.OrderedDict()  # (data_ptr, numel, dtype, device) -> (tensor, version, host copy)
-_HOST_LOCK = threading.Lock()
-
-
 def _cu_seqlens_cpu(cu, given):
     """The host copy of cu_seqlens lina validates and plans varlen work with. Without one, lina reads a CUDA
     cu_seqlens back in every forward and backward (a blocking copy); a loop that reuses one cu_seqlens tensor
-    pays it once here (the entry holds the tensor, so its memory is not reused while cached; an in-place
-    change shows as a new version). Inside torch.compile the tensor is passed as it is."""
+    pays it once (lina.host_copy). Inside torch.compile the tensor is passed as it is."""
     if given is not None or cu is None or not cu.is_cuda or torch.compiler.is_compiling():
         return given
-    key = (cu.data_ptr(), cu.numel(), cu.dtype, cu.device)
-    with _HOST_LOCK:
-        hit = _HOST_COPIES.get(key)
-        if hit is not None and hit[1] == cu._version:
-            _HOST_COPIES.move_to_end(key)
-            return hit[2]
-    host = cu.to("cpu")
-    with _HOST_LOCK:
-        _HOST_COPIES[key] = (cu, cu._version, host)
-        _HOST_COPIES.move_to_end(key)
-        while len(_HOST_COPIES) > 8:
-            _HOST_COPIES.popitem(last=False)
-    return host
+    return cached_host_copy(cu)
 
 
 def _training(*tensors):
@@ -190,6 +171,13 @@ def _check_fla_keywords(op, kwargs, state_v_first, cp_context=None, return_inter
     return state_v_first
 
 
+def _run(call, v, h0, gla, output_final_state, state_v_first):
+    """call(v, h0) -> (o, ht), once or per column block of v; returns FLA's (o, final_state or None)."""
+    widths = _v_blocks(v, gla)
+    o, ht = _by_v_blocks(call, v, h0, widths) if widths else call(v, h0)
+    return o, _state_out(ht, output_final_state, state_v_first)
+
+
 def chunk_gla(q, k, v, g, scale=None, initial_state=None, output_final_state=False, state_v_first=False,
               cu_seqlens=None, cu_seqlens_cpu=None, *, variant=""):
     """FLA's chunk_gla: returns (o, final_state or None). `variant` (lina only) names a kernel variant."""
@@ -199,9 +187,7 @@ def chunk_gla(q, k, v, g, scale=None, initial_state=None, output_final_state=Fal
 
     def call(v, h0):
         return _ops.chunk_gla_fwd(q, k, v, g, scale, h0, output_final_state, cu_seqlens, cu_cpu, training, variant)
-    widths = _v_blocks(v, gla=True)
-    o, ht = _by_v_blocks(call, v, h0, widths) if widths else call(v, h0)
-    return o, _state_out(ht, output_final_state, state_v_first)
+    return _run(call, v, h0, True, output_final_state, state_v_first)
 
 
 def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
@@ -223,9 +209,7 @@ def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_sta
         return _ops.chunk_kda_fwd(q, k, v, g, beta, scale, h0, output_final_state, use_qk_l2norm_in_kernel,
                                   use_gate_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval, safe_gate,
                                   lower_bound, A_log, dt_bias, cu_seqlens, cu_cpu, training, variant)
-    widths = _v_blocks(v, gla=False)
-    o, ht = _by_v_blocks(call, v, h0, widths) if widths else call(v, h0)
-    return o, _state_out(ht, output_final_state, state_v_first)
+    return _run(call, v, h0, False, output_final_state, state_v_first)
 
 
 def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
@@ -247,9 +231,7 @@ def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, out
         return _ops.chunk_gdn_fwd(q, k, v, g, beta, scale, h0, output_final_state, use_qk_l2norm_in_kernel, gate,
                                   use_beta_sigmoid_in_kernel, allow_neg_eigval, A_log, dt_bias, cu_seqlens, cu_cpu,
                                   training, variant)
-    widths = _v_blocks(v, gla=False)
-    o, ht = _by_v_blocks(call, v, h0, widths) if widths else call(v, h0)
-    return o, _state_out(ht, output_final_state, state_v_first)
+    return _run(call, v, h0, False, output_final_state, state_v_first)
 
 
 chunk_gdn = chunk_gated_delta_rule
