@@ -44,6 +44,13 @@ if [ "${LINA_PACKAGE_SKIP_WHEEL:-0}" = 1 ]; then
   exit 0
 fi
 
+# Debian's python3 makes venvs only with python3-venv (ensurepip), which install-deps.sh does not list.
+if ! python3 -c "import ensurepip" >/dev/null 2>&1; then
+  say "python3 cannot make a venv (no ensurepip): apt-get install python3-venv"
+  sudo=""; [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends python3-venv >/dev/null
+fi
 say "creating a venv and installing $torch_spec (a download of a few GB)"
 python3 -m venv "$tmp/venv"
 pip=("$tmp/venv/bin/python" -m pip --disable-pip-version-check)
