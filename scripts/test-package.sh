@@ -3,7 +3,8 @@
 #   (a) the CMake package: `cmake --install` of the built ${LINA_BUILD_DIR:-build} into a temporary
 #       prefix, then tests/package/consumer (find_package(lina), one op against lina::reference);
 #   (b) the Python package: a fresh venv with torch, `pip install --no-build-isolation .` of this
-#       clone without the CUDA backend, then tests/package/smoke_test.py.
+#       clone without the CUDA backend, then tests/package/smoke_test.py, the pytest suite tests/python
+#       and the CPU smoke of bench/train_fla_models.py.
 # Run by scripts/test.sh after the build; LINA_PACKAGE_SKIP_WHEEL=1 runs (a) alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -71,4 +72,13 @@ fi
 
 say "smoke test of the installed package"
 (cd "$tmp" && "$tmp/venv/bin/python" "$repo/tests/package/smoke_test.py" "$version")
+
+# The Python suite on the installed package (CPU backend; its CUDA cases skip themselves), with FLA 0.6.0 for
+# the backend tests, and the FLA-model training bench's CPU smoke (docs/pytorch.md).
+say "installing pytest, flash-linear-attention 0.6.0 and accelerate"
+"${pip[@]}" install -q pytest "flash-linear-attention==0.6.0" accelerate
+say "pytest tests/python"
+(cd "$tmp" && "$tmp/venv/bin/python" -m pytest -q -p no:cacheprovider "$repo/tests/python")
+say "lina train-bench's CPU smoke (bench/train_fla_models.py --cpu-smoke)"
+(cd "$tmp" && "$tmp/venv/bin/python" "$repo/bench/train_fla_models.py" --cpu-smoke | grep '^{')
 say "ok"
