@@ -12,7 +12,7 @@ source "$(dirname "$0")/common.sh"
 USAGE="usage: bench/procedures/side_by_side.sh --out DIR [--ops LIST] [--modes LIST] [--shapes LIST] [--varlen-tokens N]
          [--impls LIST] [--baseline NAME] [--gate precomputed|in_kernel] [--torch-lib PATH]
          [--budget-s S] [--no-gpu-time] [--name NAME] [--git-sha SHA] [--fla-site DIR]
-         [--triton-cache DIR] [--load-autotune TGZ] [--warm-autotune] [--save-autotune] [--host-probe]
+         [--triton-cache DIR] [--load-autotune TGZ] [--warm-autotune] [--save-autotune]
          [--build DIR | --bin DIR] [--timeout S] [--dry-run]
   --ops            comma list (default chunk_gla,chunk_kda,chunk_gdn); each op runs in its own process
   --modes          fwd, fwdbwd and/or infer (the forward without grad: forward-only peers' fwd), comma list (default fwd)
@@ -34,14 +34,13 @@ USAGE="usage: bench/procedures/side_by_side.sh --out DIR [--ops LIST] [--modes L
   --load-autotune  a .tgz of FLA autotune decisions (*.autotune.json, from --save-autotune) unpacked into the cache
   --warm-autotune  first one FLA-only process per op and mode, in parallel, to pay Triton's autotuning
   --save-autotune  afterwards the cache's autotune decisions as DIR/fla-autotune.tgz (a few KB)
-  --host-probe     also bench/host_overhead_probe.py at the small cells: DIR/host_probe.json
-  --build / --bin  where liblina_c.so (the reference) and _C.so are: BUILD/bindings (default build/) or one flat folder
+  --build / --bin  where _C.so is: BUILD/bindings/torch (default build/) or one flat folder
   --timeout        seconds per process (default: none)
 Writes DIR/NAME.json, DIR/NAME.md, DIR/machine.txt and DIR/logs/*.log; prints the table."
 
 OPS="chunk_gla,chunk_kda,chunk_gdn" MODES="fwd" SHAPES_SET=0 SHAPES="" VARLEN=32768 IMPLS="lina,fla" BUDGET=0.3
 BASELINE="fla" GATE="precomputed" TORCH_LIB="${LINA_TORCH_LIB:-}"
-GPU_TIME=1 NAME="side_by_side" GIT_SHA="" FLA_SITE="" TRITON_CACHE="" LOAD_AUTOTUNE="" WARM=0 SAVE_AUTOTUNE=0 HOST_PROBE=0
+GPU_TIME=1 NAME="side_by_side" GIT_SHA="" FLA_SITE="" TRITON_CACHE="" LOAD_AUTOTUNE="" WARM=0 SAVE_AUTOTUNE=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --ops) need_value "$1" "$@"; OPS="$2"; shift 2 ;;
@@ -61,7 +60,6 @@ while [ $# -gt 0 ]; do
     --load-autotune) need_value "$1" "$@"; LOAD_AUTOTUNE="$2"; shift 2 ;;
     --warm-autotune) WARM=1; shift ;;
     --save-autotune) SAVE_AUTOTUNE=1; shift ;;
-    --host-probe) HOST_PROBE=1; shift ;;
     *) parse_common_flag "$@"; shift "$TAKEN" ;;
   esac
 done
@@ -79,8 +77,6 @@ done
 case "$GATE" in precomputed | in_kernel) ;; *) die "--gate: got '$GATE', expected precomputed or in_kernel" ;; esac
 [ -z "$LOAD_AUTOTUNE" ] || [ "$DRY_RUN" = 1 ] || [ -f "$LOAD_AUTOTUNE" ] || die "--load-autotune: no file at $LOAD_AUTOTUNE"
 
-LIB="$(lina_lib)"
-require_file "$LIB" "liblina_c.so"
 if [ -z "$TORCH_LIB" ]; then
   if [ -n "$BIN_DIR" ]; then TORCH_LIB="$BIN_DIR/_C.so"; else TORCH_LIB="$BUILD_DIR/bindings/torch/_C.so"; fi
 fi
@@ -97,7 +93,7 @@ if [ -n "$TRITON_CACHE" ]; then
   export TRITON_CACHE_DIR="$TRITON_CACHE"
   [ "$DRY_RUN" = 1 ] || mkdir -p "$TRITON_CACHE_DIR"
 fi
-SIDE=(python3 -m lina.bench --lib "$LIB" --git-sha "$GIT_SHA" --gate "$GATE")
+SIDE=(python3 -m lina.bench --git-sha "$GIT_SHA" --gate "$GATE")
 SHAPE_ARGS=()
 [ "$SHAPES_SET" = 1 ] && SHAPE_ARGS=(--shapes "$SHAPES")
 
@@ -130,12 +126,6 @@ for op in $(split_list "$OPS"); do
   echo "$op rc=$rc"
   note_status "$rc"
 done
-
-if [ "$HOST_PROBE" = 1 ]; then
-  say "host time inside the event-timed interval"
-  run_logged "$OUT_DIR/logs/host_probe.log" python3 "$REPO_ROOT/bench/host_overhead_probe.py" --lib "$LIB" --ops "$OPS" \
-    --modes "$MODES" --shapes B8_T1024_H8_D64,B4_T2048_H16_D128 --json "$OUT_DIR/host_probe.json" || note_status $?
-fi
 
 if [ "$SAVE_AUTOTUNE" = 1 ]; then
   say "FLA autotune decisions -> $OUT_DIR/fla-autotune.tgz"

@@ -343,6 +343,89 @@ DeltaGrads chunk_gdn_bwd(const Tensor& q, const Tensor& k, const Tensor& v, cons
   return delta_bwd<false>(in, {}, d_o, dht, need_dA_log, need_ddt_bias, variant);
 }
 
+// ---- references ---------------------------------------------------------------------------------------
+// lina's naive recurrences, the ground truth its results are checked against: on CUDA tensors the fp32 GPU
+// recurrence (lina::gpu_reference), on CPU tensors the fp64 host recurrence (lina::reference). Outputs are
+// float32 on CUDA and float64 on the CPU. No autograd: a check of values, not a training path.
+
+at::ScalarType reference_dtype(const Tensor& q) { return q.is_cuda() ? at::kFloat : at::kDouble; }
+
+std::tuple<Tensor, Tensor> reference_outputs(const Tensor& q, const Tensor& v, std::int64_t state_heads,
+                                             bool output_final_state, const OptTensor& cu) {
+  translate_errors([&] {
+    need_rank4(q, "q");
+    need_rank4(v, "v");
+  });
+  const auto opts = q.options().dtype(reference_dtype(q));
+  Tensor o = at::empty(v.sizes(), opts);
+  Tensor ht = output_final_state ? at::empty({num_seqs(q, cu), state_heads, q.size(3), v.size(3)}, opts) : none_like(q);
+  return {o, ht};
+}
+
+// Runs the reference of `a` on q's device into (o, ht).
+template <class Args, class Gpu, class Host>
+void run_reference(const Tensor& q, const Args& a, const Tensor& o, const Tensor& ht, bool output_final_state,
+                   Gpu&& gpu, Host&& host) {
+  std::optional<lina::TensorView> final_state;
+  run_on(q, "", [&](const lina::ExecOptions& opts) {
+    if (output_final_state) final_state = view_of(ht, "final_state");
+    const lina::AttentionOutputs outs{view_of(o, "o"), final_state};
+    if (q.is_cuda()) gpu(a, outs, opts.stream);
+    else host(a, outs);
+  });
+}
+
+std::tuple<Tensor, Tensor> chunk_gla_reference(const Tensor& q_, const Tensor& k_, const Tensor& v_, const Tensor& g_,
+                                               std::optional<double> scale, const OptTensor& h0_,
+                                               bool output_final_state, const OptTensor& cu_, const OptTensor& cu_cpu_) {
+  const Tensor q = dense(q_), k = dense(k_), v = dense(v_), g = dense(g_);
+  const OptTensor h0 = dense(h0_), cu = dense(cu_), cu_cpu = dense(cu_cpu_);
+  auto [o, ht] = reference_outputs(q, v, q.size(2), output_final_state, cu);
+  const lina::ChunkGlaArgs a{view_of(q, "q"), view_of(k, "k"), view_of(v, "v"), view_of(g, "g"), scale,
+                             view_of(h0, "initial_state"), view_of(cu, "cu_seqlens"), view_of(cu_cpu, "cu_seqlens_cpu")};
+  run_reference(q, a, o, ht, output_final_state,
+                [](const auto& a, const auto& out, void* st) { lina::gpu_reference::chunk_gla_forward(a, out, st); },
+                [](const auto& a, const auto& out) { lina::reference::chunk_gla_forward(a, out); });
+  return {o, ht};
+}
+
+template <bool Kda>
+std::tuple<Tensor, Tensor> delta_reference(const DeltaInputs& in, const KdaGate& kda, bool output_final_state) {
+  using Args = std::conditional_t<Kda, lina::ChunkKdaArgs, lina::ChunkGdnArgs>;
+  auto [o, ht] = reference_outputs(in.q, in.v, in.v.size(2), output_final_state, in.cu);
+  const Args a = delta_args<Args>(in, kda);
+  if constexpr (Kda)
+    run_reference(in.q, a, o, ht, output_final_state,
+                  [](const auto& a, const auto& out, void* st) { lina::gpu_reference::chunk_kda_forward(a, out, st); },
+                  [](const auto& a, const auto& out) { lina::reference::chunk_kda_forward(a, out); });
+  else
+    run_reference(in.q, a, o, ht, output_final_state,
+                  [](const auto& a, const auto& out, void* st) { lina::gpu_reference::chunk_gdn_forward(a, out, st); },
+                  [](const auto& a, const auto& out) { lina::reference::chunk_gdn_forward(a, out); });
+  return {o, ht};
+}
+
+std::tuple<Tensor, Tensor> chunk_kda_reference(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                                               const Tensor& beta, std::optional<double> scale, const OptTensor& h0,
+                                               bool output_final_state, bool l2norm, bool gate, bool beta_sigmoid,
+                                               bool neg_eigval, bool safe_gate, std::optional<double> lower_bound,
+                                               const OptTensor& A_log, const OptTensor& dt_bias, const OptTensor& cu,
+                                               const OptTensor& cu_cpu) {
+  const DeltaInputs in = dense_delta(q, k, v, g, beta, scale, h0, {l2norm, gate, beta_sigmoid, neg_eigval}, A_log,
+                                     dt_bias, cu, cu_cpu);
+  return delta_reference<true>(in, {safe_gate, lower_bound}, output_final_state);
+}
+
+std::tuple<Tensor, Tensor> chunk_gdn_reference(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                                               const Tensor& beta, std::optional<double> scale, const OptTensor& h0,
+                                               bool output_final_state, bool l2norm, bool gate, bool beta_sigmoid,
+                                               bool neg_eigval, const OptTensor& A_log, const OptTensor& dt_bias,
+                                               const OptTensor& cu, const OptTensor& cu_cpu) {
+  const DeltaInputs in = dense_delta(q, k, v, g, beta, scale, h0, {l2norm, gate, beta_sigmoid, neg_eigval}, A_log,
+                                     dt_bias, cu, cu_cpu);
+  return delta_reference<false>(in, {}, output_final_state);
+}
+
 // ---- autograd ------------------------------------------------------------------------------------------
 // Each forward's Autograd kernel: the forward runs below autograd through the dispatcher (so fake tensors
 // reach the fake kernel), the inputs are saved, and the backward calls the *_bwd operator the same way.
@@ -568,16 +651,33 @@ TORCH_LIBRARY(lina, m) {
       "bool allow_neg_eigval, Tensor? A_log, Tensor? dt_bias, Tensor? cu_seqlens, Tensor? cu_seqlens_cpu, "
       "Tensor do, Tensor? dht, bool need_dA_log, bool need_ddt_bias, str variant) "
       "-> (Tensor dq, Tensor dk, Tensor dv, Tensor dg, Tensor dbeta, Tensor dh0, Tensor dA_log, Tensor ddt_bias)");
+  // The naive recurrences (fp32 on CUDA, fp64 on the CPU): the forward's arguments without training / variant.
+  m.def(
+      "chunk_gla_reference(Tensor q, Tensor k, Tensor v, Tensor g, float? scale, Tensor? initial_state, "
+      "bool output_final_state, Tensor? cu_seqlens, Tensor? cu_seqlens_cpu) -> (Tensor o, Tensor final_state)");
+  m.def(
+      "chunk_kda_reference(Tensor q, Tensor k, Tensor v, Tensor g, Tensor beta, float? scale, Tensor? initial_state, "
+      "bool output_final_state, bool use_qk_l2norm_in_kernel, bool use_gate_in_kernel, "
+      "bool use_beta_sigmoid_in_kernel, bool allow_neg_eigval, bool safe_gate, float? lower_bound, Tensor? A_log, "
+      "Tensor? dt_bias, Tensor? cu_seqlens, Tensor? cu_seqlens_cpu) -> (Tensor o, Tensor final_state)");
+  m.def(
+      "chunk_gdn_reference(Tensor q, Tensor k, Tensor v, Tensor g, Tensor beta, float? scale, Tensor? initial_state, "
+      "bool output_final_state, bool use_qk_l2norm_in_kernel, bool use_gate_in_kernel, "
+      "bool use_beta_sigmoid_in_kernel, bool allow_neg_eigval, Tensor? A_log, Tensor? dt_bias, Tensor? cu_seqlens, "
+      "Tensor? cu_seqlens_cpu) -> (Tensor o, Tensor final_state)");
 }
 
 // One kernel for CPU and CUDA: lina's front door picks the backend from q's device.
-#define LINA_TORCH_IMPLS(m)                  \
-  m.impl("chunk_gla_fwd", chunk_gla_fwd);    \
-  m.impl("chunk_gla_bwd", chunk_gla_bwd);    \
-  m.impl("chunk_kda_fwd", chunk_kda_fwd);    \
-  m.impl("chunk_kda_bwd", chunk_kda_bwd);    \
-  m.impl("chunk_gdn_fwd", chunk_gdn_fwd);    \
-  m.impl("chunk_gdn_bwd", chunk_gdn_bwd);
+#define LINA_TORCH_IMPLS(m)                           \
+  m.impl("chunk_gla_fwd", chunk_gla_fwd);             \
+  m.impl("chunk_gla_bwd", chunk_gla_bwd);             \
+  m.impl("chunk_kda_fwd", chunk_kda_fwd);             \
+  m.impl("chunk_kda_bwd", chunk_kda_bwd);             \
+  m.impl("chunk_gdn_fwd", chunk_gdn_fwd);             \
+  m.impl("chunk_gdn_bwd", chunk_gdn_bwd);             \
+  m.impl("chunk_gla_reference", chunk_gla_reference); \
+  m.impl("chunk_kda_reference", chunk_kda_reference); \
+  m.impl("chunk_gdn_reference", chunk_gdn_reference);
 
 TORCH_LIBRARY_IMPL(lina, CPU, m) { LINA_TORCH_IMPLS(m) }
 TORCH_LIBRARY_IMPL(lina, CUDA, m) { LINA_TORCH_IMPLS(m) }
@@ -586,8 +686,10 @@ TORCH_LIBRARY_IMPL(lina, Autograd, m) {
   m.impl("chunk_gla_fwd", chunk_gla_fwd_autograd);
   m.impl("chunk_kda_fwd", chunk_kda_fwd_autograd);
   m.impl("chunk_gdn_fwd", chunk_gdn_fwd_autograd);
-  // The backwards have no derivative (no double backward): differentiating one raises, naming the op.
-  for (const char* op : {"chunk_gla_bwd", "chunk_kda_bwd", "chunk_gdn_bwd"})
+  // The backwards (no double backward) and the references have no derivative: differentiating one raises,
+  // naming the op.
+  for (const char* op : {"chunk_gla_bwd", "chunk_kda_bwd", "chunk_gdn_bwd", "chunk_gla_reference", "chunk_kda_reference",
+                         "chunk_gdn_reference"})
     m.impl(op, torch::autograd::autogradNotImplementedFallback());
 }
 

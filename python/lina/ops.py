@@ -73,6 +73,30 @@ def _gdn_bwd_fake(q, k, v, g, beta, scale, initial_state, l2norm, gate, beta_sig
     return _delta_bwd_fake(q, k, v, g, beta, initial_state, A_log, dt_bias, need_dA_log, need_ddt_bias)
 
 
+def _reference_fake(q, v, state_heads, output_final_state, cu_seqlens):
+    dtype = torch.float32 if q.device.type == "cuda" else torch.float64
+    ht = (q.new_empty((_num_seqs(q, cu_seqlens), state_heads, q.shape[3], v.shape[3]), dtype=dtype)
+          if output_final_state else _none(q))
+    return q.new_empty(v.shape, dtype=dtype), ht
+
+
+@torch.library.register_fake("lina::chunk_gla_reference")
+def _gla_reference_fake(q, k, v, g, scale, initial_state, output_final_state, cu_seqlens, cu_seqlens_cpu):
+    return _reference_fake(q, v, q.shape[2], output_final_state, cu_seqlens)
+
+
+@torch.library.register_fake("lina::chunk_kda_reference")
+def _kda_reference_fake(q, k, v, g, beta, scale, initial_state, output_final_state, l2norm, gate, beta_sigmoid,
+                        neg_eigval, safe_gate, lower_bound, A_log, dt_bias, cu_seqlens, cu_seqlens_cpu):
+    return _reference_fake(q, v, v.shape[2], output_final_state, cu_seqlens)
+
+
+@torch.library.register_fake("lina::chunk_gdn_reference")
+def _gdn_reference_fake(q, k, v, g, beta, scale, initial_state, output_final_state, l2norm, gate, beta_sigmoid,
+                        neg_eigval, A_log, dt_bias, cu_seqlens, cu_seqlens_cpu):
+    return _reference_fake(q, v, v.shape[2], output_final_state, cu_seqlens)
+
+
 # Autograd: C++ autograd functions in the extension (bindings/torch/torch_ops.cpp); the backward recomputes
 # from the saved inputs (lina keeps nothing between the two calls).
 

@@ -15,6 +15,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import naive  # noqa: E402
 
 import lina  # noqa: E402
+import lina.ops  # noqa: E402,F401  (loads torch.ops.lina)
 
 # FLA's metric and its tolerance for these ops: RMS(ref - out) / RMS(ref).
 TOL = 0.005
@@ -153,6 +154,29 @@ class GdnTest(Case):
         o, _ = lina.chunk_gated_delta_rule(q, k, v, g, beta, use_qk_l2norm_in_kernel=True)
         ref, _ = naive.delta(q, k, v, g, beta, kda=False, use_qk_l2norm_in_kernel=True)
         self.assert_close("o", ref, o)
+
+
+class ReferenceOpTest(Case):
+    """torch.ops.lina.*_reference: lina's fp64 host recurrence on CPU tensors (fp32 GPU recurrence on CUDA)."""
+
+    def test_references_match_the_float64_recurrence(self):
+        q, k, v, g, beta = inputs(15, 1, 90, 2, 16, 16)
+        h0 = torch.randn(1, 2, 16, 16)
+        ops = torch.ops.lina
+        o, ht = ops.chunk_gla_reference(q, k, v, g, None, h0, True, None, None)
+        ref_o, ref_h = naive.gla(q, k, v, g, initial_state=h0)
+        self.assertEqual(o.dtype, torch.float64)
+        self.assert_close("gla o", ref_o, o, tol=1e-10)
+        self.assert_close("gla ht", ref_h, ht, tol=1e-10)
+        o, ht = ops.chunk_kda_reference(q, k, v, g, beta, None, h0, True, True, False, False, False, False, None,
+                                        None, None, None, None)
+        ref_o, ref_h = naive.delta(q, k, v, g, beta, initial_state=h0, use_qk_l2norm_in_kernel=True)
+        self.assert_close("kda o", ref_o, o, tol=1e-10)
+        self.assert_close("kda ht", ref_h, ht, tol=1e-10)
+        o, _ = ops.chunk_gdn_reference(q, k, v, g[..., 0], beta, None, None, False, True, False, False, False, None,
+                                       None, None, None)
+        ref_o, _ = naive.delta(q, k, v, g[..., 0], beta, kda=False, use_qk_l2norm_in_kernel=True)
+        self.assert_close("gdn o", ref_o, o, tol=1e-10)
 
 
 class ValueBlocksTest(Case):

@@ -56,7 +56,7 @@ def parser():
     ap.add_argument("--gpu-time", action="store_true",
                     help="also time every cell GPU only (host time hidden behind a sleep kernel), as gpu_* fields "
                          "and extra markdown columns; about doubles the time per cell")
-    ap.add_argument("--lib", help="lina's liblina_c.so for the reference (default: $LINA_LIB, else build/bindings)")
+    ap.add_argument("--lib", help="accepted and unused: the reference is lina's torch operator now (kept for old command lines)")
     ap.add_argument("--git-sha", default=os.environ.get("LINA_GIT_SHA", ""),
                     help="the commit lina was built from, recorded in the JSON (default: $LINA_GIT_SHA)")
     ap.add_argument("--list", action="store_true", help="print the implementations, whether each can run, and exit")
@@ -96,8 +96,6 @@ def check_args(ap, a):
         ap.error("--gpu-time: needs --device cuda")
     if a.min_samples < 2:
         ap.error(f"--min-samples: got {a.min_samples}, expected at least 2 (the noise needs two samples)")
-    if a.lib and not Path(a.lib).is_file():
-        ap.error(f"--lib: {a.lib} is not a file, expected lina's liblina_c.so")
     if not (a.list or a.dry_run) and not a.out:
         ap.error("--out: required (the output path prefix), unless --list or --dry-run")
     if a.device == "cuda" and not (a.list or a.dry_run) and not torch.cuda.is_available():

@@ -1,19 +1,14 @@
 """The one reference every implementation's output is checked against, and FLA's metric and tolerance.
 
-lina's PyTorch extension has no reference operator, so the reference runs through lina's C ABI
-(liblina_c.so, via the ctypes wrapper bindings/python/lina_torch.py of this checkout): the fp32 GPU
-naive recurrence (phase gpu_reference_forward) for CUDA tensors, the fp64 host recurrence (reference_forward)
-for CPU tensors. Without the library or the wrapper every check is recorded as unverified, with the reason.
+The reference is lina's naive recurrence as a PyTorch operator (torch.ops.lina.<op>_reference, docs/pytorch.md):
+the fp32 GPU recurrence for CUDA tensors, the fp64 host recurrence for CPU tensors. Without lina's extension every
+check is recorded as unverified, with the reason.
 """
-import os
-import sys
-from pathlib import Path
-
 import torch
 
 # FLA's tests: RMS error ratio ||ref - out|| / ||ref|| (assert_close's err_ratio), 0.004 GLA, 0.005 delta rules
 TOLERANCE = {"chunk_gla": 0.004, "chunk_kda": 0.005, "chunk_gdn": 0.005}
-_WRAPPER_DIR = Path(__file__).resolve().parents[3] / "bindings" / "python"
+
 
 
 def err_ratio(ref, out):
@@ -24,24 +19,16 @@ def err_ratio(ref, out):
 
 
 class Reference:
-    """lina's recurrence through liblina_c.so; `reason` says why it is unavailable (None when it is)."""
+    """lina's recurrence through its torch operators; `reason` says why it is unavailable (None when it is)."""
 
     def __init__(self, lib=None):
-        self.wrapper, self.reason, self.library = None, None, None
-        if lib:
-            os.environ["LINA_LIB"] = lib  # read when lina_torch first loads the library
-        if not (_WRAPPER_DIR / "lina_torch.py").is_file():
-            self.reason = f"the C ABI wrapper {_WRAPPER_DIR}/lina_torch.py is not there (run from a lina checkout)"
-            return
-        sys.path.insert(0, str(_WRAPPER_DIR))
+        del lib  # the C ABI's library is no longer needed; --lib is accepted for old command lines
+        self.reason, self.library = None, None
         try:
-            import lina_torch
-            lina_torch.library()
-            self.library = lina_torch._find_library()
-        except (ImportError, OSError) as e:  # FileNotFoundError included: no liblina_c.so
-            self.reason = f"liblina_c.so could not be loaded ({e}); pass --lib or set LINA_LIB"
-            return
-        self.wrapper = lina_torch
+            import lina._library
+            self.library = lina._library.library_path()
+        except ImportError as e:
+            self.reason = f"lina's extension could not be loaded ({e}); set LINA_TORCH_LIB or install lina"
 
     @staticmethod
     def name(device):
@@ -49,14 +36,23 @@ class Reference:
 
     def output(self, work):
         """The reference o for `work` (fp32 on CUDA, fp64 on the CPU), or (None, why not)."""
-        if self.wrapper is None:
+        if self.reason is not None:
             return None, self.reason
-        cuda = work.device.type == "cuda"
-        o = torch.empty(work.tensors["v"].shape, dtype=torch.float32 if cuda else torch.float64, device=work.device)
+        t, f, ops = work.tensors, work.fla_flags(), torch.ops.lina
         try:
-            self.wrapper.call(work.op, "gpu_reference_forward" if cuda else "reference_forward",
-                              dict(work.tensors, cu_seqlens=work.cu, o=o), **work.fla_flags())
-        except self.wrapper.LinaError as e:
+            if work.op == "chunk_gla":
+                o, _ = ops.chunk_gla_reference(t["q"], t["k"], t["v"], t["g"], None, None, False, work.cu, None)
+            else:
+                flags = (f.get("use_qk_l2norm_in_kernel", False), f.get("use_gate_in_kernel", False),
+                         f.get("use_beta_sigmoid_in_kernel", False), f.get("allow_neg_eigval", False))
+                tail = (t.get("A_log"), t.get("dt_bias"), work.cu, None)
+                if work.op == "chunk_kda":
+                    o, _ = ops.chunk_kda_reference(t["q"], t["k"], t["v"], t["g"], t["beta"], None, None, False, *flags,
+                                                   f.get("safe_gate", False), f.get("lower_bound"), *tail)
+                else:
+                    o, _ = ops.chunk_gdn_reference(t["q"], t["k"], t["v"], t["g"], t["beta"], None, None, False, *flags,
+                                                   *tail)
+        except (ValueError, NotImplementedError, RuntimeError) as e:
             return None, str(e)
         return o, None
 
