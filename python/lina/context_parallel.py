@@ -299,6 +299,11 @@ def _context_parallel(spec, tensors, *, group, ranks, initial_state, output_fina
     _check_state(op, h0, n_seqs)
     plans = plan_ranks(lengths, cu, batch)
     mine = _contribution(spec, plans[rank], xs, h0, state_shape)
+    params = [x for x in spec.kwargs.values() if isinstance(x, torch.Tensor)]
+    if ops._training(*xs.values(), h0, *params) and not mine.requires_grad:
+        # a rank that hands no state on (the last) sends zeros: they still take part in the exchange's backward,
+        # a collective that every rank must join
+        mine.requires_grad_(True)
     exchanged = dist_nn.all_gather(mine, group=group) if world > 1 else (mine,)
     carry = _carries(spec, plans[:rank], exchanged[:rank], k.shape[-1])[rank]
     o, ht = _final_pass(spec, plans[rank], xs, h0, carry, output_final_state, cu_seqlens)
