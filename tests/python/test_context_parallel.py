@@ -21,8 +21,8 @@ from lina import context_parallel as cp  # noqa: E402
 
 # FLA's metric and tolerance, against the float64 recurrence: RMS(ref - out) / RMS(ref).
 TOL = 0.005
-# Against the unsplit lina op the split only reorders float32 sums; measured below 2e-4 on these cases.
-UNSPLIT_TOL = 1e-3
+# Against the unsplit lina op the split only reorders float32 sums: at most 5e-6 measured on these cases.
+UNSPLIT_TOL = 1e-4
 
 DENSE_SPLITS = (1, 2, 3, 4, [1, 76])
 # cu_seqlens of 150 tokens: zero-length sequences at the start, in the middle and at the end; sequence 3 spans
