@@ -15,12 +15,12 @@ import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 import naive  # noqa: E402
+# FLA's metric and tolerance against the float64 recurrence, and the inputs, shared with the unsplit op's tests
+from test_torch_ops import TOL, err_ratio, inputs  # noqa: E402
 
 import lina  # noqa: E402
 from lina import context_parallel as cp  # noqa: E402
 
-# FLA's metric and tolerance, against the float64 recurrence: RMS(ref - out) / RMS(ref).
-TOL = 0.005
 # Against the unsplit lina op the split only reorders float32 sums: at most 5e-6 measured on these cases.
 UNSPLIT_TOL = 1e-4
 
@@ -30,23 +30,6 @@ DENSE_SPLITS = (1, 2, 3, 4, [1, 76])
 # exactly on sequence boundaries (with a zero-length sequence on the first); [3, 4, 143] cuts the short one.
 VARLEN_CU = [0, 0, 7, 7, 120, 150, 150]
 VARLEN_SPLITS = (1, 2, 3, 4, [7, 113, 30], [3, 4, 143])
-
-
-def err_ratio(ref, out):
-    ref, out = ref.double(), out.double()
-    return ((ref - out).pow(2).mean().sqrt() / ref.pow(2).mean().sqrt().clamp_min(1e-30)).item()
-
-
-def inputs(seed, B, T, H, K, V, HV=None, kda=True, gate_raw=False):
-    gen = torch.Generator().manual_seed(seed)
-    HV = HV or H
-    q = torch.randn(B, T, H, K, generator=gen)
-    k = torch.randn(B, T, H, K, generator=gen)
-    v = torch.randn(B, T, HV, V, generator=gen)
-    gshape = (B, T, HV, K) if kda else (B, T, HV)
-    g = torch.randn(*gshape, generator=gen) if gate_raw else -0.2 * torch.rand(*gshape, generator=gen)
-    beta = torch.rand(B, T, HV, generator=gen)
-    return q, k, v, g, beta
 
 
 def run_with_grads(fn, tensors, names, seed=1):
@@ -119,79 +102,56 @@ class GlaTest(Case):
 KDA_LAYER = dict(use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True, use_beta_sigmoid_in_kernel=True)
 
 
-class KdaTest(Case):
+class DeltaCase(Case):
+    def check_delta(self, kda, tensors, splits, final=True, **flags):
+        """check_splits of chunk_kda_cp (kda) or chunk_gdn_cp: `tensors` by keyword (q, k, v, g, beta and any
+        of A_log, dt_bias, initial_state), each differentiated; `flags` the other keywords, for all three."""
+        cp_fn, full_fn = (cp.chunk_kda_cp, lina.chunk_kda) if kda else (cp.chunk_gdn_cp, lina.chunk_gdn)
+
+        def ref(**xs):
+            o, ht = naive.delta(kda=kda, **xs, **flags)
+            return o, (ht if final else None)
+        self.check_splits(lambda ranks, **xs: cp_fn(ranks=ranks, output_final_state=final, **xs, **flags),
+                          lambda **xs: full_fn(output_final_state=final, **xs, **flags), ref,
+                          tuple(tensors.values()), tuple(tensors), splits)
+
+    def check_dense_layer_call(self, kda, seed):
+        # FLA's layer call: raw gate with A_log / dt_bias, beta logits, l2norm, 2 value heads per q/k head
+        q, k, v, g, beta = inputs(seed, 2, 77, 1, 16, 8, HV=2, kda=kda, gate_raw=True)
+        gen = torch.Generator().manual_seed(seed)
+        A_log = torch.randn(2, generator=gen) * 0.3
+        dt_bias = torch.randn(2 * 16 if kda else 2, generator=gen) * 0.3
+        h0 = torch.randn(2, 2, 16, 8, generator=gen) * 0.1
+        self.check_delta(kda, dict(q=q, k=k, v=v, g=g, beta=beta, A_log=A_log, dt_bias=dt_bias, initial_state=h0),
+                         DENSE_SPLITS, **KDA_LAYER)
+
+    def check_varlen(self, kda, seed, H, HV):
+        q, k, v, g, beta = inputs(seed, 1, 150, H, 16, 8, HV=HV, kda=kda)
+        h0 = torch.randn(6, HV, 16, 8, generator=torch.Generator().manual_seed(seed)) * 0.1
+        self.check_delta(kda, dict(q=q, k=k, v=v, g=g, beta=beta, initial_state=h0), VARLEN_SPLITS,
+                         cu_seqlens=torch.tensor(VARLEN_CU), use_qk_l2norm_in_kernel=True)
+
+
+class KdaTest(DeltaCase):
     def test_dense_gva_in_kernel_gate(self):
-        # FLA's KDA layer call: raw gate with A_log / dt_bias, beta logits, l2norm, 2 value heads per q/k head
-        q, k, v, g, beta = inputs(2, 2, 77, 1, 16, 8, HV=2, gate_raw=True)
-        A_log, dt_bias = torch.randn(2) * 0.3, torch.randn(2 * 16) * 0.3
-        h0 = torch.randn(2, 2, 16, 8) * 0.1
-        names = ("q", "k", "v", "g", "beta", "A_log", "dt_bias", "h0")
-        self.check_splits(
-            lambda ranks, q, k, v, g, beta, A_log, dt_bias, h0: cp.chunk_kda_cp(
-                q, k, v, g, beta, ranks=ranks, initial_state=h0, output_final_state=True, A_log=A_log,
-                dt_bias=dt_bias, **KDA_LAYER),
-            lambda q, k, v, g, beta, A_log, dt_bias, h0: lina.chunk_kda(
-                q, k, v, g, beta, initial_state=h0, output_final_state=True, A_log=A_log, dt_bias=dt_bias, **KDA_LAYER),
-            lambda q, k, v, g, beta, A_log, dt_bias, h0: naive.delta(
-                q, k, v, g, beta, initial_state=h0, A_log=A_log, dt_bias=dt_bias, **KDA_LAYER),
-            (q, k, v, g, beta, A_log, dt_bias, h0), names, DENSE_SPLITS)
+        self.check_dense_layer_call(kda=True, seed=2)
 
     def test_varlen_across_borders(self):
-        q, k, v, g, beta = inputs(3, 1, 150, 2, 16, 8)
-        cu = torch.tensor(VARLEN_CU, dtype=torch.int64)
-        h0 = torch.randn(6, 2, 16, 8) * 0.1
-        self.check_splits(
-            lambda ranks, q, k, v, g, beta, h0: cp.chunk_kda_cp(
-                q, k, v, g, beta, ranks=ranks, initial_state=h0, output_final_state=True, cu_seqlens=cu,
-                use_qk_l2norm_in_kernel=True),
-            lambda q, k, v, g, beta, h0: lina.chunk_kda(q, k, v, g, beta, initial_state=h0, output_final_state=True,
-                                                        cu_seqlens=cu, use_qk_l2norm_in_kernel=True),
-            lambda q, k, v, g, beta, h0: naive.delta(q, k, v, g, beta, initial_state=h0, cu_seqlens=cu,
-                                                     use_qk_l2norm_in_kernel=True),
-            (q, k, v, g, beta, h0), ("q", "k", "v", "g", "beta", "h0"), VARLEN_SPLITS)
+        self.check_varlen(kda=True, seed=3, H=2, HV=2)
 
     def test_varlen_without_initial_state_or_final_state(self):
         # the carried state is the only initial state given; the rest of the rank's sequences start at zero
         q, k, v, g, beta = inputs(4, 1, 150, 2, 16, 8)
-        cu = torch.tensor(VARLEN_CU)
-        self.check_splits(
-            lambda ranks, q, k, v, g, beta: cp.chunk_kda_cp(q, k, v, g, beta, ranks=ranks, cu_seqlens=cu,
-                                                            use_qk_l2norm_in_kernel=True),
-            lambda q, k, v, g, beta: lina.chunk_kda(q, k, v, g, beta, cu_seqlens=cu, use_qk_l2norm_in_kernel=True),
-            lambda q, k, v, g, beta: (naive.delta(q, k, v, g, beta, cu_seqlens=cu, use_qk_l2norm_in_kernel=True)[0],
-                                      None),
-            (q, k, v, g, beta), ("q", "k", "v", "g", "beta"), (3, 4))
+        self.check_delta(True, dict(q=q, k=k, v=v, g=g, beta=beta), (3, 4), final=False,
+                         cu_seqlens=torch.tensor(VARLEN_CU, dtype=torch.int32), use_qk_l2norm_in_kernel=True)
 
 
-class GdnTest(Case):
+class GdnTest(DeltaCase):
     def test_dense_gva_in_kernel_gate(self):
-        q, k, v, g, beta = inputs(5, 2, 77, 1, 16, 8, HV=2, kda=False, gate_raw=True)
-        A_log, dt_bias = torch.randn(2) * 0.3, torch.randn(2) * 0.3
-        h0 = torch.randn(2, 2, 16, 8) * 0.1
-        names = ("q", "k", "v", "g", "beta", "A_log", "dt_bias", "h0")
-        self.check_splits(
-            lambda ranks, q, k, v, g, beta, A_log, dt_bias, h0: cp.chunk_gated_delta_rule_cp(
-                q, k, v, g, beta, ranks=ranks, initial_state=h0, output_final_state=True, A_log=A_log,
-                dt_bias=dt_bias, **KDA_LAYER),
-            lambda q, k, v, g, beta, A_log, dt_bias, h0: lina.chunk_gated_delta_rule(
-                q, k, v, g, beta, initial_state=h0, output_final_state=True, A_log=A_log, dt_bias=dt_bias, **KDA_LAYER),
-            lambda q, k, v, g, beta, A_log, dt_bias, h0: naive.delta(
-                q, k, v, g, beta, kda=False, initial_state=h0, A_log=A_log, dt_bias=dt_bias, **KDA_LAYER),
-            (q, k, v, g, beta, A_log, dt_bias, h0), names, DENSE_SPLITS)
+        self.check_dense_layer_call(kda=False, seed=5)
 
     def test_varlen_gva_across_borders(self):
-        q, k, v, g, beta = inputs(6, 1, 150, 1, 16, 8, HV=2, kda=False)
-        cu = torch.tensor(VARLEN_CU)
-        h0 = torch.randn(6, 2, 16, 8) * 0.1
-        flags = dict(use_qk_l2norm_in_kernel=True)
-        self.check_splits(
-            lambda ranks, q, k, v, g, beta, h0: cp.chunk_gdn_cp(q, k, v, g, beta, ranks=ranks, initial_state=h0,
-                                                                output_final_state=True, cu_seqlens=cu, **flags),
-            lambda q, k, v, g, beta, h0: lina.chunk_gdn(q, k, v, g, beta, initial_state=h0, output_final_state=True,
-                                                        cu_seqlens=cu, **flags),
-            lambda q, k, v, g, beta, h0: naive.delta(q, k, v, g, beta, kda=False, initial_state=h0, cu_seqlens=cu,
-                                                     **flags),
-            (q, k, v, g, beta, h0), ("q", "k", "v", "g", "beta", "h0"), VARLEN_SPLITS)
+        self.check_varlen(kda=False, seed=6, H=1, HV=2)
 
 
 class PlanTest(unittest.TestCase):
