@@ -21,7 +21,8 @@ import torch.distributed.nn.functional as dist_nn
 
 import lina.ops as ops
 
-__all__ = ["chunk_gla_cp", "chunk_kda_cp", "chunk_gated_delta_rule_cp", "chunk_gdn_cp", "segment_lengths"]
+__all__ = ["chunk_gla_cp", "chunk_kda_cp", "chunk_gated_delta_rule_cp", "chunk_gdn_cp", "RankPlan", "plan_ranks",
+           "segment_lengths"]
 
 
 # ---- which sequences each rank holds ------------------------------------------------------------------------
