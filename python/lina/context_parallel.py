@@ -101,10 +101,11 @@ class _Gla:
                              output_final_state=output_final_state, cu_seqlens=cu, cu_seqlens_cpu=cu_cpu,
                              **self.kwargs)
 
-    @staticmethod
-    def transition(xs):
-        # diagonal: exp of the gate summed over the segment, per sequence, head and key channel -> [N, H, K, 1]
-        return xs["g"].float().sum(1).exp().unsqueeze(-1)
+    def through(self, xs):
+        """[M | B] of a segment inside one sequence: M diagonal, exp of the gate summed over the segment per
+        sequence, head and key channel ([N, H, K, 1]); B the segment's final state from zero."""
+        _, B = self.call(xs, None, True)
+        return torch.cat([xs["g"].float().sum(1).exp().unsqueeze(-1), B], dim=-1)
 
     @staticmethod
     def transition_width(K):
@@ -126,13 +127,16 @@ class _Delta(_Gla):
         return self.op(*(xs[n] for n in self.token_names), scale=self.scale, initial_state=h0,
                        output_final_state=output_final_state, cu_seqlens=cu, cu_seqlens_cpu=cu_cpu, **self.kwargs)
 
-    def transition(self, xs):
-        # the segment run from the identity state with zero values: its final state is M ([N, HV, K, K])
+    def through(self, xs):
+        """[M | B] of a segment inside one sequence, in one call: value columns are independent, so columns
+        [0, K) run from the identity with zero values (their final state is M, [N, HV, K, K]) while columns
+        [K, K + V) run from zero with v (their final state is B)."""
         v, K = xs["v"], xs["k"].shape[-1]
-        N, _, HV, _ = v.shape
-        eye = torch.eye(K, dtype=torch.float32, device=v.device).expand(N, HV, K, K).contiguous()
-        _, M = self.call(dict(xs, v=v.new_zeros(*v.shape[:3], K)), eye, True)
-        return M
+        N, T, HV, V = v.shape
+        eye = torch.eye(K, dtype=torch.float32, device=v.device).expand(N, HV, K, K)
+        start = torch.cat([eye, eye.new_zeros((N, HV, K, V))], dim=-1)
+        _, MB = self.call(dict(xs, v=torch.cat([v.new_zeros((N, T, HV, K)), v], dim=-1)), start, True)
+        return MB
 
     @staticmethod
     def transition_width(K):
@@ -156,15 +160,12 @@ def _contribution(spec, plan, xs, h0, state_shape):
     width = spec.transition_width(K)
     if not plan.carry_out:
         return xs["q"].new_zeros((N, HV, K, width + V), dtype=torch.float32)
-    if plan.dense:
-        tail, start = xs, None if plan.carry_in else h0
-    else:
-        tail = {n: x[:, plan.tail_start:] for n, x in xs.items()}
-        start = None if plan.passes_through else _rows(h0, plan.seq_ids[-1])
-    _, B = spec.call(tail, start, True)
-    M = (spec.transition(xs) if plan.passes_through
-         else B.new_zeros((N, HV, K, width)))
-    return torch.cat([M, B], dim=-1)
+    if plan.passes_through:
+        return spec.through(xs)
+    # the last local sequence started on this rank: its final state, from its own initial state, is handed on
+    tail = xs if plan.dense else {n: x[:, plan.tail_start:] for n, x in xs.items()}
+    _, B = spec.call(tail, h0 if plan.dense else _rows(h0, plan.seq_ids[-1]), True)
+    return torch.cat([B.new_zeros((N, HV, K, width)), B], dim=-1)
 
 
 def _carries(spec, plans, contributions, K):
