@@ -2,7 +2,7 @@
 simulated ranks (1 to 4, and uneven segments) against the unsplit lina op and the float64 recurrence (values,
 final states and every gradient), varlen sequences crossing 0, 1, 2 and 3 borders, borders on sequence
 boundaries, zero-length sequences; the rank plans by hand; argument errors; and two real ranks through
-torch.distributed with gloo. CPU only, no timing.
+torch.distributed with gloo; on machines with GPUs, simulated ranks on CUDA and two NCCL ranks. No timing.
     python -m unittest discover -s tests/python -p test_context_parallel.py -v
 """
 import os
@@ -37,11 +37,14 @@ def run_with_grads(fn, tensors, names, seed=1):
     leaves = {n: t.detach().clone().requires_grad_(True) for n, t in zip(names, tensors)}
     o, ht = fn(**leaves)
     gen = torch.Generator().manual_seed(seed)
-    loss = (o.double() * torch.randn(o.shape, generator=gen, dtype=torch.float64)).sum()
+    loss = (o.double() * torch.randn(o.shape, generator=gen, dtype=torch.float64).to(o.device)).sum()
     if ht is not None:
-        loss = loss + (ht.double() * torch.randn(ht.shape, generator=gen, dtype=torch.float64)).sum()
+        loss = loss + (ht.double() * torch.randn(ht.shape, generator=gen, dtype=torch.float64).to(o.device)).sum()
     loss.backward()
-    return o.detach(), (ht.detach() if ht is not None else None), {n: x.grad for n, x in leaves.items()}
+
+    def cpu(t):
+        return None if t is None else t.detach().cpu()
+    return cpu(o), cpu(ht), {n: cpu(x.grad) for n, x in leaves.items()}
 
 
 class Case(unittest.TestCase):
@@ -215,41 +218,64 @@ class ArgumentsTest(unittest.TestCase):
 
 # ---- two real ranks through torch.distributed (gloo) ----------------------------------------------------------
 
-def _distributed_cases():
-    """(name, cp function, unsplit function, tensors, names of the tensors every rank holds in full, cu list)."""
+def _distributed_cases(K, V):
+    """(name, cp function, unsplit function, tensors, names of the tensors every rank holds in full, keywords,
+    cu list): KDA varlen with sequences across the border, GLA and GDN dense."""
     gen = torch.Generator().manual_seed(12)  # the same tensors in every rank's process
-    q, k, v, g, beta = inputs(8, 1, 150, 1, 16, 8, HV=2, gate_raw=True)
-    A_log, dt_bias = torch.randn(2, generator=gen) * 0.3, torch.randn(2 * 16, generator=gen) * 0.3
+    q, k, v, g, beta = inputs(8, 1, 150, 1, K, V, HV=2, gate_raw=True)
+    A_log, dt_bias = torch.randn(2, generator=gen) * 0.3, torch.randn(2 * K, generator=gen) * 0.3
     cu = [0, 30, 140, 150]
-    h0 = torch.randn(3, 2, 16, 8, generator=gen) * 0.1
-    cu_t = torch.tensor(cu)
+    h0 = torch.randn(3, 2, K, V, generator=gen) * 0.1
     kda = ("kda varlen", cp.chunk_kda_cp, lina.chunk_kda,
            dict(q=q, k=k, v=v, g=g, beta=beta, A_log=A_log, dt_bias=dt_bias, initial_state=h0),
-           ("A_log", "dt_bias", "initial_state"), dict(cu_seqlens=cu_t, output_final_state=True, **KDA_LAYER), cu)
-    q, k, v, g, _ = inputs(9, 2, 77, 2, 16, 8)
-    h0 = torch.randn(2, 2, 16, 8, generator=gen)
+           ("A_log", "dt_bias", "initial_state"),
+           dict(cu_seqlens=torch.tensor(cu), output_final_state=True, **KDA_LAYER), cu)
+    q, k, v, g, _ = inputs(9, 2, 77, 2, K, V)
+    h0 = torch.randn(2, 2, K, V, generator=gen)
     gla = ("gla dense", cp.chunk_gla_cp, lina.chunk_gla, dict(q=q, k=k, v=v, g=g, initial_state=h0),
            ("initial_state",), dict(output_final_state=True), None)
-    q, k, v, g, beta = inputs(10, 2, 77, 1, 16, 8, HV=2, kda=False)
+    q, k, v, g, beta = inputs(10, 2, 77, 1, K, V, HV=2, kda=False)
     gdn = ("gdn dense", cp.chunk_gdn_cp, lina.chunk_gdn, dict(q=q, k=k, v=v, g=g, beta=beta),
            (), dict(output_final_state=True, use_qk_l2norm_in_kernel=True), None)
     return kda, gla, gdn
 
 
-def _distributed_worker(rank, world, port, out_dir):
+def _on_device(cases, device):
+    """The cases with q, k, v rounded to bf16 (what lina's CUDA kernels take): (case, function moving a tensor
+    of it to `device`). On the CPU nothing changes."""
+    on_gpu = device.type == "cuda"
+    for name, cp_fn, full_fn, tensors, replicated, kw, cu in cases:
+        if on_gpu:
+            tensors = {n: (t.bfloat16().float() if n in ("q", "k", "v") else t) for n, t in tensors.items()}
+
+        def move(n, t, on_gpu=on_gpu):
+            t = t.to(device)
+            return t.bfloat16() if on_gpu and n in ("q", "k", "v") else t
+        kw_dev = {n: (x.to(device) if isinstance(x, torch.Tensor) else x) for n, x in kw.items()}
+        yield (name, cp_fn, full_fn, tensors, replicated, kw, cu), move, kw_dev
+
+
+def _distributed_worker(rank, world, port, out_dir, backend):
     import torch.distributed as dist
     torch.set_num_threads(1)
+    on_gpu = backend == "nccl"
+    if on_gpu:
+        torch.cuda.set_device(rank)
+    device = torch.device("cuda", rank) if on_gpu else torch.device("cpu")
     try:
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+        dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     except Exception as e:  # no usable local network here: the test skips with the reason
         with open(os.path.join(out_dir, f"init-error-{rank}"), "w") as f:
             f.write(repr(e))
         return
     ratios = {}
-    for name, cp_fn, full_fn, tensors, replicated, kw, cu in _distributed_cases():
+    K, V = (64, 64) if on_gpu else (16, 8)  # the CUDA kernels' smallest head size
+    for case, move, kw_dev in _on_device(_distributed_cases(K, V), device):
+        name, cp_fn, full_fn, tensors, replicated, kw, cu = case
         T = tensors["q"].shape[1]
         plans = cp.plan_ranks(cp.segment_lengths(T, world), cu, tensors["q"].shape[0])
         mine = plans[rank]
+        # the reference: the unsplit op on the CPU, float32
         gen = torch.Generator().manual_seed(11)
         full_leaves = {n: t.clone().requires_grad_(True) for n, t in tensors.items()}
         o, ht = full_fn(**full_leaves, **kw)
@@ -258,19 +284,19 @@ def _distributed_worker(rank, world, port, out_dir):
 
         def local(n, t):
             return t if n in replicated else t[:, mine.start:mine.start + mine.length]
-        leaves = {n: local(n, t).clone().requires_grad_(True) for n, t in tensors.items()}
-        o_r, ht_r = cp_fn(group=dist.group.WORLD, **leaves, **kw)
+        leaves = {n: move(n, local(n, t)).detach().clone().requires_grad_(True) for n, t in tensors.items()}
+        o_r, ht_r = cp_fn(group=dist.group.WORLD, **leaves, **kw_dev)
         rows = list(range(mine.owned)) if mine.dense else list(mine.seq_ids[:mine.owned])
-        loss = (o_r * local("o", wo)).sum() + (ht_r * wh[rows]).sum()
+        loss = (o_r.float() * local("o", wo).to(device)).sum() + (ht_r * wh[rows].to(device)).sum()
         loss.backward()
-        ratios[f"{name} o"] = err_ratio(local("o", o.detach()), o_r.detach())
+        ratios[f"{name} o"] = err_ratio(local("o", o.detach()), o_r.detach().cpu())
         if rows:
-            ratios[f"{name} final_state"] = err_ratio(ht.detach()[rows], ht_r.detach())
+            ratios[f"{name} final_state"] = err_ratio(ht.detach()[rows], ht_r.detach().cpu())
         for n, leaf in leaves.items():
             grad = leaf.grad if leaf.grad is not None else torch.zeros_like(leaf)  # a rank may not use it
             if n in replicated:  # every rank holds its share of a replicated tensor's gradient: summed here
                 dist.all_reduce(grad)
-            ratios[f"{name} d{n}"] = err_ratio(local(n, full_leaves[n].grad), grad)
+            ratios[f"{name} d{n}"] = err_ratio(local(n, full_leaves[n].grad), grad.cpu())
     torch.save(ratios, os.path.join(out_dir, f"rank-{rank}.pt"))
     dist.destroy_process_group()
 
@@ -284,11 +310,12 @@ def _free_port():
 class DistributedTest(unittest.TestCase):
     WORLD = 2
 
-    def test_gloo_ranks_match_the_unsplit_op(self):
+    def run_ranks(self, backend, tol):
+        """Runs _distributed_worker on WORLD spawned processes; asserts every rank's ratios against `tol`."""
         import torch.multiprocessing as mp
         with tempfile.TemporaryDirectory() as out_dir:
             try:
-                context = mp.start_processes(_distributed_worker, args=(self.WORLD, _free_port(), out_dir),
+                context = mp.start_processes(_distributed_worker, args=(self.WORLD, _free_port(), out_dir, backend),
                                              nprocs=self.WORLD, join=False, start_method="spawn")
             except (OSError, RuntimeError) as e:
                 self.skipTest(f"cannot spawn {self.WORLD} processes: {e!r}")
@@ -299,17 +326,41 @@ class DistributedTest(unittest.TestCase):
             else:
                 for p in context.processes:
                     p.kill()
-                self.fail("the gloo ranks did not finish within 3 minutes (a collective that not every rank joined)")
+                self.fail(f"the {backend} ranks did not finish within 3 minutes (a collective not every rank joined)")
             errors = [f for f in os.listdir(out_dir) if f.startswith("init-error")]
             if errors:
                 with open(os.path.join(out_dir, errors[0])) as f:
-                    self.skipTest(f"gloo could not start on 127.0.0.1: {f.read()}")
+                    self.skipTest(f"{backend} could not start on 127.0.0.1: {f.read()}")
             for rank in range(self.WORLD):
                 ratios = torch.load(os.path.join(out_dir, f"rank-{rank}.pt"))
                 self.assertGreater(len(ratios), 10)
                 for name, r in ratios.items():
-                    self.assertLessEqual(r, UNSPLIT_TOL, f"rank {rank} {name}: error ratio {r:.2e} against the "
+                    self.assertLessEqual(r, tol, f"{backend} rank {rank} {name}: error ratio {r:.2e} against the "
                                          "unsplit op")
+
+    def test_gloo_ranks_match_the_unsplit_op(self):
+        self.run_ranks("gloo", UNSPLIT_TOL)
+
+    @unittest.skipUnless(torch.cuda.device_count() >= 2, "fewer than 2 CUDA devices")
+    def test_nccl_ranks_match_the_unsplit_op(self):
+        # bf16 q, k, v on the GPUs against the float32 CPU op: FLA's tolerance; NVLink multicast stays off
+        os.environ["NCCL_NVLS_ENABLE"] = "0"
+        self.run_ranks("nccl", TOL)
+
+
+@unittest.skipUnless(torch.cuda.is_available(), "no CUDA device")
+class CudaTest(Case):
+    def test_simulated_ranks_on_cuda(self):
+        # bf16 q, k, v through lina's CUDA kernels against the float32 CPU op, FLA's tolerance
+        device = torch.device("cuda")
+        for case, move, kw_dev in _on_device(_distributed_cases(64, 64), device):
+            name, cp_fn, full_fn, tensors, _, kw, _ = case
+            names = tuple(tensors)
+            ref = run_with_grads(lambda **xs: full_fn(**xs, **kw), tuple(tensors.values()), names)
+            on_dev = tuple(move(n, t) for n, t in tensors.items())
+            for ranks in (2, 3, 4):
+                out = run_with_grads(lambda **xs: cp_fn(ranks=ranks, **xs, **kw_dev), on_dev, names)
+                self.assert_same_run(f"{name} cuda ranks={ranks}", ref, out, TOL)
 
 
 if __name__ == "__main__":
