@@ -296,7 +296,7 @@ def _context_parallel(spec, tensors, *, group, ranks, initial_state, output_fina
     rank, world = dist.get_rank(group), dist.get_world_size(group)
     counts = [torch.zeros(1, dtype=torch.int64, device=q.device) for _ in range(world)]
     dist.all_gather(counts, torch.tensor([local_tokens], dtype=torch.int64, device=q.device), group=group)
-    lengths = [int(c.item()) for c in counts]
+    lengths = torch.cat(counts).tolist()  # one host copy
     _check_cu(op, cu, sum(lengths), batch)
     _check_state(op, h0, n_seqs)
     plans = plan_ranks(lengths, cu, batch)
