@@ -10,6 +10,9 @@ extension loads on first use of any of them, so tools such as `python -m lina.be
 """
 import importlib
 
+# Submodules that load on first attribute access, as the operators do.
+_SUBMODULES = ("context_parallel", "fla_backend", "ops", "bench")
+
 __all__ = ["chunk_gla", "chunk_kda", "chunk_gated_delta_rule", "chunk_gdn", "library_path", "version"]
 _FROM = {"chunk_gla": "lina.ops", "chunk_kda": "lina.ops", "chunk_gated_delta_rule": "lina.ops",
          "chunk_gdn": "lina.ops", "library_path": "lina._library", "version": "lina._library"}
@@ -18,6 +21,8 @@ _FROM = {"chunk_gla": "lina.ops", "chunk_kda": "lina.ops", "chunk_gated_delta_ru
 def __getattr__(name):
     if name == "__version__":
         return importlib.import_module("lina._library").version()
+    if name in _SUBMODULES:
+        return importlib.import_module(f"lina.{name}")
     module = _FROM.get(name)
     if module is None:
         raise AttributeError(f"module 'lina' has no attribute {name!r}")

@@ -181,7 +181,7 @@ def _check_fla_keywords(op, kwargs, state_v_first, cp_context=None, return_inter
     if "head_first" in kwargs:
         _refuse(op, "head_first", kwargs.pop("head_first"), "FLA removed the head-first layout; pass [B, T, H, D]")
     if cp_context is not None:
-        _refuse(op, "cp_context", cp_context, "lina has no context parallelism yet (one GPU per sequence)")
+        _refuse(op, "cp_context", cp_context, "lina.chunk_* run one sequence segment per call; lina.context_parallel has the context-parallel forms")
     if return_intermediate_states:
         _refuse(op, "return_intermediate_states", True, "lina does not return the per-chunk states")
     if use_graph:
