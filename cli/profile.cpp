@@ -28,7 +28,7 @@ void register_profile(CLI::App& app, Outcome& outcome) {
   sub->add_option("--op", o->op, "Op to profile")->required();
   sub->add_option("--modes", o->modes, "Modes (default fwd)")->delimiter(',');
   sub->add_option("--shapes", o->shapes, "Shape names (default: the run's default set)")->delimiter(',');
-  sub->add_option("--base", o->base, "Baseline git ref to profile as well");
+  sub->add_option("--base", o->base, "Baseline git ref to profile as well")->check(kNonEmpty);
   sub->add_option("--base-binary", o->base_binary, "Already-built lina of the baseline");
   sub->add_option("--set", o->set, "ncu section set: full or source")->check(CLI::IsMember({"full", "source"}));
   sub->add_option("--out", o->out, "Folder for the .ncu-rep files (default profile/<op>)");
@@ -38,6 +38,8 @@ void register_profile(CLI::App& app, Outcome& outcome) {
   sub->callback([o, &outcome] {
     try {
       harness::check_cell_selection({o->op}, o->modes, o->shapes);
+      const fs::path out = o->out.empty() ? fs::path("profile") / o->op : fs::path(o->out);
+      harness::check_output_path(out / "side_by_side.txt", "--out", /*create_parents=*/true);
       // Say every missing prerequisite at once, then stop.
       auto ncu = harness::find_on_path(o->ncu);
       if (!ncu && o->ncu == "ncu" && fs::exists("/usr/local/cuda/bin/ncu")) ncu = fs::path("/usr/local/cuda/bin/ncu");
@@ -55,7 +57,6 @@ void register_profile(CLI::App& app, Outcome& outcome) {
           return;
         }
       }
-      const fs::path out = o->out.empty() ? fs::path("profile") / o->op : fs::path(o->out);
       fs::create_directories(out);
       harness::ProfileSpec spec;
       spec.op = o->op;
