@@ -326,7 +326,10 @@ std::string json_str(const json& j, const char* key) {
 
 RunFile read_run_file(const fs::path& file) {
   if (!fs::is_regular_file(file)) throw Error(ErrorCode::invalid_argument, "json", "run file " + file.string() + " was not written");
-  const json j = parse_json_text(read_text_file(file, "json"), "run file " + file.string(), "json");
+  return parse_run_file(parse_json_text(read_text_file(file, "json"), "run file " + file.string(), "json"), file);
+}
+
+RunFile parse_run_file(const json& j, const fs::path& file) {
   if (!j.is_object()) bad_file(file, "(top level)", "is not an object");
   if (j.value("schema", "") != kSchema) bad_file(file, "schema", "is '" + j.value("schema", std::string("(absent)")) + "', expected '" + kSchema + "'");
   RunFile f;
