@@ -4,6 +4,7 @@
 
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -152,6 +153,16 @@ TEST(UtilSubprocess, ASignalledParentTakesItsChildrensProcessGroupsWithIt) {
   if (!gone) kill(static_cast<pid_t>(grandchild), SIGKILL);
   std::remove(pid_file.c_str());
   rmdir(dir_template);
+}
+
+TEST(UtilSubprocess, TemporaryFoldersArePrivateAndUnpredictable) {
+  // compare's rounds used to go to /tmp/lina-compare-<pid>, a name another user could plant.
+  const TempDir a("lina-compare"), b("lina-compare");
+  EXPECT_NE(a.path(), b.path());
+  struct stat st{};
+  ASSERT_EQ(lstat(a.path().c_str(), &st), 0);
+  EXPECT_TRUE(S_ISDIR(st.st_mode));  // a real folder, not a symlink followed
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
 }
 
 }  // namespace

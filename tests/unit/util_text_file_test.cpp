@@ -2,7 +2,10 @@
 // refuse FIFOs, devices and oversized files by name, output paths checked before any work.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -55,6 +58,34 @@ TEST(UtilTextFile, AFailedWriteNamesTheArgumentAndKeepsThePreviousFile) {
   const std::string m = error_of([] { write_file_atomically("/dev/full", "x", "--json"); }, "--json");
   EXPECT_NE(m.find("argument `--json`: '/dev/full'"), std::string::npos) << m;
   EXPECT_NE(m.find("expected a regular file path"), std::string::npos) << m;
+}
+
+TEST(UtilTextFile, AWriteCutShortByAFileSizeLimitLeavesThePreviousFile) {
+  // `ulimit -f` (or a full disk) mid-write used to leave a truncated --json or log.json behind.
+  lina::testing::TempDir tmp;
+  const fs::path p = tmp.path / "log.json";
+  write_file_atomically(p, "[]\n");
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    signal(SIGXFSZ, SIG_IGN);  // the write then fails with EFBIG instead of killing the process
+    rlimit fsize{4096, 4096};
+    setrlimit(RLIMIT_FSIZE, &fsize);
+    try {
+      write_file_atomically(p, std::string(1 << 20, 'x'), "--json");
+    } catch (const OutputError& e) {
+      _exit(std::string(e.what()).find("the file was not changed") != std::string::npos ? 0 : 2);
+    }
+    _exit(1);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: the write was not refused, 2: the message does not say the file was kept";
+  EXPECT_EQ(read_text_file(p), "[]\n");
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(tmp.path)) files += e.is_regular_file();
+  EXPECT_EQ(files, 1);  // the partial temporary file was removed
 }
 
 TEST(UtilTextFile, OutputPathsAreCheckedBeforeAnyWork) {
