@@ -4,3 +4,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh
 ctest --test-dir "${LINA_BUILD_DIR:-build}" --output-on-failure -j "$(nproc)" "$@"
+bash scripts/test-sanitizers.sh
