@@ -6,18 +6,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
-if ! command -v clang++ >/dev/null 2>&1; then
-  echo "test-sanitizers: apt-get install clang (libFuzzer and the sanitizer runtimes)"
+# clang 16: libFuzzer, and lambdas that capture structured bindings (C++20), which clang 14 refuses.
+cxx="${LINA_SANITIZER_CXX:-clang++-16}"
+if ! command -v "$cxx" >/dev/null 2>&1; then
+  echo "test-sanitizers: apt-get install clang-16 libclang-rt-16-dev (libFuzzer and the sanitizer runtimes)"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends clang >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends clang-16 libclang-rt-16-dev >/dev/null
 fi
 build="${LINA_ASAN_BUILD_DIR:-build-asan}"
 seconds="${LINA_FUZZ_SECONDS:-20}"
 # -O1: sanitized code at a usable speed; the CUDA backend is not host code.
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_CXX_FLAGS=-O1 \
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_CXX_FLAGS=-O1 \
   -DLINA_WITH_CUDA=OFF -DLINA_FUZZ=ON ${LINA_CMAKE_ARGS:-} >/dev/null
-echo "test-sanitizers: building $build (clang, -fsanitize=address,undefined, libFuzzer targets)"
+echo "test-sanitizers: building $build ($cxx, -fsanitize=address,undefined, libFuzzer targets)"
 cmake --build "$build" -j "$(nproc)"
 # Any report fails the run; leaks included.
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:halt_on_error=1:strict_string_checks=1"
