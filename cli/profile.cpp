@@ -38,8 +38,6 @@ void register_profile(CLI::App& app, Outcome& outcome) {
   sub->callback([o, &outcome] {
     try {
       harness::check_cell_selection({o->op}, o->modes, o->shapes);
-      const fs::path out = o->out.empty() ? fs::path("profile") / o->op : fs::path(o->out);
-      harness::check_output_path(out / "side_by_side.txt", "--out", /*create_parents=*/true);
       // Say every missing prerequisite at once, then stop.
       auto ncu = harness::find_on_path(o->ncu);
       if (!ncu && o->ncu == "ncu" && fs::exists("/usr/local/cuda/bin/ncu")) ncu = fs::path("/usr/local/cuda/bin/ncu");
@@ -48,6 +46,9 @@ void register_profile(CLI::App& app, Outcome& outcome) {
       if (!ncu) missing += "Nsight Compute (`" + o->ncu + "`) not found on PATH; ";
       if (gpus == 0) missing += lina::cuda_backend_compiled() ? "no CUDA GPU visible; " : "this lina was built without the CUDA backend (no GPU to profile); ";
       if (!missing.empty()) throw Error(ErrorCode::invalid_argument, "ncu", missing.substr(0, missing.size() - 2));
+      // Before the baseline build and the profiling.
+      const fs::path out = o->out.empty() ? fs::path("profile") / o->op : fs::path(o->out);
+      harness::check_output_path(out / "side_by_side.txt", "--out", /*create_parents=*/true);
       if (!o->base.empty() && o->base_binary.empty()) {
         try {
           o->base_binary = harness::build_ref_binary(harness::git_toplevel("."), o->base, "--base").string();

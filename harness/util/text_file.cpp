@@ -104,11 +104,10 @@ void check_output_path(const fs::path& path, const std::string& argument, bool c
   // The nearest folder that exists must be a writable directory (the missing ones below it are created
   // only when create_parents).
   fs::path probe = parent;
-  for (;;) {
-    if (::stat(probe.c_str(), &st) == 0) break;
+  while (::stat(probe.c_str(), &st) != 0) {
     if (!create_parents) refuse("folder '" + parent.string() + "' does not exist");
-    if (!probe.has_parent_path() || probe.parent_path() == probe) break;
-    probe = probe.parent_path();
+    // A relative path runs out at the working directory, an absolute one at '/'.
+    probe = probe.has_parent_path() && probe.parent_path() != probe ? probe.parent_path() : fs::path(".");
   }
   if (!S_ISDIR(st.st_mode)) refuse("'" + probe.string() + "' is not a directory");
   if (::access(probe.c_str(), W_OK | X_OK) != 0) refuse("folder '" + probe.string() + "' is not writable");

@@ -97,6 +97,7 @@ TEST(UtilTextFile, OutputPathsAreCheckedBeforeAnyWork) {
   EXPECT_NE(error_of([] { check_output_path("", "--output"); }, "--output").find("empty"), std::string::npos);
   check_output_path(tmp.path / "new.json", "--json");                                  // a new file in a folder: fine
   check_output_path(tmp.path / "a" / "b" / "new.html", "--output", /*create_parents=*/true);  // folders to be created: fine
+  check_output_path("no-such-folder-for-lina/a/new.txt", "--out", /*create_parents=*/true);  // relative: up to the working directory
 }
 
 TEST(UtilTextFile, ReadsRefuseFifosFoldersAndOversizedFilesByName) {
