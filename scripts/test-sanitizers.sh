@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The host code under AddressSanitizer + UBSan: a CPU-only clang build in ${LINA_ASAN_BUILD_DIR:-build-asan},
-# its unit tests (the gate suites and the test that builds a whole baseline from source left out: they
-# take minutes under the sanitizers and run uninstrumented in scripts/test.sh), then each libFuzzer target of tests/fuzz for
+# its unit tests (left out: the gate suites, the fault-injection tests that run them whole, and the test
+# that builds a baseline from source; each takes minutes under the sanitizers and runs uninstrumented
+# in scripts/test.sh), then each libFuzzer target of tests/fuzz for
 # ${LINA_FUZZ_SECONDS:-20} s from its seed corpus (new inputs go to a scratch folder, never the tree).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,7 +25,7 @@ cmake --build "$build" -j "$(nproc)"
 # Any report fails the run; leaks included.
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:halt_on_error=1:strict_string_checks=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-ctest --test-dir "$build" --output-on-failure -j "$(nproc)" -E '^(chunk_(gla|kda|gdn)_gate|BaselineRepo\.BuildsAnEarlierCommit)'
+ctest --test-dir "$build" --output-on-failure -j "$(nproc)" -E '^(chunk_(gla|kda|gdn)_gate|BaselineRepo\.BuildsAnEarlierCommit|Ops/GateFaultInjection\.)'
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 for target in npy_reader result_file_reader gate_k_parser shape_parser; do
