@@ -23,7 +23,7 @@ void register_cmd(CLI::App& app, Outcome& outcome) {
   sub->add_option("--op", o->op, "Op name(s), comma-separated for run")->required();
   sub->add_option("--modes", o->modes, "fwd, infer, bwd, fwdbwd")->delimiter(',');
   sub->add_option("--shapes", o->shapes, "Shape names B{b}_T{t}_H{h}_D{d}[_HV{hv}]")->delimiter(',');
-  sub->add_option("--base", o->base, "Baseline git ref (printed as its SHA)");
+  sub->add_option("--base", o->base, "Baseline git ref (printed as its SHA)")->check(kNonEmpty);
   sub->add_flag("--no-base", o->no_base, "run: no baseline");
   auto* seed_opt = sub->add_option("--seed", o->seed, "Input seed")->check(kSeed);
   auto* rounds_opt = sub->add_option("--rounds", o->rounds, "verify: alternating rounds");

@@ -62,6 +62,10 @@ inline CLI::Validator at_least(double min, bool integer) {
       },
       integer ? "INT" : "NUM");
 }
+// Refs and paths: an empty value would silently mean "none" (`--base ""` would verify without a baseline).
+inline const CLI::Validator kNonEmpty(
+    [](std::string& text) -> std::string { return text.empty() ? "got '', expected a non-empty value" : std::string(); }, "TEXT");
+
 inline const CLI::Validator kPositiveInt = at_least(1, true);
 inline const CLI::Validator kNonNegativeInt = at_least(0, true);
 inline const CLI::Validator kNonNegative = at_least(0, false);

@@ -1,9 +1,8 @@
 // `lina compare --base REF --head REF`: both builds measured in alternating rounds, cells matched,
 // regressions and improvements with speedup and bootstrap 95 % interval, kind "compare" output.
-#include <unistd.h>
-
 #include <cstdio>
 #include <iostream>
+#include <optional>
 
 #include "cli/commands.h"
 #include "harness/tools/cmd_builder.h"
@@ -30,8 +29,8 @@ void register_compare(CLI::App& app, Outcome& outcome) {
   };
   auto o = std::make_shared<Opts>();
   auto* sub = app.add_subcommand("compare", "Compare two git refs: alternating rounds, speedups with 95% intervals");
-  sub->add_option("--base", o->base, "Baseline git ref");
-  sub->add_option("--head", o->head, "Candidate git ref (default HEAD)");
+  sub->add_option("--base", o->base, "Baseline git ref")->check(kNonEmpty);
+  sub->add_option("--head", o->head, "Candidate git ref (default HEAD)")->check(kNonEmpty);
   auto* op_opt = sub->add_option("--op", o->op, "Op(s), comma-separated");
   auto* diff_opt = sub->add_flag("--from-diff", o->from_diff, "Pick the ops whose code changed between base and head");
   op_opt->excludes(diff_opt);
@@ -40,7 +39,7 @@ void register_compare(CLI::App& app, Outcome& outcome) {
   sub->add_option("--rounds", o->rounds, "Alternating rounds per side (default 3)")->check(kPositiveInt);
   sub->add_option("--threshold", o->threshold, "Minimum |change| %% for faster / slower (default 5)")->check(kPercent);
   auto* seed_opt = sub->add_option("--seed", o->seed, "Input seed (same on both sides)")->check(kSeed);
-  sub->add_option("--output", o->output, "Write the lina.bench/1 compare document here");
+  sub->add_option("--output", o->output, "Write the lina.bench/1 compare document here")->check(kNonEmpty);
   sub->add_flag("--fail-on-regression", o->fail_on_regression, "Exit 5 when any cell is slower");
   sub->add_option("--base-binary", o->base_binary, "Already-built lina of the base ref");
   sub->add_option("--head-binary", o->head_binary, "Already-built lina of the head ref (default: this binary when it is HEAD, clean)");
@@ -48,10 +47,21 @@ void register_compare(CLI::App& app, Outcome& outcome) {
   sub->add_option("--runs-dir", o->runs_dir, "Keep each round's run JSON here (default: a temporary folder)");
   sub->add_option("--repo", o->repo, "Repository the refs live in (default: .)");
   sub->callback([o, op_opt, diff_opt, seed_opt, &outcome] {
-    fs::path tmp_runs;
     try {
       if (!op_opt->count() && !diff_opt->count()) throw Error(ErrorCode::invalid_argument, "--op", "give --op OP[,OP...] or --from-diff");
       if (o->base.empty() && o->base_binary.empty()) throw Error(ErrorCode::invalid_argument, "--base", "--base REF is required");
+      // Every argument is checked before either side is built (minutes of CUDA build).
+      std::vector<std::string> ops;
+      if (!o->from_diff) {
+        for (size_t a = 0, b; a <= o->op.size(); a = b + 1) {
+          b = o->op.find(',', a);
+          if (b == std::string::npos) b = o->op.size();
+          ops.push_back(o->op.substr(a, b - a));
+        }
+        if (ops == std::vector<std::string>{"all"}) ops = harness::all_ops();
+      }
+      if (!o->from_diff) harness::check_cell_selection(ops, o->modes, o->shapes);  // --from-diff: once its ops are known
+      if (!o->output.empty()) harness::check_output_path(o->output, "--output");
       const fs::path repo = harness::git_toplevel(o->repo);
       harness::CompareSide base{"base", o->base, "", o->base_binary};
       harness::CompareSide head{"head", o->head, "", o->head_binary};
@@ -66,7 +76,6 @@ void register_compare(CLI::App& app, Outcome& outcome) {
       for (auto* s : {&base, &head}) {
         if (!fs::exists(s->binary)) throw Error(ErrorCode::invalid_argument, "--" + s->name + "-binary", "--" + s->name + "-binary " + s->binary.string() + ": no such file");
       }
-      std::vector<std::string> ops;
       if (o->from_diff) {
         if (base.sha.empty()) throw Error(ErrorCode::invalid_argument, "--from-diff", "--from-diff needs --base REF");
         const fs::path build = o->build_dir.empty() ? harness::current_executable().parent_path().parent_path() : fs::path(o->build_dir);
@@ -83,14 +92,7 @@ void register_compare(CLI::App& app, Outcome& outcome) {
           outcome.code = kOk;
           return;
         }
-      } else {
-        for (size_t a = 0, b; a <= o->op.size(); a = b + 1) {
-          b = o->op.find(',', a);
-          if (b == std::string::npos) b = o->op.size();
-          ops.push_back(o->op.substr(a, b - a));
-        }
       }
-      if (ops == std::vector<std::string>{"all"}) ops = harness::all_ops();
       harness::check_cell_selection(ops, o->modes, o->shapes);
       harness::CompareOptions opt;
       opt.ops = ops;
@@ -101,27 +103,26 @@ void register_compare(CLI::App& app, Outcome& outcome) {
       if (seed_opt->count()) opt.seed = o->seed;
       opt.command = "lina compare --base " + harness::shell_quote(base.sha.empty() ? base.binary.string() : base.sha) +
                     " --head " + harness::shell_quote(head.sha) + " --op " + harness::shell_quote(o->op.empty() ? "(from diff)" : o->op);
-      fs::path runs = o->runs_dir;
-      if (runs.empty()) {
-        runs = tmp_runs = fs::temp_directory_path() / ("lina-compare-" + std::to_string(getpid()));
-      }
+      // A private folder (mkdtemp, mode 0700) unless --runs-dir: a predictable name in /tmp could be
+      // planted by another user as a symlink to elsewhere.
+      std::optional<harness::TempDir> tmp_runs;
+      if (o->runs_dir.empty()) tmp_runs.emplace("lina-compare");
+      const fs::path runs = tmp_runs ? tmp_runs->path() : fs::path(o->runs_dir);
       const auto doc = harness::run_compare(base, head, opt, runs);
       std::cout << harness::render_compare_text(doc, o->threshold);
       if (!o->output.empty()) {
-        harness::write_text_file(o->output, doc.dump(2) + "\n");
+        harness::write_file_atomically(o->output, doc.dump(2) + "\n", "--output");
         std::fprintf(stderr, "lina compare: wrote %s\n", o->output.c_str());
       }
       const auto reg = harness::regressions(doc);
       outcome.code = (o->fail_on_regression && !reg.empty()) ? kRegression : kOk;
-    } catch (const harness::CompareSideError& e) {
+    } catch (const harness::BaselineError& e) {  // a side (or its ref) could not be resolved, built, run or proven
       std::fprintf(stderr, "lina compare: %s\n", e.what());
       outcome.code = kBaselineFailed;
     } catch (const Error& e) {
       std::fprintf(stderr, "lina compare: %s\n", e.what());
       outcome.code = e.code() == ErrorCode::runtime ? kBaselineFailed : kUsage;
     }
-    std::error_code ec;
-    if (!tmp_runs.empty()) fs::remove_all(tmp_runs, ec);
   });
 }
 

@@ -10,6 +10,7 @@
 #include "harness/tools/loop_log.h"
 #include "harness/util/git.h"
 #include "harness/util/shell_quote.h"
+#include "harness/util/terminal_text.h"
 #include "lina/error.h"
 
 namespace lina::cli {
@@ -31,7 +32,7 @@ void register_loop(CLI::App& app, Outcome& outcome) {
   };
   auto* init = loop->add_subcommand("init", "Write contract.json and OPT_LOG.md");
   common(init);
-  init->add_option("--base", o->base, "Baseline git ref (recorded as its SHA)")->required();
+  init->add_option("--base", o->base, "Baseline git ref (recorded as its SHA)")->required()->check(kNonEmpty);
   init->add_option("--shapes", o->shapes, "Target shapes")->delimiter(',');
   init->add_option("--modes", o->modes, "Target modes")->delimiter(',');
   init->add_option("--backends", o->backends, "Allowed backends (default cuda)")->delimiter(',');
@@ -97,7 +98,7 @@ void register_loop(CLI::App& app, Outcome& outcome) {
         req.profile = o->profile;
         req.bound = o->bound;
         const auto e = harness::loop_log(dir, req);
-        std::cout << harness::opt_log_row(e);
+        std::cout << harness::terminal_safe(harness::opt_log_row(e));
       } else {
         const auto c = harness::load_contract(dir);
         const auto entries = harness::load_entries(dir);

@@ -1,11 +1,15 @@
 // The `lina` command: flags -> one library call -> printed table / JSON / exit code.
-#include <cstdio>
 #include <exception>
+#include <string>
 
 #include "cli/commands.h"
+#include "cli/exit_code.h"
+#include "harness/util/subprocess.h"
 #include "lina/lina.h"
 
 int main(int argc, char** argv) {
+  // A signalled lina takes its builds, gates and runs with it (each child leads its own process group).
+  lina::harness::forward_signals_to_children();
   CLI::App app{"lina: linear-attention kernels for Hopper and the toolkit that proves them"};
   app.set_version_flag("--version", std::string("lina ") + lina::kVersion);
   app.require_subcommand(1);
@@ -25,12 +29,9 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     const int rc = app.exit(e);
     return rc == 0 ? 0 : lina::cli::kUsage;  // CLI11 usage errors -> documented exit 2
-  } catch (const lina::Error& e) {
-    std::fprintf(stderr, "lina: %s\n", e.what());
-    return e.code() == lina::ErrorCode::runtime ? 1 : lina::cli::kUsage;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "lina: error: %s\n", e.what());
-    return 1;
+  } catch (...) {
+    // Every other exception, from any subcommand, through the one mapping to the documented codes.
+    return lina::cli::report_exception(std::current_exception(), "");
   }
   return outcome.code;
 }

@@ -28,7 +28,7 @@ void register_profile(CLI::App& app, Outcome& outcome) {
   sub->add_option("--op", o->op, "Op to profile")->required();
   sub->add_option("--modes", o->modes, "Modes (default fwd)")->delimiter(',');
   sub->add_option("--shapes", o->shapes, "Shape names (default: the run's default set)")->delimiter(',');
-  sub->add_option("--base", o->base, "Baseline git ref to profile as well");
+  sub->add_option("--base", o->base, "Baseline git ref to profile as well")->check(kNonEmpty);
   sub->add_option("--base-binary", o->base_binary, "Already-built lina of the baseline");
   sub->add_option("--set", o->set, "ncu section set: full or source")->check(CLI::IsMember({"full", "source"}));
   sub->add_option("--out", o->out, "Folder for the .ncu-rep files (default profile/<op>)");
@@ -46,6 +46,9 @@ void register_profile(CLI::App& app, Outcome& outcome) {
       if (!ncu) missing += "Nsight Compute (`" + o->ncu + "`) not found on PATH; ";
       if (gpus == 0) missing += lina::cuda_backend_compiled() ? "no CUDA GPU visible; " : "this lina was built without the CUDA backend (no GPU to profile); ";
       if (!missing.empty()) throw Error(ErrorCode::invalid_argument, "ncu", missing.substr(0, missing.size() - 2));
+      // Before the baseline build and the profiling.
+      const fs::path out = o->out.empty() ? fs::path("profile") / o->op : fs::path(o->out);
+      harness::check_output_path(out / "side_by_side.txt", "--out", /*create_parents=*/true);
       if (!o->base.empty() && o->base_binary.empty()) {
         try {
           o->base_binary = harness::build_ref_binary(harness::git_toplevel("."), o->base, "--base").string();
@@ -55,7 +58,6 @@ void register_profile(CLI::App& app, Outcome& outcome) {
           return;
         }
       }
-      const fs::path out = o->out.empty() ? fs::path("profile") / o->op : fs::path(o->out);
       fs::create_directories(out);
       harness::ProfileSpec spec;
       spec.op = o->op;

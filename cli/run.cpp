@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include "harness/util/shell_quote.h"
+#include "harness/util/text_file.h"
 #include "harness/results/report.h"
 #include "harness/engine/runner.h"
 #include "lina/error.h"
@@ -59,16 +60,26 @@ void register_run(CLI::App& app, Outcome& outcome) {
   sub->add_option("--max-noise", cfg->policy.max_noise, "Stop once std/mean falls below this fraction (default 0.005)");
   sub->add_option("--time-budget", *budget, "Sampling budget per cell in seconds (default 2)");
   sub->add_option("--warmup", cfg->policy.warmup, "Untimed calls before sampling (default 3)");
-  sub->add_option("--threads", cfg->threads, "CPU backend threads (default: all cores)");
-  sub->add_option("--json", cfg->json_path, "Write results (schema lina.bench/1) to this file");
+  sub->add_option("--threads", cfg->threads, "CPU backend threads (default 0: all cores)")
+      ->check(kNonNegativeInt & CLI::Validator(
+                                    [](std::string& text) -> std::string {
+                                      const std::optional<double> v = parse_number(text);
+                                      if (v && *v > harness::kMaxThreads)
+                                        return "got " + text + ", expected an integer in [0, " + std::to_string(harness::kMaxThreads) + "]";
+                                      return {};
+                                    },
+                                    "THREADS"));
+  sub->add_option("--json", cfg->json_path, "Write results (schema lina.bench/1) to this file")->check(kNonEmpty);
   // `lina run` measures this build only; baselines are built and paired by `lina verify` / `lina compare`,
   // which call `lina run --no-base` on each side.
   auto base = std::make_shared<std::string>();
   auto no_base = std::make_shared<bool>(false);
   sub->add_flag("--no-base", *no_base, "Measure this build alone (the default; accepted for FLA-style command lines)");
-  sub->add_option("--base", *base, "Not taken by run: use `lina verify --base REF` or `lina compare --base REF --head REF`");
-  sub->callback([cfg, budget, no_flush, no_check, base, &outcome] {
-    if (!base->empty())
+  auto* base_opt = sub->add_option("--base", *base, "Not taken by run: use `lina verify --base REF` or `lina compare --base REF --head REF`");
+  // Every variable an option writes into is owned by the callback: CLI11 keeps references to them.
+  sub->callback([cfg, budget, no_flush, no_check, base, no_base, base_opt, &outcome] {
+    (void)no_base;  // only --no-base's storage: measuring this build alone is what run always does
+    if (base_opt->count() > 0)
       throw_invalid("--base", "'" + *base + "'", "no --base on `lina run` (use `lina verify --base REF` or `lina compare`)");
     cfg->policy.time_budget_s = *budget;
     cfg->l2_flush = !*no_flush;
@@ -84,13 +95,8 @@ void register_run(CLI::App& app, Outcome& outcome) {
         std::fprintf(stderr, "%s\n", line.c_str());
       }
     };
-    if (!cfg->json_path.empty()) {  // found out before minutes of measuring, not after
-      const bool existed = std::filesystem::exists(cfg->json_path);
-      std::FILE* probe = std::fopen(cfg->json_path.c_str(), "a");
-      if (probe == nullptr) throw Error(ErrorCode::invalid_argument, "--json", "argument `--json`: got '" + cfg->json_path + "' (cannot be opened for writing), expected a writable file path");
-      std::fclose(probe);
-      if (!existed) std::filesystem::remove(cfg->json_path);
-    }
+    // Found out before minutes of measuring, not after.
+    if (!cfg->json_path.empty()) harness::check_output_path(cfg->json_path, "--json");
     const harness::RunOutput out = harness::run_plan(*cfg, plan, progress);
     if (tty) std::fprintf(stderr, "\r\033[K");
     if (!out.rows.empty()) std::fputs(harness::format_table(out.rows).c_str(), stdout);

@@ -25,9 +25,12 @@ void register_summarize(CLI::App& app, Outcome& outcome) {
       ->check(kPercent);
   sub->add_option("--top", opts->top, "Show only the N largest changes per file (default: all)")->check(kNonNegativeInt);
   sub->add_option("--format", opts->format, "text, markdown or html")->check(CLI::IsMember({"text", "markdown", "html"}));
-  sub->add_option("--output", opts->output, "Write here instead of stdout (html defaults to summary.html)");
+  sub->add_option("--output", opts->output, "Write here instead of stdout (html defaults to summary.html)")->check(kNonEmpty);
   sub->callback([opts, &outcome] {
     try {
+      std::string out = opts->output;
+      if (out.empty() && opts->format == "html") out = "summary.html";  // a page is not for a terminal
+      if (!out.empty()) harness::check_output_path(out, "--output", /*create_parents=*/true);
       std::vector<harness::SummaryFile> files;
       for (const auto& p : opts->files) files.push_back(harness::load_summary_file(p));
       harness::SummaryOptions o{opts->threshold, opts->top};
@@ -35,12 +38,10 @@ void register_summarize(CLI::App& app, Outcome& outcome) {
       if (opts->format == "html") text = harness::render_summary_html(files, o);
       else if (opts->format == "markdown") text = harness::render_summary_markdown(files, o);
       else text = harness::render_summary_text(files, o);
-      std::string out = opts->output;
-      if (out.empty() && opts->format == "html") out = "summary.html";  // a page is not for a terminal
       if (out.empty()) {
         std::cout << text;
       } else {
-        harness::write_text_file(out, text);
+        harness::write_text_file(out, text, "--output");
         std::fprintf(stderr, "lina summarize: wrote %s\n", out.c_str());
       }
       outcome.code = kOk;

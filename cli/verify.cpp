@@ -17,7 +17,7 @@ void register_verify(CLI::App& app, Outcome& outcome) {
   auto repo = std::make_shared<std::string>(LINA_BUILD_SOURCE_DIR);
   auto* sub = app.add_subcommand("verify", "Gate, then time candidate vs baseline");
   sub->add_option("--op", opts->op, "Op to verify: chunk_gla, chunk_kda or chunk_gdn")->required();
-  sub->add_option("--base", *base, "Baseline git ref (resolved to a SHA, built into the cache); absent: candidate only");
+  sub->add_option("--base", *base, "Baseline git ref (resolved to a SHA, built into the cache); absent: candidate only")->check(kNonEmpty);
   sub->add_option("--base-exe", *base_exe,
                   "A `lina` already built from --base (no build); its results must report --base's SHA")
       ->check(CLI::ExistingFile);
@@ -30,7 +30,7 @@ void register_verify(CLI::App& app, Outcome& outcome) {
   sub->add_option("--seed", opts->seed, "Input seed, the same on both sides")->default_val(42)->check(kSeed);
   sub->add_option("--threshold", opts->threshold_pct, "Minimum |change| in percent for faster/slower")->default_val(harness::kDefaultThresholdPct)->check(kPercent);
   sub->add_flag("--fail-on-regression", opts->fail_on_regression, "Exit 5 when any cell is slower");
-  sub->add_option("--json", *json, "Write a lina.bench/1 verify document here");
+  sub->add_option("--json", *json, "Write a lina.bench/1 verify document here")->check(kNonEmpty);
   sub->add_option("--gate-bin", *gate_bin, "Gate executable (default: tests/lina_<op>_gate of this build)");
   sub->add_option("--repo", *repo, "Source checkout holding --base and profile/ (default: this build's source dir)");
   sub->callback([&outcome, opts, base, base_exe, json, gate_bin, repo] {

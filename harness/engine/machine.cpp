@@ -12,6 +12,7 @@
 #include "harness/engine/stats.h"
 #include "harness/engine/timing.h"
 #include "harness/engine/workload.h"
+#include "harness/util/json_file.h"
 #include "harness/util/text_file.h"
 #include "lina/error.h"
 #include "lina/build_info.h"
@@ -170,9 +171,9 @@ MachineInfo machine_info(Backend backend, bool measure) {
     const auto file = cache_file();
     const std::string key = m.gpu + "|" + m.driver;
     nlohmann::json cache = nlohmann::json::object();
-    if (std::ifstream f(file); f) {
+    if (std::filesystem::exists(file)) {
       try {
-        f >> cache;
+        cache = read_json_file(file);
       } catch (const std::exception&) {
         cache = nlohmann::json::object();  // a corrupt cache is re-measured, not trusted
       }
@@ -185,7 +186,11 @@ MachineInfo machine_info(Backend backend, bool measure) {
       cache[key] = {{"hbm_gbps", m.ceilings.hbm_gbps}, {"bf16_tflops", m.ceilings.bf16_tflops}};
       std::error_code ec;
       std::filesystem::create_directories(file.parent_path(), ec);
-      if (std::ofstream f(file); f) f << cache.dump(2) << "\n";
+      try {
+        write_file_atomically(file, cache.dump(2) + "\n");
+      } catch (const std::exception&) {
+        // Only a cache: the next run measures again.
+      }
     }
   }
 #else

@@ -42,6 +42,9 @@ Plan make_plan(const RunConfig& cfg) {
   if (!(cfg.policy.max_noise > 0 && cfg.policy.max_noise < 1))
     throw_invalid("--max-noise", std::to_string(cfg.policy.max_noise), "a fraction in (0, 1), e.g. 0.005 for 0.5 %");
   if (!(cfg.policy.time_budget_s >= 0)) throw_invalid("--time-budget", std::to_string(cfg.policy.time_budget_s), ">= 0 seconds");
+  // 0 means all cores; more threads than kMaxThreads only exhausts the system's thread limit.
+  if (cfg.threads < 0 || cfg.threads > kMaxThreads)
+    throw_invalid("--threads", std::to_string(cfg.threads), "an integer in [0, " + std::to_string(kMaxThreads) + "] (0: all cores)");
   plan.backend = resolve_backend(cfg.backend);
   if (cfg.graphs && plan.backend != Backend::cuda) throw_invalid("--graphs", "backend cpu", "--backend cuda");
 

@@ -15,6 +15,9 @@
 
 namespace lina::harness {
 
+// The most CPU backend threads a run may ask for (--threads).
+inline constexpr int kMaxThreads = 1024;
+
 struct RunConfig {
   std::vector<std::string> ops;                  // names or "all"
   std::vector<std::string> modes{"fwd", "fwdbwd"};

@@ -13,6 +13,8 @@
 #include <nlohmann/json.hpp>
 
 #include "lina/error.h"
+#include "harness/util/json_file.h"
+#include "harness/util/text_file.h"
 
 namespace lina::harness {
 
@@ -162,18 +164,9 @@ std::vector<Workload> parse_custom_shapes(const std::string& text_in, std::uint6
   const std::string arg = "--custom-shapes";
   std::string text = text_in;
   if (!text.empty() && text[0] == '@') {
-    std::ifstream f(text.substr(1));
-    if (!f) throw_invalid(arg, "file '" + text.substr(1) + "' (cannot be read)", "a readable JSON file");
-    std::stringstream ss;
-    ss << f.rdbuf();
-    text = ss.str();
+    text = read_text_file(text.substr(1), arg);
   }
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw_invalid(arg, std::string("malformed JSON (") + e.what() + ")", "a JSON list of shape names or {B,T,H,D[,HV]} objects");
-  }
+  const nlohmann::json j = parse_json_text(text, "argument `" + arg + "`", arg);
   if (!j.is_array() || j.empty()) throw_invalid(arg, std::string("a JSON ") + j.type_name(), "a non-empty JSON list");
   std::vector<Workload> out;
   for (std::size_t i = 0; i < j.size(); ++i) {

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "harness/util/json_file.h"
 #include "harness/util/text_file.h"
 #include "lina/error.h"
 
@@ -17,12 +18,7 @@ using nlohmann::json;
 
 // ---- writing ----
 
-void write_json_file(const std::string& path, const json& doc) {
-  std::ofstream f(path);
-  if (!f) throw Error(ErrorCode::runtime, "--json", "cannot open '" + path + "' for writing");
-  f << doc.dump(2) << "\n";
-  if (!f) throw Error(ErrorCode::runtime, "--json", "writing '" + path + "' failed");
-}
+void write_json_file(const std::string& path, const json& doc) { write_file_atomically(path, doc.dump(2) + "\n", "--json"); }
 
 // ---- the full contract of a run file ----
 
@@ -86,14 +82,7 @@ void validate_document(const json& doc, const std::string& file) {
 }
 
 json read_results_file(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) throw Error(ErrorCode::invalid_argument, path, "file '" + path + "': cannot be read");
-  json doc;
-  try {
-    doc = json::parse(f);
-  } catch (const json::parse_error& e) {
-    throw Error(ErrorCode::invalid_argument, path, "file '" + path + "': not valid JSON (" + e.what() + ")");
-  }
+  const json doc = read_json_file(path);
   validate_document(doc, path);
   return doc;
 }
@@ -146,6 +135,20 @@ struct Reader {
     if (!v->is_number()) fail(ctx + k, std::string("expected a number or null, found ") + type_name(*v));
     return v->get<double>();
   }
+  // A count stored as a JSON number: integral and within what a long long and a double hold exactly.
+  long long opt_count(const json& obj, const std::string& k, const std::string& ctx) const {
+    const std::optional<double> v = opt_number(obj, k, ctx);
+    if (!v) return 0;
+    if (!(*v >= 0 && *v <= 9007199254740992.0) || std::floor(*v) != *v)
+      fail(ctx + k, "seen " + find(obj, k)->dump() + ", expected an integer in [0, 2^53]");
+    return static_cast<long long>(*v);
+  }
+  // A time or a ratio: finite and > 0.
+  std::optional<double> opt_positive(const json& obj, const std::string& k, const std::string& ctx) const {
+    const std::optional<double> v = opt_number(obj, k, ctx);
+    if (v && !(*v > 0 && std::isfinite(*v))) fail(ctx + k, "seen " + find(obj, k)->dump() + ", expected a positive number");
+    return v;
+  }
   bool opt_bool(const json& obj, const std::string& k, const std::string& ctx) const {
     const json* v = find(obj, k);
     if (!v || v->is_null()) return false;
@@ -185,7 +188,7 @@ SummaryRow parse_row(const Reader& r, const json& row, const std::string& ctx) {
       if (s.not_run.empty()) s.not_run = r.opt_string(row, why, ctx);
     if (!s.not_run.empty()) return s;
   }
-  s.samples = static_cast<long long>(r.opt_number(row, "samples", ctx).value_or(0));
+  s.samples = r.opt_count(row, "samples", ctx);
   s.median_ms = r.req_number(row, "median_ms", ctx);
   if (!(s.median_ms > 0) || !std::isfinite(s.median_ms)) r.fail(ctx + "median_ms", "seen " + std::to_string(s.median_ms) + ", expected a positive time");
   s.mean_ms = r.opt_number(row, "mean_ms", ctx);
@@ -276,17 +279,23 @@ SummaryFile parse_summary_file(const json& doc, const fs::path& path) {
       if (std::none_of(std::begin(verdicts), std::end(verdicts), [&](const char* v) { return s.verdict == v; })) {
         r.fail(ctx + "verdict", "`" + s.verdict + "`: expected faster, slower, noise, new or removed");
       }
-      s.base_ms = r.opt_number(c, "base_median_ms", ctx);
-      s.head_ms = r.opt_number(c, "head_median_ms", ctx);
-      s.speedup = r.opt_number(c, "speedup", ctx);
-      s.ci_low = r.opt_number(c, "ci_low", ctx);
-      s.ci_high = r.opt_number(c, "ci_high", ctx);
+      s.base_ms = r.opt_positive(c, "base_median_ms", ctx);
+      s.head_ms = r.opt_positive(c, "head_median_ms", ctx);
+      s.speedup = r.opt_positive(c, "speedup", ctx);
+      s.ci_low = r.opt_positive(c, "ci_low", ctx);
+      s.ci_high = r.opt_positive(c, "ci_high", ctx);
+      if (s.ci_low && s.ci_high && *s.ci_low > *s.ci_high)
+        r.fail(ctx + "ci_low", fmt::format("seen {} above ci_high {}, expected ci_low <= ci_high", *s.ci_low, *s.ci_high));
       s.change_pct = r.opt_number(c, "change_pct", ctx);
       const bool paired = s.verdict != "new" && s.verdict != "removed";
       if (paired && (!s.base_ms || !s.head_ms)) {
         r.fail(ctx + (s.base_ms ? "head_median_ms" : "base_median_ms"), "missing for a `" + s.verdict + "` row");
       }
-      if (paired && !s.speedup && *s.head_ms > 0) s.speedup = *s.base_ms / *s.head_ms;
+      // A verdict the medians contradict would print as "faster" and flag a regression at once.
+      if ((s.verdict == "faster" && *s.head_ms > *s.base_ms) || (s.verdict == "slower" && *s.head_ms < *s.base_ms))
+        r.fail(ctx + "verdict", fmt::format("seen `{}` with base_median_ms {} and head_median_ms {}, expected a verdict the medians agree with",
+                                            s.verdict, *s.base_ms, *s.head_ms));
+      if (paired && !s.speedup) s.speedup = *s.base_ms / *s.head_ms;
       // The latency change from the medians whenever a row has both: older verify files stored
       // (speedup - 1) x 100 under change_pct, with the opposite sign.
       if (paired && *s.base_ms > 0) s.change_pct = (*s.head_ms / *s.base_ms - 1.0) * 100.0;
@@ -298,27 +307,11 @@ SummaryFile parse_summary_file(const json& doc, const fs::path& path) {
   return f;
 }
 
-SummaryFile load_summary_file(const fs::path& path) {
-  const std::string text = read_text_file(path);
-  json doc;
-  try {
-    doc = json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw Error(ErrorCode::invalid_argument, path.string(), path.string() + ": not valid JSON: " + e.what());
-  }
-  return parse_summary_file(doc, path);
-}
+SummaryFile load_summary_file(const fs::path& path) { return parse_summary_file(read_json_file(path), path); }
 
 // ---- a run file read back by verify ----
 
 namespace {
-
-std::string read_text(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
 
 [[noreturn]] void bad_file(const fs::path& f, const std::string& key, const std::string& what) {
   throw Error(ErrorCode::invalid_argument, key, "run file " + f.string() + ": key '" + key + "' " + what);
@@ -333,12 +326,10 @@ std::string json_str(const json& j, const char* key) {
 
 RunFile read_run_file(const fs::path& file) {
   if (!fs::is_regular_file(file)) throw Error(ErrorCode::invalid_argument, "json", "run file " + file.string() + " was not written");
-  json j;
-  try {
-    j = json::parse(read_text(file));
-  } catch (const std::exception& e) {
-    throw Error(ErrorCode::invalid_argument, "json", "run file " + file.string() + " is not valid JSON: " + e.what());
-  }
+  return parse_run_file(parse_json_text(read_text_file(file, "json"), "run file " + file.string(), "json"), file);
+}
+
+RunFile parse_run_file(const json& j, const fs::path& file) {
   if (!j.is_object()) bad_file(file, "(top level)", "is not an object");
   if (j.value("schema", "") != kSchema) bad_file(file, "schema", "is '" + j.value("schema", std::string("(absent)")) + "', expected '" + kSchema + "'");
   RunFile f;

@@ -95,5 +95,7 @@ struct RunFile {
 
 // Reads and checks one `lina run --json` file; problems -> lina::Error naming the file and key.
 RunFile read_run_file(const std::filesystem::path& file);
+// The same on a document already parsed; `file` names it in errors.
+RunFile parse_run_file(const nlohmann::json& doc, const std::filesystem::path& file);
 
 }  // namespace lina::harness

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "harness/util/terminal_text.h"
 #include "lina/error.h"
 
 namespace lina::harness {
@@ -283,7 +284,7 @@ std::string render_summary_text(const std::vector<SummaryFile>& files, const Sum
     }
     out += "\n";
   }
-  return out;
+  return terminal_safe(out);
 }
 
 std::string render_summary_markdown(const std::vector<SummaryFile>& files, const SummaryOptions& opt) {
@@ -310,7 +311,7 @@ std::string render_summary_markdown(const std::vector<SummaryFile>& files, const
     }
     out += "\n";
   }
-  return out;
+  return terminal_safe(out);
 }
 
 }  // namespace lina::harness

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/engine/registry.h"
+#include "harness/util/json_file.h"
 #include "harness/util/subprocess.h"
 #include "harness/util/text_file.h"
 #include "lina/error.h"
@@ -153,12 +154,8 @@ DepGraph collect_dep_graph(const fs::path& build_dir, const fs::path& repo_root)
     throw Error(ErrorCode::invalid_argument, "--build-dir",
                 "--from-diff: " + build_dir.string() + " has neither a ninja deps log nor compile_commands.json; configure it first");
   }
-  nlohmann::json entries;
-  try {
-    entries = nlohmann::json::parse(read_text_file(cc));
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(ErrorCode::invalid_argument, cc.string(), cc.string() + ": " + e.what());
-  }
+  const nlohmann::json entries = read_json_file(cc);
+  if (!entries.is_array()) throw Error(ErrorCode::invalid_argument, cc.string(), cc.string() + ": expected a JSON array of compile commands");
   for (const auto& e : entries) {
     const std::string file = e.value("file", "");
     const fs::path dir = e.value("directory", build_dir.string());

@@ -4,12 +4,15 @@
 #include <chrono>
 #include <cmath>
 #include <ctime>
-#include <fstream>
 #include <sstream>
+
+#include <sys/stat.h>
 
 #include <fmt/format.h>
 
+#include "harness/util/json_file.h"
 #include "harness/util/sha256.h"
+#include "harness/util/terminal_text.h"
 #include "harness/util/text_file.h"
 #include "harness/results/summary.h"
 #include "lina/error.h"
@@ -32,12 +35,24 @@ std::string now_utc() {
   return buf;
 }
 
-json read_json(const fs::path& p) {
-  try {
-    return json::parse(read_text_file(p));
-  } catch (const json::exception& e) {
-    bad(p.string(), p.string() + ": not valid JSON: " + e.what());
-  }
+json read_json(const fs::path& p) { return read_json_file(p); }
+
+// The most iterations one loop logs: far beyond any real loop, and the next number always fits an int.
+constexpr int kMaxIteration = 1000000;
+
+// --profile: an existing regular file (not a folder, FIFO or device) inside the repository the loop
+// lives in, so that a row can only cite, and hash, the project's own evidence.
+void check_evidence_path(const std::string& path, const fs::path& repo) {
+  struct stat st{};
+  if (::stat(path.c_str(), &st) != 0) bad("--profile", "argument `--profile`: '" + path + "' does not exist, expected a report file");
+  if (!S_ISREG(st.st_mode)) bad("--profile", "argument `--profile`: '" + path + "' is not a regular file, expected a report file");
+  if (repo.empty()) return;
+  std::error_code ec, repo_ec;
+  const fs::path abs = fs::canonical(path, ec), root = fs::canonical(repo, repo_ec);
+  const fs::path rel = abs.lexically_relative(root);
+  if (ec || repo_ec || rel.empty() || *rel.begin() == "..")
+    bad("--profile", "argument `--profile`: '" + path + "' is outside the repository " + repo.string() +
+                         ", expected a report file inside it (e.g. under profile/)");
 }
 
 std::optional<double> geomean(const std::vector<double>& v) {
@@ -168,7 +183,10 @@ json LoopEntry::to_json() const {
 
 LoopEntry LoopEntry::from_json(const json& j) {
   LoopEntry e;
-  e.iteration = j.at("iteration").get<int>();
+  const json& it = j.at("iteration");
+  if (!it.is_number_integer() || it.get<long long>() < 1 || it.get<long long>() > kMaxIteration)
+    bad("iteration", "key `iteration`: seen " + it.dump() + ", expected an integer in [1, " + std::to_string(kMaxIteration) + "]");
+  e.iteration = it.get<int>();
   e.time_utc = j.value("time_utc", "");
   e.direction = j.at("direction").get<std::string>();
   e.decision = j.at("decision").get<std::string>();
@@ -199,7 +217,7 @@ std::vector<LoopEntry> load_entries(const fs::path& dir) {
   std::vector<LoopEntry> out;
   try {
     for (const auto& e : j) out.push_back(LoopEntry::from_json(e));
-  } catch (const json::exception& e) {
+  } catch (const std::exception& e) {  // json::exception, or a value out of range
     bad(p.string(), p.string() + ": " + e.what());
   }
   return out;
@@ -325,6 +343,8 @@ std::string opt_log_row(const LoopEntry& e) {
 LoopEntry loop_log(const fs::path& dir, const LogRequest& req) {
   const LoopContract c = load_contract(dir);
   auto entries = load_entries(dir);
+  const fs::path repo_root = dir.parent_path().filename() == "profile" ? dir.parent_path().parent_path() : fs::path();
+  if (!req.profile.empty()) check_evidence_path(req.profile, repo_root);
   LoopEntry e = make_entry(c, entries, req, read_json(req.verify_json));
   // A row cites its files by path and sha256 (they stay where they are, usually under
   // benchmarks/results/): `lina loop status` then shows a file that is gone or no longer the same.
@@ -351,10 +371,11 @@ LoopEntry loop_log(const fs::path& dir, const LogRequest& req) {
   json all = json::array();
   for (const auto& p : entries) all.push_back(p.to_json());
   all.push_back(e.to_json());
-  write_text_file(dir / "log.json", all.dump(2) + "\n");
-  std::ofstream md(dir / "OPT_LOG.md", std::ios::app);
-  if (!md) bad(dir.string(), (dir / "OPT_LOG.md").string() + ": cannot be appended to");
-  md << opt_log_row(e);
+  // Both files are replaced whole (atomically): a log cut short by a crash or a full disk never
+  // replaces a readable one.
+  const std::string md = read_text_file(dir / "OPT_LOG.md") + opt_log_row(e);
+  write_file_atomically(dir / "log.json", all.dump(2) + "\n");
+  write_file_atomically(dir / "OPT_LOG.md", md);
   return e;
 }
 
@@ -473,7 +494,7 @@ std::string render_loop_status(const LoopContract& c, const LoopStatus& s) {
   };
   bar("promotion bar", s.promotion);
   bar("no-go bar", s.no_go);
-  return out;
+  return terminal_safe(out);
 }
 
 }  // namespace lina::harness

@@ -1,6 +1,7 @@
 #include "harness/util/git.h"
 
 #include "harness/util/subprocess.h"
+#include "harness/util/baseline_error.h"
 #include "harness/util/text_file.h"
 #include "lina/error.h"
 
@@ -37,8 +38,9 @@ std::string git_resolve_commit(const fs::path& repo, const std::string& ref, con
   using P = ResolvedRef::Problem;
   if (r.problem == P::empty || r.problem == P::option_like)
     throw Error(ErrorCode::invalid_argument, flag, flag + " `" + ref + "`: not a git ref");
+  if (r.problem == P::git_not_started) throw BaselineError(flag + " `" + ref + "`: cannot run git to resolve it: " + r.detail);
   if (r.problem != P::none)
-    throw Error(ErrorCode::invalid_argument, flag, flag + " `" + ref + "`: does not name a commit in " + repo.string());
+    throw BaselineError(flag + ": unknown git ref '" + ref + "' in " + repo.string() + " (git rev-parse found no commit)");
   return r.sha;
 }
 

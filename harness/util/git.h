@@ -14,11 +14,12 @@ struct ResolvedRef {
   std::string detail;  // git_not_started: why git could not be started
 };
 
-// Never throws; callers turn a problem into their own error (a usage error for `lina cmd`, a
-// baseline failure for `lina verify`).
+// Never throws; git_resolve_commit and the baseline builder turn a problem into an error.
 ResolvedRef resolve_commit(const std::filesystem::path& repo, const std::string& ref);
 
-// resolve_commit, with a problem thrown as lina::Error(invalid_argument) naming `flag`.
+// resolve_commit; an empty or option-like ref -> lina::Error(invalid_argument) naming `flag` (exit 2),
+// a ref that names no commit or git that cannot start -> BaselineError naming `flag` (exit 3, as for
+// every command that takes a ref).
 std::string git_resolve_commit(const std::filesystem::path& repo, const std::string& ref, const std::string& flag);
 
 // Top of the git work tree containing `start`, or lina::Error.

@@ -6,6 +6,7 @@
 #include <sstream>
 #include <vector>
 
+#include "harness/util/text_file.h"
 #include "lina/error.h"
 
 namespace lina::harness {
@@ -83,11 +84,11 @@ std::string npy_descr(DType t) {
 }
 
 HostTensor read_npy(const std::filesystem::path& file, const NpyReadOptions& opts) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(file, ec)) bad(file, "not found (or not a regular file)");
-  std::ifstream in(file, std::ios::binary);
-  if (!in) bad(file, "cannot be opened");
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Regular files only (a FIFO would block), up to kMaxNpyBytes.
+  return parse_npy(read_text_file(file, file.string(), kMaxNpyBytes), file, opts);
+}
+
+HostTensor parse_npy(const std::string& bytes, const std::filesystem::path& file, const NpyReadOptions& opts) {
   if (bytes.size() < 10 || std::memcmp(bytes.data(), "\x93NUMPY", 6) != 0) bad(file, "not an .npy file (bad magic)");
   const int major = static_cast<unsigned char>(bytes[6]);
   std::size_t header_len = 0, offset = 0;
@@ -156,14 +157,12 @@ void write_npy(const std::filesystem::path& file, const HostTensor& t) {
   header.append((64 - total % 64) % 64, ' ');
   header += '\n';
   if (header.size() > 65535) throw Error(ErrorCode::invalid_argument, file.string(), "npy header too long for " + file.string());
-  std::ofstream out(file, std::ios::binary | std::ios::trunc);
-  if (!out) throw Error(ErrorCode::invalid_argument, file.string(), "cannot write " + file.string());
-  out.write("\x93NUMPY\x01\x00", 8);
-  const char len[2] = {static_cast<char>(header.size() & 0xff), static_cast<char>(header.size() >> 8)};
-  out.write(len, 2);
-  out.write(header.data(), static_cast<std::streamsize>(header.size()));
-  out.write(static_cast<const char*>(t.data()), static_cast<std::streamsize>(t.nbytes()));
-  if (!out) throw Error(ErrorCode::invalid_argument, file.string(), "write failed for " + file.string());
+  std::string out("\x93NUMPY\x01\x00", 8);
+  out += static_cast<char>(header.size() & 0xff);
+  out += static_cast<char>(header.size() >> 8);
+  out += header;
+  out.append(static_cast<const char*>(t.data()), t.nbytes());
+  write_file_atomically(file, out);
 }
 
 }  // namespace lina::harness

@@ -4,10 +4,9 @@
 
 #include <array>
 #include <cstdint>
-#include <fstream>
-#include <sstream>
 #include <vector>
 
+#include "harness/util/text_file.h"
 #include "lina/error.h"
 
 namespace lina::harness {
@@ -59,11 +58,8 @@ std::string sha256_hex(const std::string& bytes) {
 }
 
 std::string sha256_file(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw Error(ErrorCode::invalid_argument, file.string(), "cannot read " + file.string() + " for hashing");
-  std::ostringstream s;
-  s << in.rdbuf();
-  return sha256_hex(s.str());
+  // Regular files only: a cited report replaced by a FIFO must not block `lina loop status`.
+  return sha256_hex(read_text_file(file, file.string(), kMaxEvidenceBytes));
 }
 
 }  // namespace lina::harness

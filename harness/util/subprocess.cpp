@@ -1,6 +1,7 @@
 #include "harness/util/subprocess.h"
 
 #include "harness/util/shell_quote.h"
+#include "lina/error.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -8,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -21,6 +23,40 @@ extern char** environ;
 namespace lina::harness {
 namespace fs = std::filesystem;
 namespace {
+
+// The process groups of the children being waited for, read by the signal handler (lock-free atomics
+// only: it may run at any point of run_process). One slot per concurrent run_process call.
+constexpr int kMaxLiveChildren = 64;
+std::atomic<pid_t> live_groups[kMaxLiveChildren];
+
+// Registers a child's process group for the lifetime of the wait.
+class LiveGroup {
+ public:
+  explicit LiveGroup(pid_t pgid) {
+    for (int i = 0; i < kMaxLiveChildren; ++i) {
+      pid_t empty = 0;
+      if (live_groups[i].compare_exchange_strong(empty, pgid)) {
+        slot_ = i;
+        return;
+      }
+    }
+  }
+  ~LiveGroup() {
+    if (slot_ >= 0) live_groups[slot_].store(0);
+  }
+  LiveGroup(const LiveGroup&) = delete;
+  LiveGroup& operator=(const LiveGroup&) = delete;
+
+ private:
+  int slot_ = -1;
+};
+
+extern "C" void kill_children_and_reraise(int sig) {
+  for (auto& g : live_groups)
+    if (const pid_t pgid = g.load(); pgid > 0) kill(-pgid, SIGKILL);
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
 
 std::string slurp(const fs::path& p) {
   std::ifstream f(p, std::ios::binary);
@@ -105,16 +141,25 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
     cwd = opts.cwd->string();
     posix_spawn_file_actions_addchdir_np(&fa, cwd.c_str());
   }
-  // Only a child that may be killed gets its own process group: otherwise it stays in ours and
-  // receives the terminal's Ctrl-C with us.
+  // Its own process group, killed as a whole at the timeout or when we are signalled (the terminal's
+  // Ctrl-C reaches our group only: forward_signals_to_children passes it on).
+  const std::chrono::milliseconds timeout = opts.timeout ? *opts.timeout : child_timeout(kDefaultTimeout);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
-  if (opts.timeout) {
-    posix_spawnattr_setpgroup(&attr, 0);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-  }
+  // A signal arriving between the spawn and the registration below would miss the child: hold them
+  // (the child starts with the mask we had before).
+  sigset_t forwarded, previous;
+  sigemptyset(&forwarded);
+  for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&forwarded, s);
+  pthread_sigmask(SIG_BLOCK, &forwarded, &previous);
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setsigmask(&attr, &previous);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK);
   pid_t pid = 0;
   const int rc = posix_spawnp(&pid, cargv[0], &fa, &attr, cargv.data(), envp.data());
+  std::optional<LiveGroup> live;
+  if (rc == 0) live.emplace(pid);
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&attr);
   if (rc != 0) {
@@ -123,7 +168,7 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
     return r;
   }
   int status = 0;
-  const bool reaped = opts.timeout ? wait_with_timeout(pid, *opts.timeout, status, r.timed_out) : wait_blocking(pid, status);
+  const bool reaped = wait_with_timeout(pid, timeout, status, r.timed_out);
   if (!reaped) {
     r.exit_code = 127;
     r.spawn_error = std::string("waitpid failed: ") + std::strerror(errno);
@@ -138,6 +183,30 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
     r.err = slurp(err_path);
   }
   return r;
+}
+
+std::chrono::milliseconds child_timeout(std::chrono::seconds fallback) {
+  const char* v = std::getenv("LINA_CHILD_TIMEOUT_S");
+  if (v == nullptr || *v == '\0') return fallback;
+  const std::string text(v);
+  // At most 9 digits: a billion seconds is beyond any build, and the product stays in range.
+  if (text.size() > 9 || text.find_first_not_of("0123456789") != std::string::npos || std::stoll(text) == 0)
+    throw Error(ErrorCode::invalid_argument, "LINA_CHILD_TIMEOUT_S",
+                "environment variable `LINA_CHILD_TIMEOUT_S`: seen '" + text + "', expected a whole number of seconds in [1, 999999999]");
+  return std::chrono::seconds(std::stoll(text));
+}
+
+std::string timeout_message(const ProcessOptions& opts) {
+  const auto t = opts.timeout ? *opts.timeout : child_timeout(kDefaultTimeout);
+  return "timed out after " + std::to_string(std::chrono::duration_cast<std::chrono::seconds>(t).count()) +
+         " s and was killed (LINA_CHILD_TIMEOUT_S changes the limit)";
+}
+
+void forward_signals_to_children() {
+  struct sigaction sa{};
+  sa.sa_handler = kill_children_and_reraise;
+  sigemptyset(&sa.sa_mask);
+  for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaction(s, &sa, nullptr);
 }
 
 std::string quote_argv(const std::vector<std::string>& argv) { return shell_join(argv); }

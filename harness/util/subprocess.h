@@ -1,6 +1,8 @@
 // The one way the harness runs a child process: an argv vector (posix_spawn, no shell, so no quoting
 // or injection hazards), stdout/stderr captured, optional extra environment variables, a cwd and a
-// timeout after which the child's whole process group is killed.
+// timeout after which the child's whole process group is killed. Every child leads its own process
+// group; forward_signals_to_children() makes SIGINT / SIGTERM / SIGHUP of the caller kill those
+// groups too, so that a killed `lina verify` leaves no cmake, ninja or gate behind.
 #pragma once
 #include <chrono>
 #include <filesystem>
@@ -28,10 +30,24 @@ struct ProcessOptions {
   std::optional<std::filesystem::path> cwd;          // working directory of the child
   std::optional<std::filesystem::path> log_file;     // stdout+stderr appended here instead of captured
   bool inherit_output = false;                       // child writes to our terminal (nothing captured)
-  // Absent: wait as long as the child runs. Present: the child runs in its own process group, which is
-  // killed when the time runs out, so that its own children cannot outlive it.
+  // The child's process group is killed (SIGKILL) when the time runs out, so that its own children
+  // cannot outlive it. Absent: child_timeout(kDefaultTimeout).
   std::optional<std::chrono::milliseconds> timeout;
 };
+
+// Time limits of the children the harness starts (docs/environment.md). LINA_CHILD_TIMEOUT_S, a
+// whole number of seconds > 0, replaces every one of them.
+inline constexpr std::chrono::seconds kQuickTimeout{600};         // git, `--version`, listing a gate
+inline constexpr std::chrono::seconds kDefaultTimeout{4 * 3600};  // a gate suite, a `lina run`, ncu
+inline constexpr std::chrono::seconds kBuildTimeout{8 * 3600};    // configuring or building a baseline
+// `fallback`, or LINA_CHILD_TIMEOUT_S when it is set; lina::Error naming it when it is not a count of seconds.
+std::chrono::milliseconds child_timeout(std::chrono::seconds fallback);
+// "timed out after N s (LINA_CHILD_TIMEOUT_S changes the limit)", for messages.
+std::string timeout_message(const ProcessOptions& opts);
+
+// Installs handlers of SIGINT, SIGTERM and SIGHUP that kill the process group of every child
+// run_process is waiting for, then end this process by the same signal. Called once by `lina`'s main.
+void forward_signals_to_children();
 
 // argv[0] is looked up on PATH when it has no '/'.
 ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOptions& opts = {});

@@ -5,31 +5,34 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "harness/util/git.h"
+#include "harness/util/json_file.h"
 #include "harness/util/sha256.h"
 #include "harness/util/subprocess.h"
 #include "harness/util/text_file.h"
+#include "lina/error.h"
 
 namespace lina::harness {
 namespace fs = std::filesystem;
 namespace {
 
-std::string read_file(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
+// The file's text, or "" when it cannot be read (a tree without the file).
+std::string read_file_or_empty(const fs::path& p) {
+  try {
+    return read_text_file(p);
+  } catch (const Error&) {
+    return "";
+  }
 }
 
-// flock on <dir>.lock: two verifies building the same baseline wait for each other.
+// flock on <dir>.lock: two verifies building the same baseline wait for each other. O_CLOEXEC: the
+// build's children must not inherit the lock, or a killed verify's orphans would hold it.
 class DirLock {
  public:
   explicit DirLock(const fs::path& p) {
-    fd_ = ::open(p.c_str(), O_CREAT | O_RDWR, 0644);
+    fd_ = ::open(p.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
     if (fd_ >= 0) ::flock(fd_, LOCK_EX);
   }
   ~DirLock() {
@@ -107,7 +110,7 @@ Baseline prepare_baseline(const BaselineOptions& opts) {
 
   if (fs::is_regular_file(stamp) && fs::is_regular_file(b.lina_exe)) {
     try {
-      const auto j = nlohmann::json::parse(read_file(stamp));
+      const auto j = read_json_file(stamp);
       if (j.value("sha", "") == b.sha && j.value("key", "") == b.key) {
         b.reused = true;
         return b;
@@ -129,7 +132,7 @@ Baseline prepare_baseline(const BaselineOptions& opts) {
   fs::remove(tar, ec);
   if (!r.spawned || r.exit_code != 0) throw BaselineError("unpacking the export of " + b.sha + " failed: " + trim_trailing_space(r.err) + r.spawn_error);
 
-  const std::string cml = read_file(src / "CMakeLists.txt");
+  const std::string cml = read_file_or_empty(src / "CMakeLists.txt");
   if (cml.find("project(lina") == std::string::npos || !fs::is_directory(src / "cli"))
     throw BaselineError("--base " + opts.ref + " (" + b.sha.substr(0, 12) + ") predates lina: its tree has no " +
                         (cml.empty() ? "CMakeLists.txt" : cml.find("project(lina") == std::string::npos ? "project(lina) in CMakeLists.txt" : "cli/") +
@@ -146,14 +149,16 @@ Baseline prepare_baseline(const BaselineOptions& opts) {
   for (const auto& a : opts.cmake_args) configure.push_back(a);
   ProcessOptions po;
   po.log_file = b.log;
-  fs::remove(b.log, ec);
-  {
-    std::ofstream l(b.log);
-    l << "# baseline " << opts.ref << " = " << b.sha << "\n# " << quote_argv(configure) << "\n";
+  po.timeout = child_timeout(kBuildTimeout);
+  try {
+    write_file_atomically(b.log, "# baseline " + opts.ref + " = " + b.sha + "\n# " + quote_argv(configure) + "\n");
+  } catch (const Error& e) {
+    throw BaselineError(std::string("cannot write the baseline's build log: ") + e.what());
   }
+  const auto why = [&](const ProcessResult& p) { return p.timed_out ? " (" + timeout_message(po) + ")" : std::string(); };
   r = run_process(configure, po);
   if (!r.spawned || r.exit_code != 0)
-    throw BaselineError("configuring the baseline " + opts.ref + " (" + b.sha.substr(0, 12) + ") failed; log: " + b.log.string());
+    throw BaselineError("configuring the baseline " + opts.ref + " (" + b.sha.substr(0, 12) + ") failed" + why(r) + "; log: " + b.log.string());
   std::vector<std::string> build = {"cmake", "--build", (b.dir / "build").string(), "--target", "lina"};
   if (opts.jobs > 0) {
     build.push_back("-j");
@@ -161,10 +166,14 @@ Baseline prepare_baseline(const BaselineOptions& opts) {
   }
   r = run_process(build, po);
   if (!r.spawned || r.exit_code != 0 || !fs::is_regular_file(b.lina_exe))
-    throw BaselineError("building the baseline " + opts.ref + " (" + b.sha.substr(0, 12) + ") failed; log: " + b.log.string());
+    throw BaselineError("building the baseline " + opts.ref + " (" + b.sha.substr(0, 12) + ") failed" + why(r) + "; log: " + b.log.string());
 
   nlohmann::json j = {{"sha", b.sha}, {"key", b.key}, {"ref", opts.ref}, {"cmake_args", opts.cmake_args}, {"lina", b.lina_exe.string()}};
-  std::ofstream(stamp) << j.dump(2) << "\n";
+  try {
+    write_file_atomically(stamp, j.dump(2) + "\n");
+  } catch (const Error& e) {
+    throw BaselineError(std::string("cannot stamp the built baseline: ") + e.what());
+  }
   return b;
 }
 

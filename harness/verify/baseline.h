@@ -1,6 +1,7 @@
 // A git ref as a baseline: resolved to a SHA, exported (never checked out in the user's tree),
 // built out of tree into a cache keyed by SHA + toolchain, and reused while the key holds.
 #pragma once
+#include "harness/util/baseline_error.h"
 #include <filesystem>
 #include <stdexcept>
 #include <string>
@@ -8,12 +9,6 @@
 
 namespace lina::harness {
 
-// The baseline could not be resolved, exported, built or run, or its results cannot be proven to be
-// that SHA's. The CLI maps it to exit code 3.
-class BaselineError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
 
 // `git rev-parse --verify REF^{commit}` in `repo`; unknown ref -> BaselineError.
 std::string resolve_ref(const std::filesystem::path& repo, const std::string& ref);

@@ -13,7 +13,9 @@
 
 #include "harness/engine/registry.h"
 #include "harness/verify/accuracy.h"
+#include "harness/util/json_file.h"
 #include "harness/util/npy.h"
+#include "harness/util/text_file.h"
 #include "harness/verify/tolerances.h"
 #include "lina/lina.h"
 
@@ -100,12 +102,7 @@ int run_check(const CheckOptions& o, std::ostream& out) {
   json k = json::object();
   const fs::path kwf = o.inputs / "kwargs.json";
   if (fs::exists(kwf)) {
-    std::ifstream f(kwf);
-    try {
-      k = json::parse(f);
-    } catch (const std::exception& e) {
-      bad("kwargs.json", "file " + kwf.string() + " is not valid JSON: " + e.what());
-    }
+    k = read_json_file(kwf, "kwargs.json");
     if (!k.is_object()) bad("kwargs.json", "file " + kwf.string() + " must hold a JSON object");
     static const std::set<std::string> known = {"scale", "use_qk_l2norm_in_kernel", "use_beta_sigmoid_in_kernel", "allow_neg_eigval",
                                                 "use_gate_in_kernel", "lower_bound", "safe_gate", "output_final_state", "bf16"};
@@ -322,7 +319,7 @@ int run_check(const CheckOptions& o, std::ostream& out) {
       dtypes[s.file] = std::string(dtype_name(s.lina.dtype()));
     }
     // bfloat16 is written as '<u2' bits; this file says which outputs hold bfloat16.
-    std::ofstream(*o.out / "dtypes.json") << dtypes.dump(2) << "\n";
+    write_file_atomically(*o.out / "dtypes.json", dtypes.dump(2) + "\n", "--out");
     out << "outputs written to " << o.out->string() << "\n";
   }
   out << (all ? "check: pass\n" : "check: FAIL\n");

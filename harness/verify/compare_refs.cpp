@@ -9,7 +9,9 @@
 
 #include "harness/verify/baseline.h"
 #include "harness/verify/compare.h"
+#include "harness/util/json_file.h"
 #include "harness/util/subprocess.h"
+#include "harness/util/terminal_text.h"
 #include "harness/util/text_file.h"
 #include "harness/engine/stats.h"
 #include "harness/results/summary.h"
@@ -210,21 +212,25 @@ json run_compare(const CompareSide& base, const CompareSide& head, const Compare
       const fs::path out = workdir / fmt::format("{}_round{}.json", side.name, round);
       fs::remove(out, ec);
       const auto argv = lina_run_argv(side.binary.string(), opt.ops, opt.modes, opt.shapes, out.string(), opt.seed);
-      auto r = run_process(argv);
+      ProcessOptions po;
+      po.timeout = child_timeout(kDefaultTimeout);
+      auto r = run_process(argv, po);
       if (r.exit_code != 0) {
-        const std::string err = r.err_or_spawn_error();
+        const std::string err = r.timed_out ? timeout_message(po) : r.err_or_spawn_error();
         const std::string tail = err.size() > 2000 ? err.substr(err.size() - 2000) : err;
         throw CompareSideError(fmt::format("{} ({}): `{} run` exited {} in round {}:\n{}", side.name, side.binary.string(),
                                            side.binary.string(), r.exit_code, round, tail));
       }
+      // A side's broken output is that side's failure (exit 3), whatever is wrong with it.
       json doc;
+      std::string sha;
       try {
-        doc = json::parse(read_text_file(out));
+        doc = read_json_file(out);
+        const SummaryFile f = parse_summary_file(doc, out);  // validates the contract; names file and key
+        sha = f.head_sha;
       } catch (const std::exception& e) {
         throw CompareSideError(fmt::format("{}: {} did not write a readable result: {}", side.name, out.string(), e.what()));
       }
-      parse_summary_file(doc, out);  // validates the contract; names file and key on failure
-      const std::string sha = doc["tool"].value("git_sha", "");
       // A side must be provably the commit it claims to be.
       if (!side.sha.empty() && sha != side.sha) {
         throw CompareSideError(fmt::format("{}: {} reports git_sha `{}`, expected {} ({}); refusing the comparison",
@@ -268,7 +274,7 @@ std::string render_compare_text(const json& doc, double threshold_pct) {
   out += fmt::format("geomean speedup {} over {} paired cells (threshold {}%)\n", g ? fmt::format("{:.3f}x", *g) : "-",
                      std::count_if(f.comparisons.begin(), f.comparisons.end(), [](const auto& c) { return c.speedup.has_value(); }),
                      threshold_pct);
-  return out;
+  return terminal_safe(out);
 }
 
 }  // namespace lina::harness

@@ -2,6 +2,7 @@
 // rows matched on op, mode and every shape key, speedups with a bootstrap 95 % interval, and a
 // lina.bench/1 document of kind "compare".
 #pragma once
+#include "harness/util/baseline_error.h"
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -39,8 +40,8 @@ nlohmann::json compare_documents(const std::vector<nlohmann::json>& base_runs, c
                                  const CompareSide& base, const CompareSide& head, const CompareOptions& opt);
 
 // Thrown when a side cannot be built, run, or proven to be its SHA (CLI exit 3).
-struct CompareSideError : std::runtime_error {
-  using std::runtime_error::runtime_error;
+struct CompareSideError : BaselineError {
+  using BaselineError::BaselineError;
 };
 
 // The lina binary of `ref`, built in its own cache tree by harness/verify/baseline; CompareSideError

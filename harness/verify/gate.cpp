@@ -6,7 +6,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "harness/util/json_file.h"
 #include "harness/util/subprocess.h"
+#include "harness/util/text_file.h"
 #include "lina/error.h"
 
 namespace lina::harness {
@@ -34,6 +36,7 @@ struct Parser {
   std::vector<std::string> toks;
   std::size_t i = 0;
   std::string text;
+  int depth = 0;  // open parentheses and `not`s: each is one level of recursion here and in eval
 
   [[noreturn]] void fail(const std::string& what) const {
     throw_invalid("--gate-k", "'" + text + "' (" + what + ")",
@@ -64,12 +67,17 @@ struct Parser {
     }
     return left;
   }
+  void enter() {
+    if (++depth > KeywordExpr::kMaxDepth) fail("nested deeper than " + std::to_string(KeywordExpr::kMaxDepth) + " levels");
+  }
   NodeP parse_not() {
     if (at("not")) {
       ++i;
+      enter();
       auto n = std::make_shared<KeywordExpr::Node>();
       n->kind = KeywordExpr::Node::op_not;
       n->a = parse_not();
+      --depth;
       return n;
     }
     return parse_atom();
@@ -78,9 +86,11 @@ struct Parser {
     if (i >= toks.size()) fail("ends where a word was expected");
     if (at("(")) {
       ++i;
+      enter();
       NodeP n = parse_or();
       if (!at(")")) fail("missing ')'");
       ++i;
+      --depth;
       return n;
     }
     if (at(")") || at("and") || at("or")) fail("unexpected '" + toks[i] + "'");
@@ -96,7 +106,10 @@ std::string tail(const std::string& s, std::size_t n) { return s.size() <= n ? s
 
 KeywordExpr KeywordExpr::parse(const std::string& text) {
   Parser p;
-  p.text = text;
+  p.text = text.size() > 80 ? text.substr(0, 80) + "..." : text;
+  // A long chain of `or`s builds a tree as deep as it is long (eval and the destructor recurse).
+  if (text.size() > kMaxLength)
+    p.fail(std::to_string(text.size()) + " characters, longer than " + std::to_string(kMaxLength));
   std::string cur;
   auto flush = [&] {
     if (!cur.empty()) p.toks.push_back(cur);
@@ -157,9 +170,9 @@ GateResult parse_gtest_json(const std::string& json_text) {
   GateResult r;
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(json_text);
-  } catch (const std::exception& e) {
-    r.problem = std::string("the gate's JSON report is not valid JSON: ") + e.what();
+    j = parse_json_text(json_text, "the gate's JSON report", "gate");
+  } catch (const Error& e) {
+    r.problem = e.what();
     return r;
   }
   if (!j.contains("testsuites") || !j["testsuites"].is_array()) {
@@ -216,7 +229,9 @@ GateStatus classify_gate(const GateResult& r) {
 
 GateResult run_gate(const GateRunOptions& opts) {
   const std::string exe = opts.executable.string();
-  ProcessResult list = run_process({exe, "--gtest_list_tests"});
+  ProcessOptions list_opts;
+  list_opts.timeout = child_timeout(kQuickTimeout);
+  ProcessResult list = run_process({exe, "--gtest_list_tests"}, list_opts);
   if (!list.spawned || list.exit_code != 0)
     throw Error(ErrorCode::invalid_argument, "gate",
                 "cannot list the gate suite " + exe + ": " +
@@ -263,22 +278,25 @@ GateResult run_gate(const GateRunOptions& opts) {
   po.env = opts.env;
   po.log_file = log;
   const ProcessResult pr = run_process(argv, po);
-  std::ifstream lf(log);
-  std::stringstream ls;
-  ls << lf.rdbuf();
-
-  std::ifstream rf(report);
-  if (rf) {
-    std::stringstream rs;
-    rs << rf.rdbuf();
-    r = parse_gtest_json(rs.str());
+  const auto read_or_empty = [](const std::filesystem::path& p) {
+    try {
+      return read_text_file(p);
+    } catch (const Error&) {
+      return std::string();
+    }
+  };
+  const std::string gate_output = read_or_empty(log);
+  if (pr.timed_out) {
+    r.problem = "the gate " + timeout_message(po);
+  } else if (std::filesystem::exists(report)) {
+    r = parse_gtest_json(read_or_empty(report));
   } else {
     r.problem = "the gate wrote no JSON report (it crashed or was killed)";
   }
   r.suite = exe;
   r.filter = opts.k_expr;
   r.exit_code = pr.spawned ? pr.exit_code : -1;
-  r.output_tail = tail(ls.str(), 4000);
+  r.output_tail = tail(gate_output, 4000);
   if (opts.log_dir) r.log_path = log.string();
   if (!pr.spawned && r.problem.empty()) r.problem = pr.spawn_error;
   if (r.problem.empty() && r.selected < static_cast<int>(chosen.size()))

@@ -15,7 +15,11 @@ namespace lina::harness {
 // A word matches when it is a case-sensitive substring of the full test name ("Suite.Test").
 class KeywordExpr {
  public:
-  // Throws lina::Error (invalid_argument, argument "--gate-k") on a syntax error.
+  // Longest expression and deepest nesting (parentheses and `not`) taken: far beyond a real filter,
+  // short of exhausting the stack of the recursive parser and matcher.
+  static constexpr std::size_t kMaxLength = 4096;
+  static constexpr int kMaxDepth = 64;
+  // Throws lina::Error (invalid_argument, argument "--gate-k") on a syntax error or past those limits.
   static KeywordExpr parse(const std::string& text);
   bool matches(const std::string& test_name) const;
   const std::string& text() const { return text_; }

@@ -12,7 +12,9 @@
 #include "harness/verify/baseline.h"
 #include "harness/verify/frozen.h"
 #include "harness/engine/registry.h"
+#include "harness/util/json_file.h"
 #include "harness/util/subprocess.h"
+#include "harness/util/text_file.h"
 #include "lina/build_info.h"
 #include "lina/error.h"
 #include "lina/version.h"
@@ -24,13 +26,6 @@ using nlohmann::json;
 namespace {
 
 std::string tail(const std::string& s, std::size_t n) { return s.size() <= n ? s : "..." + s.substr(s.size() - n); }
-
-std::string read_text(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
 
 double percentile(std::vector<double> v, double p) {
   if (v.empty()) return NAN;
@@ -142,6 +137,12 @@ VerifyOutcome verify(const VerifyOptions& o, std::ostream& out) {
   VerifyOutcome res;
   if (!lookup_op(o.op)) throw_invalid("--op", "'" + o.op + "'", op_name_list(" or "));
   if (o.rounds < 1) throw_invalid("--rounds", std::to_string(o.rounds), "at least 1");
+  // Every argument is checked here, before the gate, the baseline build and the rounds (minutes).
+  for (const auto& m : o.modes) parse_mode(m);
+  if (!o.shapes.empty()) resolve_shapes(o.shapes, o.seed);
+  if (!o.gate_k.empty()) KeywordExpr::parse(o.gate_k);
+  if (o.json) check_output_path(*o.json, "--json");
+  if (o.base && o.base->empty()) throw_invalid("--base", "''", "a git ref (leave --base out to verify without a baseline)");
   if (o.backend == "cuda" && cuda_device_count() == 0) {
     out << "lina verify: --backend cuda needs an NVIDIA GPU, and " << (cuda_backend_compiled() ? "none is visible" : "this build has no CUDA backend")
         << "; use --backend cpu\n";
@@ -162,13 +163,19 @@ VerifyOutcome verify(const VerifyOptions& o, std::ostream& out) {
   auto finish = [&](int code) {
     res.exit_code = code;
     res.json = doc;
-    if (o.json) {
-      std::ofstream f(*o.json);
-      if (!f) throw Error(ErrorCode::invalid_argument, "--json", "cannot write " + o.json->string());
-      f << doc.dump(2) << "\n";
-    }
+    if (o.json) write_file_atomically(*o.json, doc.dump(2) + "\n", "--json");
     return res;
   };
+  // An unknown ref is found before the gate runs, not after it.
+  std::string base_sha;
+  if (o.base && !o.baseline_exe) {
+    try {
+      base_sha = resolve_ref(o.repo, *o.base);
+    } catch (const BaselineError& e) {
+      out << "lina verify: baseline refused: " << e.what() << "\n";
+      return finish(kVerifyBaselineFailed);
+    }
+  }
 
   // 1. Gate.
   GateResult gate;
@@ -255,10 +262,13 @@ VerifyOutcome verify(const VerifyOptions& o, std::ostream& out) {
     for (Side* s : order) {
       const fs::path jf = tmp.path() / fmt::format("{}-{}.json", s->name, r);
       out << fmt::format("round {}/{}: {} ...\n", r + 1, o.rounds, s->name) << std::flush;
-      const ProcessResult pr = run_process(run_args(s->exe, jf));
+      ProcessOptions po;
+      po.timeout = child_timeout(kDefaultTimeout);
+      const ProcessResult pr = run_process(run_args(s->exe, jf), po);
       const bool is_base = s == &bside;
       if (!pr.spawned || pr.exit_code != 0) {
-        out << "lina verify: the " << s->name << "'s `lina run` " << (pr.spawned ? "exited with code " + std::to_string(pr.exit_code) : pr.spawn_error)
+        out << "lina verify: the " << s->name << "'s `lina run` "
+            << (pr.timed_out ? timeout_message(po) : pr.spawned ? "exited with code " + std::to_string(pr.exit_code) : pr.spawn_error)
             << "\n" << tail(pr.err, 3000) << "\n";
         if (is_base) return finish(kVerifyBaselineFailed);
         return finish(pr.spawned && pr.exit_code == kVerifyUsage ? kVerifyUsage : 1);
@@ -406,9 +416,9 @@ VerifyOutcome verify(const VerifyOptions& o, std::ostream& out) {
   json contract;
   if (fs::is_regular_file(pdir / "contract.json")) {
     try {
-      contract = json::parse(read_text(pdir / "contract.json"));
-    } catch (const std::exception& e) {
-      reason(false, (pdir / "contract.json").string() + " is not valid JSON: " + e.what());
+      contract = read_json_file(pdir / "contract.json");
+    } catch (const Error& e) {
+      reason(false, e.what());
     }
   }
   std::string profile;

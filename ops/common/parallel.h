@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <exception>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -42,7 +43,12 @@ void parallel_for(std::int64_t n, int threads, Fn&& fn) {
   };
   std::vector<std::thread> pool;
   pool.reserve(static_cast<std::size_t>(workers - 1));
-  for (int w = 1; w < workers; ++w) pool.emplace_back(work);
+  // A thread the system refuses (resource limits, a huge count) is not an error: the threads already
+  // started and this one share the remaining work, dynamic scheduling needs no fixed worker count.
+  try {
+    for (int w = 1; w < workers; ++w) pool.emplace_back(work);
+  } catch (const std::system_error&) {
+  }
   work();
   for (auto& t : pool) t.join();
   if (error) std::rethrow_exception(error);

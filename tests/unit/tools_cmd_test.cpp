@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "harness/tools/cmd_builder.h"
+#include "harness/util/baseline_error.h"
 #include "harness/util/subprocess.h"
 #include "harness/util/shell_quote.h"
 #include "lina/build_info.h"
@@ -88,8 +89,8 @@ TEST(ToolsCmd, BaseRefIsResolvedToSha) {
   r.action = "verify";
   EXPECT_THROW(build_command_argv(r, "lina", repo), Error);  // verify takes one real op
   r.ops = {"chunk_gla"};
-  r.base = "no-such-ref-xyz";
-  EXPECT_THROW(build_command_argv(r, "lina", repo), Error);
+  r.base = "no-such-ref-xyz";  // a ref that names no commit: a baseline that cannot be resolved (exit 3)
+  EXPECT_THROW(build_command_argv(r, "lina", repo), BaselineError);
   r.base = "--output=/etc/passwd";  // would be an option to git
   EXPECT_THROW(build_command_argv(r, "lina", repo), Error);
 }

@@ -225,8 +225,8 @@ TEST(ToolsCompare, CliExitCodeOnRegression) {
   auto reg = run_process(args);
   EXPECT_EQ(reg.exit_code, 5) << reg.err;
   auto bad_ref = run_process({lina.string(), "compare", "--repo", repo, "--base", "no-such-ref", "--base-binary", bb, "--op", "chunk_kda"});
-  EXPECT_EQ(bad_ref.exit_code, 2);
-  EXPECT_NE(bad_ref.err.find("--base `no-such-ref`"), std::string::npos) << bad_ref.err;
+  EXPECT_EQ(bad_ref.exit_code, 3);  // as in verify: a --base that cannot be resolved
+  EXPECT_NE(bad_ref.err.find("--base: unknown git ref 'no-such-ref'"), std::string::npos) << bad_ref.err;
 }
 
 }  // namespace
