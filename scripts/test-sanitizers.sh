@@ -34,7 +34,8 @@ for target in npy_reader result_file_reader gate_k_parser shape_parser; do
   if ! "$build/tests/fuzz/lina_fuzz_$target" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 \
       -print_final_stats=1 -artifact_prefix="$work/$target-" "$work/$target" "tests/fuzz/corpus/$target" >"$work/$target.log" 2>&1; then
     tail -n 60 "$work/$target.log"
-    for a in "$work/$target-"*; do [ -f "$a" ] && { echo "crashing input $a:"; od -c "$a" | head -n 20; }; done
+    # the input's first lines (head closes the pipe early: that is not the failure being reported)
+    for a in "$work/$target-"*; do [ -f "$a" ] && { echo "crashing input $a:"; od -c "$a" | head -n 20 || true; }; done
     exit 1
   fi
   grep -E "^(Done|stat::number_of_executed_units)" "$work/$target.log" || tail -n 3 "$work/$target.log"

@@ -331,7 +331,10 @@ RunFile read_run_file(const fs::path& file) {
 
 RunFile parse_run_file(const json& j, const fs::path& file) {
   if (!j.is_object()) bad_file(file, "(top level)", "is not an object");
-  if (j.value("schema", "") != kSchema) bad_file(file, "schema", "is '" + j.value("schema", std::string("(absent)")) + "', expected '" + kSchema + "'");
+  // value() would throw nlohmann's type_error for a "schema" that is not a string: check the type first
+  if (!j.contains("schema") || !j["schema"].is_string() || j["schema"] != kSchema)
+    bad_file(file, "schema", "is " + (j.contains("schema") ? j["schema"].dump() : std::string("(absent)")) +
+                                 ", expected '" + kSchema + "'");
   RunFile f;
   f.tool = j.value("tool", json::object());
   f.machine = j.value("machine", json::object());
