@@ -120,6 +120,14 @@ void run_on(const Tensor& q, Str variant, F&& f) {
 
 // ---- chunk_gla ----------------------------------------------------------------------------------------
 
+// chunk_gla's arguments as lina's views, for the forward, the backward and the reference.
+lina::ChunkGlaArgs gla_args(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                            std::optional<double> scale, const OptTensor& h0, const OptTensor& cu,
+                            const OptTensor& cu_cpu) {
+  return {view_of(q, "q"), view_of(k, "k"), view_of(v, "v"), view_of(g, "g"), scale,
+          view_of(h0, "initial_state"), view_of(cu, "cu_seqlens"), view_of(cu_cpu, "cu_seqlens_cpu")};
+}
+
 std::tuple<Tensor, Tensor> gla_fwd_outputs(const Tensor& q, const Tensor& v, bool output_final_state,
                                            const OptTensor& cu_seqlens) {
   translate_errors([&] {
@@ -141,9 +149,7 @@ std::tuple<Tensor, Tensor> chunk_gla_fwd(const Tensor& q_, const Tensor& k_, con
   const OptTensor h0 = dense(h0_), cu = dense(cu_), cu_cpu = dense(cu_cpu_);
   auto [o, ht] = gla_fwd_outputs(q, v, output_final_state, cu);
   run_on(q, variant, [&](const lina::ExecOptions& opts) {
-    const lina::ChunkGlaArgs args{view_of(q, "q"), view_of(k, "k"), view_of(v, "v"), view_of(g, "g"), scale,
-                                  view_of(h0, "initial_state"), view_of(cu, "cu_seqlens"),
-                                  view_of(cu_cpu, "cu_seqlens_cpu")};
+    const lina::ChunkGlaArgs args = gla_args(q, k, v, g, scale, h0, cu, cu_cpu);
     std::optional<lina::TensorView> final_state;
     if (output_final_state) final_state = view_of(ht, "final_state");
     lina::chunk_gla_forward(args, {view_of(o, "o"), final_state},
@@ -169,9 +175,7 @@ GlaGrads chunk_gla_bwd(const Tensor& q_, const Tensor& k_, const Tensor& v_, con
   GlaGrads out = gla_grad_outputs(q, k, v, g, h0);
   auto& [dq, dk, dv, dg, dh0] = out;
   run_on(q, variant, [&](const lina::ExecOptions& opts) {
-    const lina::ChunkGlaArgs args{view_of(q, "q"), view_of(k, "k"), view_of(v, "v"), view_of(g, "g"), scale,
-                                  view_of(h0, "initial_state"), view_of(cu, "cu_seqlens"),
-                                  view_of(cu_cpu, "cu_seqlens_cpu")};
+    const lina::ChunkGlaArgs args = gla_args(q, k, v, g, scale, h0, cu, cu_cpu);
     std::optional<lina::TensorView> d_h0;
     if (h0.has_value()) d_h0 = view_of(dh0, "dh0");
     lina::chunk_gla_backward(args, {view_of(d_o, "do"), view_of(dht, "dht")},
@@ -381,8 +385,7 @@ std::tuple<Tensor, Tensor> chunk_gla_reference(const Tensor& q_, const Tensor& k
   const Tensor q = dense(q_), k = dense(k_), v = dense(v_), g = dense(g_);
   const OptTensor h0 = dense(h0_), cu = dense(cu_), cu_cpu = dense(cu_cpu_);
   auto [o, ht] = reference_outputs(q, v, q.size(2), output_final_state, cu);
-  const lina::ChunkGlaArgs a{view_of(q, "q"), view_of(k, "k"), view_of(v, "v"), view_of(g, "g"), scale,
-                             view_of(h0, "initial_state"), view_of(cu, "cu_seqlens"), view_of(cu_cpu, "cu_seqlens_cpu")};
+  const lina::ChunkGlaArgs a = gla_args(q, k, v, g, scale, h0, cu, cu_cpu);
   run_reference(q, a, o, ht, output_final_state,
                 [](const auto& a, const auto& out, void* st) { lina::gpu_reference::chunk_gla_forward(a, out, st); },
                 [](const auto& a, const auto& out) { lina::reference::chunk_gla_forward(a, out); });
