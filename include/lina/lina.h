@@ -4,6 +4,7 @@
 #include "lina/chunk_gla.h"
 #include "lina/dtype.h"
 #include "lina/error.h"
+#include "lina/fused_recurrent.h"
 #include "lina/gpu_reference.h"
 #include "lina/ops.h"
 #include "lina/tensor.h"
