@@ -7,8 +7,8 @@
 //
 // Dense state (no state_indices):
 //   initial_state [N,HV,K,V] f32, absent = zero; final_state (AttentionOutputs) [N,HV,K,V] f32, written
-//   after each sequence's last token when given. final_state may be the same memory as initial_state:
-//   the state is then updated in place.
+//   after each sequence's last token when given. inplace_final_state = true writes it into initial_state
+//   instead (final_state must then be absent).
 //
 // Continuous batching (state_indices given; vLLM's and FLA's ssm_state_indices):
 //   initial_state is required and is a state pool [S,HV,K,V] f32; state_indices on q's device, int32

@@ -6,10 +6,10 @@
 
 #include "lina/error.h"
 #include "ops/common/host_io.h"
+#include "ops/common/checks.h"
 #include "ops/common/problem.h"
 
 namespace lina::detail {
-namespace {
 
 std::string device_str(const TensorView& t) {
   return t.device == Device::cpu ? "cpu" : "cuda:" + std::to_string(t.device_index);
@@ -46,6 +46,8 @@ void require_float_out(const std::string& name, const TensorView& t, DType exact
   if (rule == OutputDTypes::exact) require_dtype(name, t, {exact});
   else require_dtype(name, t, {DType::f32, DType::f64});
 }
+
+namespace {
 
 // Reads and checks cu_seqlens; fills p.sequences for both the dense and the varlen case.
 void set_sequences(Problem& p, const std::optional<TensorView>& cu, const std::optional<TensorView>& cu_cpu) {

@@ -48,12 +48,12 @@ struct DecodeCall {
   GateForm gate = GateForm::log_decay;
   const float* A_log = nullptr;    // [HV]
   const float* dt_bias = nullptr;  // KDA [HV*K], GDN [HV]
-  float lower_bound = 0.f;
+  double lower_bound = 0.0;  // double so that the fp64 reference sees the caller's value
 
   bool l2norm = false;        // q, k <- x / sqrt(sum x^2 + 1e-6), in fp32
   bool beta_sigmoid = false;  // beta <- sigmoid(beta) * beta_scale
   float beta_scale = 1.f;     // 2 with allow_neg_eigval
-  float scale = 1.f;
+  double scale = 1.0;        // (kernels round both to f32)
   bool reverse = false;       // GLA: tokens last to first
 
   // Output o [R,HV,V] in qkv_dtype (host references: o_dtype may be f32 / f64).
