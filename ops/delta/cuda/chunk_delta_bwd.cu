@@ -28,6 +28,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "lina/chunk_delta.h"
 #include "lina/error.h"
@@ -35,6 +36,7 @@
 #include "ops/common/cuda/launch_setup.h"
 #include "ops/common/cuda/workspace.h"
 #include "ops/common/problem.h"
+#include "ops/common/scratch_plan.h"
 #include "ops/delta/cuda/bwd/chunk_image.cuh"
 #include "ops/delta/cuda/bwd/chunk_prep.cuh"
 #include "ops/delta/cuda/bwd/gate_kernels.cuh"
@@ -294,28 +296,34 @@ RunInfo backward(const Problem& p, const DeltaRuleArgs& a, const AttentionGradIn
   const i64 img_floats = NT * HV * img_bytes / 4;
   choose_fusions(prm, kernels);
   const i64 qkn = prm.qk_inline ? 0 : R * H * K;
-  const i64 sizes[] = {qkn, qkn, R * H, R * H,                   // qn kn rq rk
-                       R * HV * Kg, R * HV,                      // b bt
-                       R * HV * kC, R * HV * V, img_floats,      // Tinv vn img
-                       (1 + h_lo) * NT * HV * K * V / 2, NT * HV * K * V,  // Hs dHs (bf16 planes)
-                       R * HV * V, R * HV * V,                   // vnb dvn (bf16 hi + lo)
-                       R * HV * K, R * HV * K, R * HV * K,       // dqe dke dw
-                       R * HV * kC, R * HV * kC,                 // dAqk dTv
-                       NT * HV * K, R * HV, R * HV * Kg, R * HV};  // hd dbp dgv dAc
+  // Each slice in floats with the stages that use it (run_pipeline's order; B and C share a stage, they run side
+  // by side): slices that never live together share bytes (plan_scratch), which takes the peak from the sum of
+  // all slices to the largest stage's live set.
+  enum Stage { kPrepQk, kChunkPrep, kStatePasses, kGradV, kGradK, kPostQk, kPostGate, kParamReduce };
+  struct Slice {
+    i64 floats;
+    Stage first, last;
+    float** slot;
+  };
   float *img = nullptr, *Hs = nullptr, *dHs = nullptr, *vnb = nullptr, *dvn = nullptr;
-  float** slots[] = {&prm.qn, &prm.kn, &prm.rq, &prm.rk, &prm.b, &prm.bt, &prm.Tinv, &prm.vn, &img,
-                     &Hs, &dHs, &vnb, &dvn, &prm.dqe, &prm.dke, &prm.dw, &prm.dAqk, &prm.dTv, &prm.hd,
-                     &prm.dbp, &prm.dgv, &prm.dAc};
-  static_assert(sizeof(sizes) / sizeof(sizes[0]) == sizeof(slots) / sizeof(slots[0]));
-  i64 total = 0;
-  for (i64 s : sizes) total += (s + 63) / 64 * 64;  // 256-byte aligned slices
+  const Slice slices[] = {
+      {qkn, kPrepQk, kPostQk, &prm.qn}, {qkn, kPrepQk, kPostQk, &prm.kn},          // l2-normalised rows
+      {R * H, kPrepQk, kPostQk, &prm.rq}, {R * H, kPrepQk, kPostQk, &prm.rk},      // their rstd
+      {R * HV * Kg, kChunkPrep, kGradK, &prm.b}, {R * HV, kChunkPrep, kGradK, &prm.bt},
+      {R * HV * kC, kChunkPrep, kGradK, &prm.Tinv},
+      {R * HV * V, kChunkPrep, kStatePasses, &prm.vn}, {img_floats, kChunkPrep, kStatePasses, &img},
+      {(1 + h_lo) * NT * HV * K * V / 2, kStatePasses, kGradV, &Hs}, {NT * HV * K * V, kStatePasses, kGradV, &dHs},  // bf16 planes
+      {R * HV * V, kStatePasses, kGradV, &vnb}, {R * HV * V, kStatePasses, kGradV, &dvn},                          // bf16 hi + lo
+      {R * HV * K, kGradV, kPostQk, &prm.dqe}, {R * HV * K, kGradV, kPostQk, &prm.dke},
+      {R * HV * K, kGradV, kGradK, &prm.dw}, {R * HV * kC, kGradV, kGradK, &prm.dAqk}, {R * HV * kC, kGradV, kGradK, &prm.dTv},
+      {NT * HV * K, kGradV, kGradK, &prm.hd}, {R * HV, kGradV, kPostGate, &prm.dbp},
+      {R * HV * Kg, kGradK, kParamReduce, &prm.dgv}, {R * HV, kPostGate, kParamReduce, &prm.dAc}};
+  std::vector<ScratchSlice> plan_in;
+  for (const Slice& sl : slices) plan_in.push_back({sl.floats * 4, sl.first, sl.last});
+  const ScratchPlan plan = plan_scratch(plan_in, 256);  // 256-byte aligned slices
   // From lina's pool, which keeps it mapped between calls (the default pool would unmap it at every sync).
-  float* scratch = cuda_util::workspace_alloc_as<float>(static_cast<size_t>(total), st, "delta bwd scratch");
-  i64 off = 0;
-  for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); ++i) {
-    *slots[i] = scratch + off;
-    off += (sizes[i] + 63) / 64 * 64;
-  }
+  float* scratch = cuda_util::workspace_alloc_as<float>(static_cast<size_t>(plan.total_bytes / 4), st, "delta bwd scratch");
+  for (size_t i = 0; i < sizeof(slices) / sizeof(slices[0]); ++i) *slices[i].slot = scratch + plan.offsets[i] / 4;
   prm.img = img;  // 256-byte aligned, as the bulk copies need (16)
   prm.Hs = reinterpret_cast<bf16*>(Hs);
   prm.dHs = reinterpret_cast<bf16*>(dHs);
