@@ -125,7 +125,7 @@ __device__ __forceinline__ float4 fma4(float4 a, float s, float4 b) {  // a * s 
 
 // DELTA: KDA / GDN (u = beta (v - S'^T k)); else GLA (u = v). K: key head dim; BV: state columns per CTA.
 template <bool DELTA, int K, int BV>
-__global__ void __launch_bounds__(kThreads) fused_recurrent_kernel(const DecodeParams p) {
+__global__ void __launch_bounds__(kThreads, 6) fused_recurrent_kernel(const DecodeParams p) {
   constexpr int LV = BV / 4;          // lanes along V (four columns each)
   constexpr int RGW = 32 / LV;        // row groups per warp
   constexpr int RG = RGW * kWarps;    // row groups per CTA
