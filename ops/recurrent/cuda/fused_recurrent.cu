@@ -1,5 +1,6 @@
 // run_cuda for fused_recurrent_{gla,kda,gdn}: one launch of fused_recurrent_kernel (fused_recurrent_kernel.cuh)
-// on the call's stream. Nothing is allocated, uploaded or read back (cu_seqlens, state_indices and
+// on the call's stream; the kernel takes the DecodeCall itself (pointers, sizes and flags, all trivially
+// copyable). Nothing is allocated, uploaded or read back (cu_seqlens, state_indices and
 // num_accepted_tokens are read by the kernel), so a decode step is asynchronous and graph capturable.
 #include <cuda_runtime.h>
 
@@ -14,7 +15,6 @@
 namespace lina::detail::recurrent {
 namespace {
 
-using cuda::DecodeParams;
 using cuda::fused_recurrent_kernel;
 using cuda::kThreads;
 
@@ -32,27 +32,27 @@ int pick_bv(std::int64_t heads, std::int64_t V, std::int64_t K, int sms) {
 }
 
 template <bool DELTA, int K, int BV>
-std::string launch(const DecodeParams& prm, std::int64_t ctas, cudaStream_t st) {
-  fused_recurrent_kernel<DELTA, K, BV><<<static_cast<unsigned>(ctas), kThreads, 0, st>>>(prm);
+std::string launch(const DecodeCall& c, std::int64_t ctas, cudaStream_t st) {
+  fused_recurrent_kernel<DELTA, K, BV><<<static_cast<unsigned>(ctas), kThreads, 0, st>>>(c);
   return std::string(DELTA ? "fused_recurrent_delta_kernel" : "fused_recurrent_gla_kernel") + "<K" +
          std::to_string(K) + ",BV" + std::to_string(BV) + ">";
 }
 
 template <bool DELTA, int K>
-std::string launch_k(const DecodeParams& prm, std::int64_t heads, int bv, cudaStream_t st) {
-  const std::int64_t ctas = heads * (prm.V / bv);
+std::string launch_k(const DecodeCall& c, std::int64_t heads, int bv, cudaStream_t st) {
+  const std::int64_t ctas = heads * (c.V / bv);
   if constexpr (K <= 128) {
-    if (bv == 32) return launch<DELTA, K, 32>(prm, ctas, st);
+    if (bv == 32) return launch<DELTA, K, 32>(c, ctas, st);
   }
-  if (bv == 16) return launch<DELTA, K, 16>(prm, ctas, st);
-  return launch<DELTA, K, 8>(prm, ctas, st);
+  if (bv == 16) return launch<DELTA, K, 16>(c, ctas, st);
+  return launch<DELTA, K, 8>(c, ctas, st);
 }
 
 template <bool DELTA>
-std::string launch_op(const DecodeParams& prm, std::int64_t K, std::int64_t heads, int bv, cudaStream_t st) {
-  if (K == 64) return launch_k<DELTA, 64>(prm, heads, bv, st);
-  if (K == 128) return launch_k<DELTA, 128>(prm, heads, bv, st);
-  return launch_k<DELTA, 256>(prm, heads, bv, st);
+std::string launch_op(const DecodeCall& c, std::int64_t heads, int bv, cudaStream_t st) {
+  if (c.K == 64) return launch_k<DELTA, 64>(c, heads, bv, st);
+  if (c.K == 128) return launch_k<DELTA, 128>(c, heads, bv, st);
+  return launch_k<DELTA, 256>(c, heads, bv, st);
 }
 
 std::string dtype_seen(DType d) { return "dtype " + std::string(dtype_name(d)); }
@@ -81,50 +81,12 @@ RunInfo run_cuda(const DecodeCall& c) {
 
   const std::int64_t heads = c.N * c.HV;
   const int bv = pick_bv(heads, c.V, c.K, cuda_util::sm_count());
-  DecodeParams prm{};
-  prm.q = c.q;
-  prm.k = c.k;
-  prm.v = c.v;
-  prm.g = c.g;
-  prm.beta = c.beta;
-  prm.A_log = c.A_log;
-  prm.dt_bias = c.dt_bias;
-  prm.o = c.o;
-  prm.h0 = c.initial_state;
-  prm.ht = c.state_mode == StateMode::pool ? c.pool_out : static_cast<float*>(c.final_state);
-  prm.cu_seqlens = c.cu_seqlens;
-  prm.indices = c.state_indices;
-  prm.accepted = c.num_accepted_tokens;
-  prm.T = c.T;
-  prm.R = c.R;
-  prm.slots = c.pool_slots;
-  prm.L = c.indices_per_seq;
-  prm.H = static_cast<int>(c.H);
-  prm.HV = static_cast<int>(c.HV);
-  prm.V = static_cast<int>(c.V);
-  prm.cu_bytes = c.cu_seqlens_bytes;
-  prm.idx_bytes = c.state_indices_bytes;
-  prm.acc_bytes = c.num_accepted_bytes;
-  prm.qkv_dtype = static_cast<int>(c.qkv_dtype);
-  prm.g_dtype = static_cast<int>(c.g_dtype);
-  prm.beta_dtype = static_cast<int>(c.beta_dtype);
-  prm.gate = static_cast<int>(c.gate);
-  prm.mode = static_cast<int>(c.state_mode);
-  prm.scale = c.scale;
-  prm.lower_bound = c.lower_bound;
-  prm.beta_scale = c.beta_scale;
-  prm.scalar_gate = c.op == DecodeOp::gdn;
-  prm.l2norm = c.l2norm;
-  prm.beta_sigmoid = c.beta_sigmoid;
-  prm.reverse = c.op == DecodeOp::gla && c.reverse;
-
   RunInfo info{"cuda", {}, ""};
   if (heads * (c.V / bv) == 0) return info;  // no sequences or no heads: nothing to launch
   if (heads * (c.V / bv) > INT32_MAX)
     throw_unsupported("q", std::to_string(heads) + " (sequence, value head) pairs", "fewer sequence-heads");
   auto st = static_cast<cudaStream_t>(c.stream);
-  info.kernels.push_back(c.op == DecodeOp::gla ? launch_op<false>(prm, c.K, heads, bv, st)
-                                               : launch_op<true>(prm, c.K, heads, bv, st));
+  info.kernels.push_back(c.op == DecodeOp::gla ? launch_op<false>(c, heads, bv, st) : launch_op<true>(c, heads, bv, st));
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess)
     throw Error(ErrorCode::runtime, "", std::string("fused_recurrent cuda: kernel launch: ") + cudaGetErrorString(e));

@@ -14,41 +14,12 @@
 
 #include <cstdint>
 
+#include "ops/recurrent/decode_call.h"
+
 namespace lina::detail::recurrent::cuda {
 
 inline constexpr int kThreads = 128;
 inline constexpr int kWarps = kThreads / 32;
-
-// Where the state of a sequence comes from and goes (decode_call.h's StateMode).
-enum class Mode : int { dense = 0, pool = 1, per_token = 2 };
-
-struct DecodeParams {
-  const void* q;
-  const void* k;
-  const void* v;
-  const void* g;
-  const void* beta;
-  const float* A_log;
-  const float* dt_bias;
-  void* o;
-  const float* h0;     // dense: [N,HV,K,V] or null; pool / per_token: the pool [S,HV,K,V]
-  float* ht;           // dense: [N,...] or null; per_token: [R,...] or null; pool: the pool (written)
-  const void* cu_seqlens;
-  const void* indices;
-  const void* accepted;
-  std::int64_t T;      // tokens per sequence (dense token axis)
-  std::int64_t R;      // token rows
-  std::int64_t slots;  // pool slots S
-  std::int64_t L;      // state_indices per sequence; 0: [N] indices
-  int H, HV, V;
-  int cu_bytes, idx_bytes, acc_bytes;  // 4 = int32, 8 = int64
-  int qkv_dtype, g_dtype, beta_dtype;  // lina::DType codes (f32 1, bf16 2, f16 3)
-  int gate;                            // decode_call.h's GateForm
-  int mode;                            // Mode
-  float scale, lower_bound, beta_scale;
-  bool scalar_gate;                    // GDN: one g per value head and token
-  bool l2norm, beta_sigmoid, reverse;
-};
 
 __device__ __forceinline__ std::int64_t load_index(const void* p, int bytes, std::int64_t i) {
   return bytes == 8 ? static_cast<const long long*>(p)[i] : static_cast<const int*>(p)[i];
@@ -59,22 +30,22 @@ __device__ __forceinline__ std::int64_t clamp_index(std::int64_t x, std::int64_t
 }
 
 // Raw bits of element i (f32 or a 16-bit type); converted at use, so a prefetch does not wait on it.
-__device__ __forceinline__ std::uint32_t load_bits(const void* p, int dtype, std::int64_t i) {
-  if (dtype == 1) return __ldg(static_cast<const unsigned int*>(p) + i);
+__device__ __forceinline__ std::uint32_t load_bits(const void* p, DType dtype, std::int64_t i) {
+  if (dtype == DType::f32) return __ldg(static_cast<const unsigned int*>(p) + i);
   return __ldg(static_cast<const unsigned short*>(p) + i);
 }
 
-__device__ __forceinline__ float bits_to_float(std::uint32_t b, int dtype) {
-  if (dtype == 1) return __uint_as_float(b);
-  if (dtype == 2) return __uint_as_float(b << 16);
+__device__ __forceinline__ float bits_to_float(std::uint32_t b, DType dtype) {
+  if (dtype == DType::f32) return __uint_as_float(b);
+  if (dtype == DType::bf16) return __uint_as_float(b << 16);
   return __half2float(__ushort_as_half(static_cast<unsigned short>(b)));
 }
 
 // Four consecutive outputs in o's dtype (8- or 16-byte store).
-__device__ __forceinline__ void store4(void* o, int dtype, std::int64_t i, float4 x) {
-  if (dtype == 1) {
+__device__ __forceinline__ void store4(void* o, DType dtype, std::int64_t i, float4 x) {
+  if (dtype == DType::f32) {
     *reinterpret_cast<float4*>(static_cast<float*>(o) + i) = x;
-  } else if (dtype == 2) {
+  } else if (dtype == DType::bf16) {
     const __nv_bfloat162 a = __floats2bfloat162_rn(x.x, x.y), b = __floats2bfloat162_rn(x.z, x.w);
     uint2 w;
     w.x = *reinterpret_cast<const unsigned int*>(&a);
@@ -108,14 +79,14 @@ __device__ __forceinline__ float4 sum_row_lanes(float4 x) {
   return x;
 }
 
-// The log decay of a gate value (GateForm: 0 log_decay, 1 softplus, 2 lower_bound); never positive for
-// valid gates, so exp() of it cannot overflow. Softplus as FLA's: x above 20 is its own softplus.
-__device__ __forceinline__ float log_decay(float g, int gate, float bias, float a_mul, float lower_bound) {
-  if (gate == 1) {
+// The log decay of a gate value; never positive for valid gates, so exp() of it cannot overflow.
+// Softplus as FLA's: x above 20 is its own softplus.
+__device__ __forceinline__ float log_decay(float g, GateForm gate, float bias, float a_mul, float lower_bound) {
+  if (gate == GateForm::softplus) {
     const float x = g + bias;
     return -a_mul * (x > 20.f ? x : log1pf(expf(x)));
   }
-  if (gate == 2) return lower_bound / (1.f + expf(-a_mul * (g + bias)));
+  if (gate == GateForm::lower_bound) return lower_bound / (1.f + expf(-a_mul * (g + bias)));
   return g;
 }
 
@@ -125,7 +96,7 @@ __device__ __forceinline__ float4 fma4(float4 a, float s, float4 b) {  // a * s 
 
 // DELTA: KDA / GDN (u = beta (v - S'^T k)); else GLA (u = v). K: key head dim; BV: state columns per CTA.
 template <bool DELTA, int K, int BV>
-__global__ void __launch_bounds__(kThreads, 6) fused_recurrent_kernel(const DecodeParams p) {
+__global__ void __launch_bounds__(kThreads, 5) fused_recurrent_kernel(const DecodeCall c) {
   constexpr int LV = BV / 4;          // lanes along V (four columns each)
   constexpr int RGW = 32 / LV;        // row groups per warp
   constexpr int RG = RGW * kWarps;    // row groups per CTA
@@ -140,116 +111,121 @@ __global__ void __launch_bounds__(kThreads, 6) fused_recurrent_kernel(const Deco
   __shared__ float s_norm[2][kWarps][3];
   __shared__ float4 s_red[2][kWarps][NVEC][LV];
 
+  const int H = static_cast<int>(c.H), HV = static_cast<int>(c.HV), V = static_cast<int>(c.V);
+  const std::int64_t L = c.indices_per_seq;  // 0: [N] indices
+  const bool scalar_gate = c.op == DecodeOp::gdn, reverse = c.op == DecodeOp::gla && c.reverse;
+  // dense: final_state [N,...] or null; per_token: final_state [R,...] or null; pool: the pool itself
+  float* const ht = c.state_mode == StateMode::pool ? c.pool_out : static_cast<float*>(c.final_state);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int cv = lane % LV, rl = lane / LV;
   const int first_row = warp * RGW + rl;  // rows first_row + j * RG, j < ROWS
-  const int nvt = p.V / BV;
+  const int nvt = V / BV;
   const std::int64_t tile = blockIdx.x;
   const int vt = static_cast<int>(tile % nvt);
   const std::int64_t nh = tile / nvt;
-  const int hv = static_cast<int>(nh % p.HV);
-  const std::int64_t n = nh / p.HV;
-  const int h = hv / (p.HV / p.H);
+  const int hv = static_cast<int>(nh % HV);
+  const std::int64_t n = nh / HV;
+  const int h = hv / (HV / H);
   const int col = vt * BV + cv * 4;  // this thread's first state / o column
 
   std::int64_t bos, eos;
-  if (p.cu_seqlens) {  // clamped to the token axis: bad offsets never reach outside q / o
-    bos = clamp_index(load_index(p.cu_seqlens, p.cu_bytes, n), 0, p.R);
-    eos = clamp_index(load_index(p.cu_seqlens, p.cu_bytes, n + 1), bos, p.R);
+  if (c.cu_seqlens) {  // clamped to the token axis: bad offsets never reach outside q / o
+    bos = clamp_index(load_index(c.cu_seqlens, c.cu_seqlens_bytes, n), 0, c.R);
+    eos = clamp_index(load_index(c.cu_seqlens, c.cu_seqlens_bytes, n + 1), bos, c.R);
   } else {
-    bos = n * p.T;
-    eos = bos + p.T;
+    bos = n * c.T;
+    eos = bos + c.T;
   }
   const int len = static_cast<int>(eos - bos);
 
   // The slot read, where the state lives in a pool; an invalid one marks padding.
   const float* src = nullptr;
   std::int64_t slot = -1;
-  if (p.mode == static_cast<int>(Mode::dense)) {
-    if (p.h0) src = p.h0 + (n * p.HV + hv) * static_cast<std::int64_t>(K) * p.V;
+  if (c.state_mode == StateMode::dense) {
+    if (c.initial_state) src = c.initial_state + (n * HV + hv) * static_cast<std::int64_t>(K) * V;
   } else {
     std::int64_t pos = 0;
     bool ok = true;
-    if (p.accepted) {
-      const std::int64_t a = load_index(p.accepted, p.acc_bytes, n);
-      ok = a >= 1 && a <= p.L;
+    if (c.num_accepted_tokens) {
+      const std::int64_t a = load_index(c.num_accepted_tokens, c.num_accepted_bytes, n);
+      ok = a >= 1 && a <= L;
       pos = a - 1;
     }
-    if (ok) slot = p.L ? load_index(p.indices, p.idx_bytes, n * p.L + pos) : load_index(p.indices, p.idx_bytes, n);
-    if (!ok || slot < 0 || slot >= p.slots) {  // padding: zero o rows, no state read or write
+    if (ok) slot = load_index(c.state_indices, c.state_indices_bytes, L ? n * L + pos : n);
+    if (!ok || slot < 0 || slot >= c.pool_slots) {  // padding: zero o rows, no state read or write
       for (std::int64_t r = bos; r < eos; ++r)
-        for (int c = tid; c < LV; c += kThreads)
-          store4(p.o, p.qkv_dtype, (r * p.HV + hv) * p.V + vt * BV + c * 4, make_float4(0.f, 0.f, 0.f, 0.f));
+        for (int group = tid; group < LV; group += kThreads)
+          store4(c.o, c.qkv_dtype, (r * HV + hv) * V + vt * BV + group * 4, make_float4(0.f, 0.f, 0.f, 0.f));
       return;
     }
-    src = p.h0 + (slot * p.HV + hv) * static_cast<std::int64_t>(K) * p.V;
+    src = c.initial_state + (slot * HV + hv) * static_cast<std::int64_t>(K) * V;
   }
 
   // Constants of the gate: A_log's factor (softplus: exp(A_log) or 1; lower bound: exp(A_log) or 1) and dt_bias.
-  const float a_mul = p.A_log ? expf(p.A_log[hv]) : 1.f;
+  const float a_mul = c.A_log ? expf(c.A_log[hv]) : 1.f;
   float bias[E];
 #pragma unroll
   for (int e = 0; e < E; ++e) {
     const int i = tid + e * kThreads;
     bias[e] = 0.f;
-    if (p.dt_bias && i < K) bias[e] = p.scalar_gate ? p.dt_bias[hv] : p.dt_bias[hv * K + i];
+    if (c.dt_bias && i < K) bias[e] = scalar_gate ? c.dt_bias[hv] : c.dt_bias[hv * K + i];
   }
 
   // Token inputs in flight (raw bits): the first token's loads are issued before the state's.
   std::uint32_t rq[E], rk[E], rg[E], rv = 0, rb = 0;
   auto load_token = [&](int step) {
-    const std::int64_t t = p.reverse ? eos - 1 - step : bos + step;
+    const std::int64_t t = reverse ? eos - 1 - step : bos + step;
 #pragma unroll
     for (int e = 0; e < E; ++e) {
       const int i = tid + e * kThreads;
       if (i < K) {
-        rq[e] = load_bits(p.q, p.qkv_dtype, (t * p.H + h) * K + i);
-        rk[e] = load_bits(p.k, p.qkv_dtype, (t * p.H + h) * K + i);
-        rg[e] = load_bits(p.g, p.g_dtype, p.scalar_gate ? t * p.HV + hv : (t * p.HV + hv) * K + i);
+        rq[e] = load_bits(c.q, c.qkv_dtype, (t * H + h) * K + i);
+        rk[e] = load_bits(c.k, c.qkv_dtype, (t * H + h) * K + i);
+        rg[e] = load_bits(c.g, c.g_dtype, scalar_gate ? t * HV + hv : (t * HV + hv) * K + i);
       }
     }
-    if (tid < BV) rv = load_bits(p.v, p.qkv_dtype, (t * p.HV + hv) * p.V + vt * BV + tid);
-    if (DELTA && tid == BV) rb = load_bits(p.beta, p.beta_dtype, t * p.HV + hv);
+    if (tid < BV) rv = load_bits(c.v, c.qkv_dtype, (t * HV + hv) * V + vt * BV + tid);
+    if (DELTA && tid == BV) rb = load_bits(c.beta, c.beta_dtype, t * HV + hv);
   };
   if (len > 0) load_token(0);
 
   float4 S[ROWS];
 #pragma unroll
   for (int j = 0; j < ROWS; ++j) {
-    const std::int64_t off = static_cast<std::int64_t>(first_row + j * RG) * p.V + col;
+    const int off = (first_row + j * RG) * V + col;  // within one head's K x V: below 2^16
     S[j] = src ? __ldcs(reinterpret_cast<const float4*>(src + off)) : make_float4(0.f, 0.f, 0.f, 0.f);
   }
 
   auto store_state = [&](float* dst) {
 #pragma unroll
     for (int j = 0; j < ROWS; ++j)
-      __stcs(reinterpret_cast<float4*>(dst + static_cast<std::int64_t>(first_row + j * RG) * p.V + col), S[j]);
+      __stcs(reinterpret_cast<float4*>(dst + (first_row + j * RG) * V + col), S[j]);
   };
-  const std::int64_t head_stride = static_cast<std::int64_t>(K) * p.V;
+  const std::int64_t head_stride = static_cast<std::int64_t>(K) * V;
 
   for (int step = 0; step < len; ++step) {
     const int b = step & 1;  // double-buffered staging: one barrier pair per token
-    const std::int64_t t = p.reverse ? eos - 1 - step : bos + step;
+    const std::int64_t t = reverse ? eos - 1 - step : bos + step;
     // ---- stage: q, k raw with their sums, the decay factors, v's columns and beta
     float ssq = 0.f, ssk = 0.f, sqk = 0.f;
 #pragma unroll
     for (int e = 0; e < E; ++e) {
       const int i = tid + e * kThreads;
       if (i < K) {
-        const float qf = bits_to_float(rq[e], p.qkv_dtype), kf = bits_to_float(rk[e], p.qkv_dtype);
-        const float gf = bits_to_float(rg[e], p.g_dtype);
+        const float qf = bits_to_float(rq[e], c.qkv_dtype), kf = bits_to_float(rk[e], c.qkv_dtype);
+        const float gf = bits_to_float(rg[e], c.g_dtype);
         s_q[b][i] = qf;
         s_k[b][i] = kf;
-        s_decay[b][i] = expf(log_decay(gf, p.gate, bias[e], a_mul, p.lower_bound));
+        s_decay[b][i] = expf(log_decay(gf, c.gate, bias[e], a_mul, c.lower_bound));
         ssq = fmaf(qf, qf, ssq);
         ssk = fmaf(kf, kf, ssk);
         sqk = fmaf(qf, kf, sqk);
       }
     }
-    if (tid < BV) reinterpret_cast<float*>(s_v[b])[tid] = bits_to_float(rv, p.qkv_dtype);
+    if (tid < BV) reinterpret_cast<float*>(s_v[b])[tid] = bits_to_float(rv, c.qkv_dtype);
     if (DELTA && tid == BV) {
-      float bt = bits_to_float(rb, p.beta_dtype);
-      if (p.beta_sigmoid) bt = p.beta_scale / (1.f + expf(-bt));
+      float bt = bits_to_float(rb, c.beta_dtype);
+      if (c.beta_sigmoid) bt = c.beta_scale / (1.f + expf(-bt));
       s_beta[b] = bt;
     }
     ssq = warp_sum_all(ssq);
@@ -263,12 +239,12 @@ __global__ void __launch_bounds__(kThreads, 6) fused_recurrent_kernel(const Deco
     if (step + 1 < len) load_token(step + 1);  // next token's inputs in flight during this one
     // The write slot of this step ([N,L] indices: slot indices[n][step]), read ahead of its use.
     float* dst = nullptr;
-    if (p.mode == static_cast<int>(Mode::per_token)) {
-      if (p.ht) dst = p.ht + (t * p.HV + hv) * head_stride;
-    } else if (p.mode == static_cast<int>(Mode::pool) && p.L) {
-      if (step < p.L) {
-        const std::int64_t ws = load_index(p.indices, p.idx_bytes, n * p.L + step);
-        if (ws >= 0 && ws < p.slots) dst = p.ht + (ws * p.HV + hv) * head_stride;
+    if (c.state_mode == StateMode::per_token) {
+      if (ht) dst = ht + (t * HV + hv) * head_stride;
+    } else if (c.state_mode == StateMode::pool && L) {
+      if (step < L) {
+        const std::int64_t ws = load_index(c.state_indices, c.state_indices_bytes, n * L + step);
+        if (ws >= 0 && ws < c.pool_slots) dst = ht + (ws * HV + hv) * head_stride;
       }
     }
     __syncthreads();
@@ -280,8 +256,8 @@ __global__ void __launch_bounds__(kThreads, 6) fused_recurrent_kernel(const Deco
       nk += s_norm[b][w][1];
       dqk += s_norm[b][w][2];
     }
-    const float q_mul = (p.l2norm ? 1.f / sqrtf(nq + 1e-6f) : 1.f) * p.scale;
-    const float k_mul = p.l2norm ? 1.f / sqrtf(nk + 1e-6f) : 1.f;
+    const float q_mul = (c.l2norm ? 1.f / sqrtf(nq + 1e-6f) : 1.f) * c.scale;
+    const float k_mul = c.l2norm ? 1.f / sqrtf(nk + 1e-6f) : 1.f;
     const float qk = dqk * q_mul * k_mul;
 
     // ---- decay and both K-reductions in one pass over the rows
@@ -322,16 +298,16 @@ __global__ void __launch_bounds__(kThreads, 6) fused_recurrent_kernel(const Deco
       const float kr = s_k[b][first_row + j * RG] * k_mul;
       S[j] = fma4(u, kr, S[j]);
     }
-    if (warp == 0 && rl == 0) store4(p.o, p.qkv_dtype, (t * p.HV + hv) * p.V + col, fma4(u, qk, sq));
+    if (warp == 0 && rl == 0) store4(c.o, c.qkv_dtype, (t * HV + hv) * V + col, fma4(u, qk, sq));
     if (dst) store_state(dst);
   }
 
   // The state after the last token: dense final_state (also for an empty sequence: h0 or zero), or
   // back to the pool slot with [N] indices.
-  if (p.mode == static_cast<int>(Mode::dense)) {
-    if (p.ht) store_state(p.ht + (n * p.HV + hv) * head_stride);
-  } else if (p.mode == static_cast<int>(Mode::pool) && !p.L && len > 0) {
-    store_state(p.ht + (slot * p.HV + hv) * head_stride);
+  if (c.state_mode == StateMode::dense) {
+    if (ht) store_state(ht + (n * HV + hv) * head_stride);
+  } else if (c.state_mode == StateMode::pool && !L && len > 0) {
+    store_state(ht + (slot * HV + hv) * head_stride);
   }
 }
 
