@@ -53,7 +53,7 @@ struct Case {
   int L = 0;                       // indices per sequence: 0 = [N]
   std::vector<long> indices = {};  // [N] or [N,L]; negative = padding, >= S = out of range (padding on the device)
   std::vector<int> accepted = {};  // num_accepted_tokens [N], with L > 0
-  DType idx_dt = DType::i32;
+  DType idx_dt = DType::i32;       // state_indices and cu_seqlens
 };
 
 const char* op_name(Op op) { return op == Op::gla ? "chunk_gla" : op == Op::kda ? "chunk_kda" : "chunk_gdn"; }
@@ -172,7 +172,7 @@ struct Problem {
     if (has_h0) h0 = testing::normal(rng, DType::f32, state_shape);
     o_shape = Shape{c.B, c.T, c.HV, c.V};
     if (varlen) {
-      cu = HostTensor(DType::i32, {static_cast<std::int64_t>(c.cu.size())});
+      cu = HostTensor(c.idx_dt, {static_cast<std::int64_t>(c.cu.size())});
       for (std::size_t i = 0; i < c.cu.size(); ++i) cu.set(static_cast<std::int64_t>(i), c.cu[i]);
     }
     if (pooled) {
@@ -218,7 +218,7 @@ struct Problem {
     if (dalog) in.A_log = dev_view(*dalog, DType::f32, A_log.shape());
     if (ddt) in.dt_bias = dev_view(*ddt, DType::f32, dt_bias.shape());
     if (state) in.h0 = dev_view(*state, DType::f32, state_shape);
-    if (dcu) in.cu = dev_view(*dcu, DType::i32, cu.shape());
+    if (dcu) in.cu = dev_view(*dcu, c.idx_dt, cu.shape());
     if (didx) in.indices = dev_view(*didx, c.idx_dt, indices.shape());
     if (dacc) in.accepted = dev_view(*dacc, DType::i32, accepted.shape());
     return in;
@@ -428,7 +428,7 @@ int main(int argc, char** argv) {
       {"gdn T4 B3 H2 HV4 K128 V128 2d idx accepted pad", Op::gdn, 3, 4, 2, 4, 128, 128, {}, bf16, bf16, Gate::softplus, true, true, true, true, false, SK::pool, 14, 4, {0, 1, 2, 3, 4, 5, -1, 7, -1, 9, 10, 11}, {2, 4, 1}},
       {"gdn T4 B2 H1 HV2 K64 V64 2d idx accepted per-token", Op::gdn, 2, 4, 1, 2, 64, 64, {}, bf16, f32, Gate::given, true, true, false, false, false, SK::per_token, 9, 4, {0, 1, 2, 3, 4, 5, 6, 7}, {4, 2}},
       {"gdn T1 B1 H2 HV2 K64 V64 f16 no h0", Op::gdn, 1, 1, 2, 2, 64, 64, {}, f16, f16, Gate::given, true, false, false, false, false, SK::dense_none},
-      {"gdn T4 varlen empty seq K256 V256 softplus f32 g", Op::gdn, 1, 6, 2, 4, 256, 256, {0, 4, 4, 6}, bf16, f32, Gate::softplus, true, true, true},
+      {"gdn T4 varlen empty seq K256 V256 softplus f32 g i64 cu", Op::gdn, 1, 6, 2, 4, 256, 256, {0, 4, 4, 6}, bf16, f32, Gate::softplus, true, true, true, false, false, SK::dense_h0, 0, 0, {}, {}, i64},
       {"gdn T1 B40 H2 HV4 K64 V64 no l2norm (BV16)", Op::gdn, 40, 1, 2, 4, 64, 64, {}, bf16, bf16, Gate::given, true, false, false},
       {"gdn T1 B80 H8 HV8 K64 V64 pool1d i64 (BV32)", Op::gdn, 80, 1, 8, 8, 64, 64, {}, bf16, bf16, Gate::given, true, true, false, false, false, SK::pool, 100, 0, {}, {}, i64},
       {"gdn T1 B16 H4 HV16 K128 V256 V!=K", Op::gdn, 16, 1, 4, 16, 128, 256},
