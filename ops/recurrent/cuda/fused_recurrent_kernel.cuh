@@ -163,6 +163,9 @@ __global__ void __launch_bounds__(kThreads, 5) fused_recurrent_kernel(const Deco
 
   // Constants of the gate: A_log's factor (softplus: exp(A_log) or 1; lower bound: exp(A_log) or 1) and dt_bias.
   const float a_mul = c.A_log ? expf(c.A_log[hv]) : 1.f;
+  // Scalars in f32 whatever width the call carries them in (the fp64 reference reads them exactly).
+  const float scale = static_cast<float>(c.scale), lower_bound = static_cast<float>(c.lower_bound);
+  const float beta_scale = static_cast<float>(c.beta_scale);
   float bias[E];
 #pragma unroll
   for (int e = 0; e < E; ++e) {
@@ -216,7 +219,7 @@ __global__ void __launch_bounds__(kThreads, 5) fused_recurrent_kernel(const Deco
         const float gf = bits_to_float(rg[e], c.g_dtype);
         s_q[b][i] = qf;
         s_k[b][i] = kf;
-        s_decay[b][i] = expf(log_decay(gf, c.gate, bias[e], a_mul, c.lower_bound));
+        s_decay[b][i] = expf(log_decay(gf, c.gate, bias[e], a_mul, lower_bound));
         ssq = fmaf(qf, qf, ssq);
         ssk = fmaf(kf, kf, ssk);
         sqk = fmaf(qf, kf, sqk);
@@ -225,7 +228,7 @@ __global__ void __launch_bounds__(kThreads, 5) fused_recurrent_kernel(const Deco
     if (tid < BV) reinterpret_cast<float*>(s_v[b])[tid] = bits_to_float(rv, c.qkv_dtype);
     if (DELTA && tid == BV) {
       float bt = bits_to_float(rb, c.beta_dtype);
-      if (c.beta_sigmoid) bt = c.beta_scale / (1.f + expf(-bt));
+      if (c.beta_sigmoid) bt = beta_scale / (1.f + expf(-bt));
       s_beta[b] = bt;
     }
     ssq = warp_sum_all(ssq);
@@ -256,7 +259,7 @@ __global__ void __launch_bounds__(kThreads, 5) fused_recurrent_kernel(const Deco
       nk += s_norm[b][w][1];
       dqk += s_norm[b][w][2];
     }
-    const float q_mul = (c.l2norm ? 1.f / sqrtf(nq + 1e-6f) : 1.f) * c.scale;
+    const float q_mul = (c.l2norm ? 1.f / sqrtf(nq + 1e-6f) : 1.f) * scale;
     const float k_mul = c.l2norm ? 1.f / sqrtf(nk + 1e-6f) : 1.f;
     const float qk = dqk * q_mul * k_mul;
 
