@@ -34,9 +34,12 @@ using lina_test::DevBuf;
 
 enum class Op { gla, kda, gdn };
 enum class Gate { given, softplus, lower_bound };
-// dense_*: initial_state [N,...] (none / given / aliased by final_state); pool: [S,...] with state_indices,
-// written back in place; per_token: read from the pool, final_state [R,...] after every token.
+// dense_*: initial_state [N,...] (none / given / updated in place with inplace_final_state); pool: [S,...]
+// with state_indices, written back in place; per_token: read from the pool, final_state [R,...] after every token.
 enum class StateKind { dense_none, dense_h0, dense_inplace, pool, per_token };
+
+// The state is written into initial_state (inplace_final_state), not into final_state.
+bool in_place(StateKind s) { return s == StateKind::pool || s == StateKind::dense_inplace; }
 
 struct Case {
   const char* name;
@@ -89,7 +92,7 @@ void fill_common(Args& a, const Case& c, const Inputs& in) {
   a.cu_seqlens = in.cu;
   a.decode.state_indices = in.indices;
   a.decode.num_accepted_tokens = in.accepted;
-  a.decode.inplace_final_state = c.state == StateKind::pool;
+  a.decode.inplace_final_state = in_place(c.state);
 }
 
 template <class Args>
@@ -248,11 +251,11 @@ std::set<long> written_slots(const Case& c, const Problem& pb) {
 int run_case(const Case& c, std::uint64_t seed) {
   const Problem pb(c, seed);
   // ---- fp64 reference
-  HostTensor pool_ref = pb.h0;  // the reference's initial state (a pool it updates in place)
+  HostTensor pool_ref = pb.h0;  // the reference's initial state (updated in place in the in-place modes)
   HostTensor o_ref(DType::f64, pb.o_shape);
   std::optional<TensorView> ref_state_out;
   HostTensor ref_final;
-  if (c.state != StateKind::pool) {
+  if (!in_place(c.state)) {
     ref_final = HostTensor(DType::f64, pb.out_state_shape);  // zero: per-token rows of padding stay zero
     ref_state_out = ref_final.view();
   }
@@ -264,15 +267,13 @@ int run_case(const Case& c, std::uint64_t seed) {
   }
 
   // ---- CUDA
-  std::unique_ptr<DevBuf> dstate;  // initial state / pool (written in pool and in-place modes)
+  std::unique_ptr<DevBuf> dstate;  // initial state / pool (written in the in-place modes)
   if (pb.has_h0) dstate.reset(upload(pb.h0));
   DevBuf dout(static_cast<std::size_t>(pb.o_shape.numel()) * dtype_size(c.dt));
   CK(cudaMemset(dout.p, 0xff, dout.n));  // NaN poison
   std::unique_ptr<DevBuf> dfinal;
   std::optional<TensorView> dev_state_out;
-  if (c.state == StateKind::dense_inplace) {
-    dev_state_out = dev_view(*dstate, DType::f32, pb.state_shape);
-  } else if (c.state != StateKind::pool) {
+  if (!in_place(c.state)) {
     dfinal = std::make_unique<DevBuf>(static_cast<std::size_t>(pb.out_state_shape.numel()) * 4);
     CK(cudaMemset(dfinal->p, c.state == StateKind::per_token ? 0 : 0xff, dfinal->n));
     dev_state_out = dev_view(*dfinal, DType::f32, pb.out_state_shape);
@@ -293,11 +294,10 @@ int run_case(const Case& c, std::uint64_t seed) {
   bool pass = co.pass;
   std::string state_line = "no state out";
   {
-    const DevBuf* src = c.state == StateKind::pool || c.state == StateKind::dense_inplace ? dstate.get() : dfinal.get();
-    HostTensor s_h(DType::f32, c.state == StateKind::pool || c.state == StateKind::dense_inplace ? pb.state_shape
-                                                                                                 : pb.out_state_shape);
+    const DevBuf* src = in_place(c.state) ? dstate.get() : dfinal.get();
+    HostTensor s_h(DType::f32, in_place(c.state) ? pb.state_shape : pb.out_state_shape);
     CK(cudaMemcpy(s_h.data(), src->p, s_h.nbytes(), cudaMemcpyDeviceToHost));
-    const HostTensor& want = c.state == StateKind::pool ? pool_ref : ref_final;
+    const HostTensor& want = in_place(c.state) ? pool_ref : ref_final;
     const auto cs = harness::assert_close(want.to_f64(), s_h.to_f64(), harness::tolerance(op_name(c.op), "ht", set));
     pass = pass && cs.pass;
     char buf[160];
