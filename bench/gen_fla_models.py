@@ -98,7 +98,13 @@ def run_cell(name, size, batch, backend, a, device, fla_result=None):
             generate(model, prompt, min(a.steps, 4), sync)
         if cuda:
             torch.cuda.reset_peak_memory_stats()
-        tokens, prefill_logits, prefill_s, step_s, step_logits = generate(model, prompt, a.steps, sync)
+        if a.cpu_smoke:  # which of lina's operators ran: the smoke must have gone through both
+            from torch.profiler import ProfilerActivity, profile
+            with profile(activities=[ProfilerActivity.CPU]) as prof:
+                tokens, prefill_logits, prefill_s, step_s, step_logits = generate(model, prompt, a.steps, sync)
+            lina_calls = count_lina_calls(prof)
+        else:
+            tokens, prefill_logits, prefill_s, step_s, step_logits = generate(model, prompt, a.steps, sync)
     rec = {"model": name, "size": size, "backend": backend, "batch_size": batch, "prompt_len": a.prompt_len,
            "decode_steps": a.steps, "params": model.num_parameters(), "prefill_ms": prefill_s * 1e3,
            "prefill_tokens_per_s": batch * a.prompt_len / prefill_s,
@@ -120,12 +126,25 @@ def run_cell(name, size, batch, backend, a, device, fla_result=None):
         rec["prefill_logits_err_ratio_vs_fla"] = err_ratio(fla_result["prefill_logits"], prefill_logits)
     result = {"tokens": tokens, "prefill_logits": prefill_logits}
     if a.cpu_smoke:
+        rec["lina_calls"] = lina_calls
+        if not any(op.startswith("lina::chunk_") for op in lina_calls) or not any(
+                op.startswith("lina::fused_recurrent_") for op in lina_calls):
+            raise SystemExit(f"cpu smoke: {name}: lina's chunk and decode operators did not both run: {lina_calls}")
         rec["decode_vs_full_forward_err_ratio"] = smoke_check(model, prompt, tokens, step_logits)
     del model
     gc.collect()
     if cuda:
         torch.cuda.empty_cache()
     return rec, result
+
+
+def count_lina_calls(prof):
+    """{lina operator: calls} in a profile (each call once: the autograd kernel's inner call is not counted)."""
+    calls = {}
+    for e in prof.events():
+        if e.name.startswith("lina::") and not (e.cpu_parent is not None and e.cpu_parent.name == e.name):
+            calls[e.name] = calls.get(e.name, 0) + 1
+    return calls
 
 
 def smoke_check(model, prompt, tokens, step_logits):
@@ -190,7 +209,7 @@ def main():
                         write_records(a.json, rec, tool="bench/gen_fla_models.py")
                     keys = ("model", "size", "backend", "batch_size", "decode_tokens_per_s", "step_ms_p50",
                             "step_ms_p90", "prefill_ms", "peak_memory_gib", "tokens_equal_fla",
-                            "decode_vs_full_forward_err_ratio", "lina_declines")
+                            "decode_vs_full_forward_err_ratio", "lina_calls", "lina_declines")
                     print(json.dumps({k: rec[k] for k in keys if k in rec}), flush=True)
 
 

@@ -33,8 +33,9 @@ def gate_params(seed, HV, K, kda):
 def lina_call(op, q, k, v, g, beta, **kw):
     if op == "gla":
         return lina.fused_recurrent_gla(q, k, v, g, **kw)
-    fn = lina.fused_recurrent_kda if op == "kda" else lina.fused_recurrent_gated_delta_rule
-    return fn(q, k, v, g, beta, **kw)
+    if op == "kda":
+        return lina.fused_recurrent_kda(q, k, v, g, beta, **kw)
+    return lina.fused_recurrent_gated_delta_rule(q, k, v, g, beta=beta, **kw)  # FLA's order: g, gk, gv, beta
 
 
 def naive_call(op, q, k, v, g, beta, initial_state=None, cu_seqlens=None, **kw):
@@ -146,7 +147,7 @@ class ContinuousBatching(Case):
         before = pool.clone()
         slots = torch.tensor([[0, 1, 2], [3, 4, 5]])
         accepted = torch.tensor([2, 1])
-        o, _ = lina.fused_recurrent_gated_delta_rule(q, k, v, g, beta, initial_state=pool, ssm_state_indices=slots,
+        o, _ = lina.fused_recurrent_gated_delta_rule(q, k, v, g, beta=beta, initial_state=pool, ssm_state_indices=slots,
                                                      num_accepted_tokens=accepted, inplace_final_state=True)
         h0 = before[[1, 3]]
         ro, states = naive_per_token("gdn", q, k, v, g, beta, h0)
@@ -191,7 +192,7 @@ class DecodeInterface(Case):
             lina.fused_recurrent_gla(q, k, v, g, gv=torch.zeros_like(v))
         for name in ("gk", "gv"):
             with self.assertRaisesRegex(NotImplementedError, f"`{name}`"):
-                lina.fused_recurrent_gated_delta_rule(q, k, v, g[..., 0], beta, **{name: torch.zeros_like(v)})
+                lina.fused_recurrent_gated_delta_rule(q, k, v, g[..., 0], beta=beta, **{name: torch.zeros_like(v)})
         with self.assertRaisesRegex(NotImplementedError, "`beta`"):
             lina.fused_recurrent_kda(q, k, v, g, torch.rand_like(v))
         with self.assertRaisesRegex(TypeError, "bogus"):
@@ -201,7 +202,7 @@ class DecodeInterface(Case):
             lina.fused_recurrent_kda(q, k, v, g, beta, initial_state=pool, state_v_first=True,
                                      ssm_state_indices=torch.tensor([0, 1]), inplace_final_state=True)
         with self.assertRaisesRegex(ValueError, "`A_log`"):
-            lina.fused_recurrent_gated_delta_rule(q, k, v, g[..., 0], beta, use_gate_in_kernel=True)
+            lina.fused_recurrent_gated_delta_rule(q, k, v, g[..., 0], beta=beta, use_gate_in_kernel=True)
 
     def test_bad_state_refused_before_any_write(self):
         q, k, v, g, beta = self.args
@@ -342,7 +343,7 @@ class FlaDecodeBackend(Case):
             self.assertTrue(torch.equal(o_fla, o_lina))
             self.assertTrue(torch.equal(h_fla, h_lina))
             o_fla, _ = gdn_layer.fused_recurrent_gated_delta_rule(q=q, k=k, v=v, g=g[..., 0], beta=beta)
-            o_lina, _ = lina.fused_recurrent_gated_delta_rule(q, k, v, g[..., 0], beta)
+            o_lina, _ = lina.fused_recurrent_gated_delta_rule(q, k, v, g[..., 0], beta=beta)
             self.assertTrue(torch.equal(o_fla, o_lina))
             o_fla, _ = gla_layer.fused_recurrent_gla(q=q, k=k, v=v, gk=g)
             o_lina, _ = lina.fused_recurrent_gla(q, k, v, g)
