@@ -24,15 +24,10 @@ void register_gen_bench(CLI::App& app, Outcome& outcome) {
     bool cpu_smoke = false;
   };
   auto o = std::make_shared<Opts>();
-  std::vector<std::string> names;
-  for (const auto& [name, _] : fla_model_types()) names.push_back(name);
-  sub->add_option("--name", o->names, "models: gla, kda, gdn (gated_deltanet); comma list")
-      ->delimiter(',')
-      ->check(CLI::IsMember(names));
+  add_model_and_backend_options(sub, o->names, o->backends);
   sub->add_option("--sizes", o->sizes, "small (hidden 1024, 8 layers, head dims 128) and / or default (FLA's config)")
       ->delimiter(',')
       ->check(CLI::IsMember({"small", "default"}));
-  sub->add_option("--backends", o->backends, "fla and / or lina; comma list")->delimiter(',')->check(CLI::IsMember({"fla", "lina"}));
   sub->add_option("--batch-sizes", o->batches, "sequences decoded together; comma list")->delimiter(',')->check(kPositiveInt);
   sub->add_option("--prompt-len", o->prompt_len, "prompt tokens (the prefill; above 64 FLA's layers run the chunk op)")
       ->check(kPositiveInt);

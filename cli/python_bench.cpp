@@ -30,6 +30,17 @@ const std::map<std::string, std::string>& fla_model_types() {
   return m;
 }
 
+void add_model_and_backend_options(CLI::App* sub, std::vector<std::string>& names, std::vector<std::string>& backends) {
+  std::vector<std::string> known;
+  for (const auto& [name, _] : fla_model_types()) known.push_back(name);
+  sub->add_option("--name", names, "models: gla, kda, gdn (gated_deltanet); comma list")
+      ->delimiter(',')
+      ->check(CLI::IsMember(known));
+  sub->add_option("--backends", backends, "fla and / or lina; comma list")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"fla", "lina"}));
+}
+
 std::string comma_list(const std::vector<std::string>& values) {
   std::string s;
   for (const auto& x : values) s += (s.empty() ? "" : ",") + x;

@@ -12,6 +12,9 @@ namespace lina::cli {
 // lina's op names for the models (gla, kda, gdn, gated_deltanet) -> FLA's model types.
 const std::map<std::string, std::string>& fla_model_types();
 
+// --name (models, checked against fla_model_types) and --backends (fla, lina), comma lists, into the vectors.
+void add_model_and_backend_options(CLI::App* sub, std::vector<std::string>& names, std::vector<std::string>& backends);
+
 // Comma list of the values (the scripts' --models / --sizes / ... form).
 std::string comma_list(const std::vector<std::string>& values);
 

@@ -21,15 +21,10 @@ void register_train_bench(CLI::App& app, Outcome& outcome) {
     bool varlen = false, cpu_smoke = false, fla_gated_bwd = false;
   };
   auto o = std::make_shared<Opts>();
-  std::vector<std::string> names;
-  for (const auto& [name, _] : fla_model_types()) names.push_back(name);
-  sub->add_option("--name", o->names, "models: gla, kda, gdn (gated_deltanet); comma list")
-      ->delimiter(',')
-      ->check(CLI::IsMember(names));
+  add_model_and_backend_options(sub, o->names, o->backends);
   sub->add_option("--sizes", o->sizes, "default (FLA's config) and / or 340m; comma list")
       ->delimiter(',')
       ->check(CLI::IsMember({"default", "340m"}));
-  sub->add_option("--backends", o->backends, "fla and / or lina; comma list")->delimiter(',')->check(CLI::IsMember({"fla", "lina"}));
   sub->add_option("--batch-size", o->batch)->check(kPositiveInt);
   sub->add_option("--seq-len", o->seq_len)->check(kPositiveInt);
   sub->add_option("--warmup-steps", o->warmup)->check(CLI::NonNegativeNumber);

@@ -38,6 +38,21 @@ def _decline(op, reason):
     return False, f"lina declines: {reason}"
 
 
+def _tensors_reason(tensors):
+    """Why lina cannot take these tensors ({name: tensor}, q and v among them), or None."""
+    for name, t in tensors.items():
+        if not isinstance(t, torch.Tensor):
+            return f"`{name}` is not a tensor"
+        if t.device.type not in ("cuda", "cpu"):
+            return f"`{name}` is on {t.device.type}"
+    q, v = tensors["q"], tensors["v"]
+    if q.dtype not in (torch.bfloat16, torch.float16, torch.float32):
+        return f"`q` dtype {q.dtype}"
+    if q.dim() != 4 or v.dim() != 4:
+        return "q and v must be [B, T, H, D]"
+    return None
+
+
 def _common_reason(q, k, v, g, kwargs, delta):
     """Why lina cannot run this call, or None. Mirrors the refusals of lina's front door and of its CUDA path
     (docs/kernels/*.md, "What it supports"), so that FLA runs such calls itself instead of lina raising."""
@@ -50,15 +65,9 @@ def _common_reason(q, k, v, g, kwargs, delta):
     if kwargs.get("chunk_size", 64) != 64:
         return f"`chunk_size={kwargs['chunk_size']}` (lina works in chunks of 64)"
     tensors = dict(q=q, k=k, v=v, g=g)
-    for name, t in tensors.items():
-        if not isinstance(t, torch.Tensor):
-            return f"`{name}` is not a tensor"
-        if t.device.type not in ("cuda", "cpu"):
-            return f"`{name}` is on {t.device.type}"
-    if q.dtype not in (torch.bfloat16, torch.float16, torch.float32):
-        return f"`q` dtype {q.dtype}"
-    if q.dim() != 4 or v.dim() != 4:
-        return "q and v must be [B, T, H, D]"
+    reason = _tensors_reason(tensors)
+    if reason:
+        return reason
     if q.is_cuda:
         K, V = q.shape[-1], v.shape[-1]
         if K not in _CUDA_HEAD_DIMS:
@@ -109,20 +118,13 @@ def _decode_reason(a, gate_name):
     for name in ("gv",) + (("gk",) if gate_name != "gk" else ()):
         if a.get(name) is not None:
             return f"`{name}` is given (lina has no such gate)"
-    tensors = {n: t for n, t in (("q", q), ("k", k), ("v", v), (gate_name, a.get(gate_name)), ("beta", a.get("beta")),
-                                 ("initial_state", a.get("initial_state"))) if t is not None}
-    for name in ("q", "k", "v"):
-        if not isinstance(tensors.get(name), torch.Tensor):
-            return f"`{name}` is not a tensor"
-    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors.values() if isinstance(t, torch.Tensor)):
+    optional = ((gate_name, a.get(gate_name)), ("beta", a.get("beta")), ("initial_state", a.get("initial_state")))
+    tensors = dict(q=q, k=k, v=v, **{n: t for n, t in optional if t is not None})
+    reason = _tensors_reason(tensors)
+    if reason:
+        return reason
+    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors.values()):
         return "inputs require grad (lina's decode is forward only)"
-    for name, t in tensors.items():
-        if t.device.type not in ("cuda", "cpu"):
-            return f"`{name}` is on {t.device.type}"
-    if q.dtype not in (torch.bfloat16, torch.float16, torch.float32):
-        return f"`q` dtype {q.dtype}"
-    if q.dim() != 4 or v.dim() != 4:
-        return "q and v must be [B, T, H, D]"
     beta = a.get("beta")
     if isinstance(beta, torch.Tensor) and beta.dim() == v.dim():
         return "`beta` per value channel [B, T, HV, V] (lina takes [B, T, HV])"

@@ -14,7 +14,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 import naive  # noqa: E402
-from test_torch_ops import Case, inputs  # noqa: E402
+from test_torch_ops import Case, FlaBackendCase, inputs  # noqa: E402
 
 import lina  # noqa: E402
 import lina.decode  # noqa: E402,F401  (loads torch.ops.lina and the fake kernels)
@@ -309,27 +309,7 @@ class DecodeCuda(Case):
         self.assert_close("pool after replay", ref_pool, pool)
 
 
-class FlaDecodeBackend(Case):
-    @classmethod
-    def setUpClass(cls):
-        try:
-            import fla  # noqa: F401
-        except Exception as e:  # FLA is optional; it needs triton and transformers
-            raise unittest.SkipTest(f"fla not importable: {e}")
-        import lina.fla_backend
-        cls.backend = lina.fla_backend
-        cls.backend.register()
-
-    def setUp(self):
-        self._saved = os.environ.get("FLA_LINA")
-        os.environ["FLA_LINA"] = "1"
-
-    def tearDown(self):
-        if self._saved is None:
-            os.environ.pop("FLA_LINA", None)
-        else:
-            os.environ["FLA_LINA"] = self._saved
-
+class FlaDecodeBackend(FlaBackendCase):
     def test_fla_decode_functions_run_lina(self):
         from fla.ops.kda import fused_recurrent_kda
         import fla.layers.gated_deltanet as gdn_layer

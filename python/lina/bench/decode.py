@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from lina.bench.reference import Reference, err_ratio
-from lina.bench.run import annotate_baseline
+from lina.bench.run import annotate_baseline, peak_extra_memory
 from lina.bench.timers import stats, stop_reason
 from lina.bench.workload import HBM_GBPS
 
@@ -212,15 +212,7 @@ def run_decode_cell(args, timer, impls, op, shape, log=print):
             with torch.no_grad():
                 return impl.decode_step(work, t)
         try:
-            if cuda:
-                torch.cuda.synchronize()
-                base_mem = torch.cuda.memory_allocated()
-                torch.cuda.reset_peak_memory_stats()
-            fn()
-            peak = None
-            if cuda:
-                torch.cuda.synchronize()
-                peak = torch.cuda.max_memory_allocated() - base_mem
+            peak = peak_extra_memory(fn) if cuda else None
             samples, stop = timer.time(fn)
             st = stats(samples)
             row = dict(common, impl=label, stop_reason=stop, **st, bytes=byts, floor_us=floor,
