@@ -218,13 +218,16 @@ def run_decode_cell(args, timer, impls, op, shape, log=print):
             row = dict(common, impl=label, stop_reason=stop, **st, bytes=byts, floor_us=floor,
                        x_floor=st["median_ms"] * 1e3 / floor, frac_floor=floor / (st["median_ms"] * 1e3),
                        peak_extra_mem_bytes=peak, gbps=byts / (st["median_ms"] * 1e6))
-            if cuda:
-                g = time_graph(args, timer.flush, fn)
-                g.update(gpu_x_floor=g["gpu_median_ms"] * 1e3 / floor, gpu_frac_floor=floor / (g["gpu_median_ms"] * 1e3))
-                row.update(g)
         except Exception as e:  # noqa: BLE001 - recorded, never hidden
             rows.append(dict(common, impl=label, error=f"{type(e).__name__}: {e}"))
             continue
+        if cuda:
+            try:
+                g = time_graph(args, timer.flush, fn)
+                g.update(gpu_x_floor=g["gpu_median_ms"] * 1e3 / floor, gpu_frac_floor=floor / (g["gpu_median_ms"] * 1e3))
+            except Exception as e:  # noqa: BLE001 - recorded (a call that does not capture); the primary row stands
+                g = dict(gpu_error=f"{type(e).__name__}: {e}")
+            row.update(g)
         try:
             fresh = {n: x.clone() for n, x in work.tensors.items()}
             with torch.no_grad():
@@ -234,7 +237,10 @@ def run_decode_cell(args, timer, impls, op, shape, log=print):
         except Exception as e:  # noqa: BLE001 - a timed call whose output cannot be taken is unverified
             row["check"] = {"reference": Reference.name(device), "pass": None, "reason": f"{type(e).__name__}: {e}"}
         rows.append(row)
-        gpu_s = f"  graph {row['gpu_median_ms'] * 1e3:8.1f} us  {row['gpu_frac_floor']:.0%} of floor" if cuda else ""
+        gpu_s = ""
+        if cuda:
+            gpu_s = (f"  graph {row['gpu_median_ms'] * 1e3:8.1f} us  {row['gpu_frac_floor']:.0%} of floor"
+                     if "gpu_median_ms" in row else f"  graph: {row['gpu_error']}")
         log(f"  {op:20s} {shape:32s} {label:17s} {st['median_ms'] * 1e3:8.1f} us  {row['frac_floor']:.0%} of floor{gpu_s}")
     annotate_baseline(rows, outs, args.baseline_label, {impl.row_label(device): impl.name for impl, _, _ in impls})
     return rows
