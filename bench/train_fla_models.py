@@ -58,11 +58,11 @@ def prepare_inputs(batch_size, seq_len, varlen, vocab_size, device):
     return tokens, cu_seqlens
 
 
-def make_config(name, size, cpu):
+def make_config(name, size, cpu, sizes=SIZES):
     import fla  # noqa: F401  (registers FLA's configs with transformers)
     from transformers import AutoConfig
     config = AutoConfig.for_model(name)
-    for key, value in SIZES[size].get(name, {}).items():
+    for key, value in sizes[size].get(name, {}).items():
         setattr(config, key, value)
     if cpu:
         for key, value in CPU_SMOKE_FLAGS.items():
@@ -203,9 +203,9 @@ def install_cpu_norms():
     fla.modules.mlp.swiglu = lambda gate, y: torch.nn.functional.silu(gate) * y
 
 
-def write_records(path, rec):
+def write_records(path, rec, tool="bench/train_fla_models.py"):
     """Appends one record (after every cell, so a run cut short keeps what it measured); written atomically."""
-    doc = {"tool": "bench/train_fla_models.py", "machine": machine(), "records": []}
+    doc = {"tool": tool, "machine": machine(), "records": []}
     if os.path.exists(path):
         with open(path) as f:
             doc["records"] = json.load(f).get("records", [])

@@ -85,5 +85,6 @@ void register_summarize(CLI::App& app, Outcome& outcome);
 void register_cmd(CLI::App& app, Outcome& outcome);
 void register_profile(CLI::App& app, Outcome& outcome);
 void register_train_bench(CLI::App& app, Outcome& outcome);
+void register_gen_bench(CLI::App& app, Outcome& outcome);
 
 }  // namespace lina::cli

@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   lina::cli::register_cmd(app, outcome);
   lina::cli::register_profile(app, outcome);
   lina::cli::register_train_bench(app, outcome);
+  lina::cli::register_gen_bench(app, outcome);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -2,40 +2,13 @@
 // lina as its backend, in one process (bench/train_fla_models.py; docs/pytorch.md). It needs python3 with
 // torch, transformers, accelerate and flash-linear-attention, and a GPU; --cpu-smoke runs tiny configs on
 // lina's CPU backend without timing. Without python3 and torch it says so, exit 2.
-#include <unistd.h>
-
-#include <cstdio>
-#include <cstdlib>
-#include <map>
 #include <string>
 #include <vector>
 
 #include "cli/commands.h"
-#include "lina/build_info.h"
+#include "cli/python_bench.h"
 
 namespace lina::cli {
-
-namespace {
-
-// lina's op names for the models -> FLA's model types.
-const std::map<std::string, std::string>& fla_models() {
-  static const std::map<std::string, std::string> m = {
-      {"gla", "gla"}, {"kda", "kda"}, {"gdn", "gated_deltanet"}, {"gated_deltanet", "gated_deltanet"}};
-  return m;
-}
-
-// The folder of this executable's build tree (build/cli/lina -> build).
-std::string build_dir() {
-  char self[4096];
-  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) return {};
-  self[n] = '\0';
-  std::string dir(self);
-  dir = dir.substr(0, dir.rfind('/'));
-  return dir.substr(0, dir.rfind('/'));
-}
-
-}  // namespace
 
 void register_train_bench(CLI::App& app, Outcome& outcome) {
   auto* sub = app.add_subcommand("train-bench", "Training throughput of FLA's models, FLA against FLA with lina (PyTorch)");
@@ -48,15 +21,10 @@ void register_train_bench(CLI::App& app, Outcome& outcome) {
     bool varlen = false, cpu_smoke = false, fla_gated_bwd = false;
   };
   auto o = std::make_shared<Opts>();
-  std::vector<std::string> names;
-  for (const auto& [name, _] : fla_models()) names.push_back(name);
-  sub->add_option("--name", o->names, "models: gla, kda, gdn (gated_deltanet); comma list")
-      ->delimiter(',')
-      ->check(CLI::IsMember(names));
+  add_model_and_backend_options(sub, o->names, o->backends);
   sub->add_option("--sizes", o->sizes, "default (FLA's config) and / or 340m; comma list")
       ->delimiter(',')
       ->check(CLI::IsMember({"default", "340m"}));
-  sub->add_option("--backends", o->backends, "fla and / or lina; comma list")->delimiter(',')->check(CLI::IsMember({"fla", "lina"}));
   sub->add_option("--batch-size", o->batch)->check(kPositiveInt);
   sub->add_option("--seq-len", o->seq_len)->check(kPositiveInt);
   sub->add_option("--warmup-steps", o->warmup)->check(CLI::NonNegativeNumber);
@@ -69,29 +37,13 @@ void register_train_bench(CLI::App& app, Outcome& outcome) {
                 "let FLA's GatedDeltaNet backward run on a Triton its version guard refuses");
   sub->add_option("--json", o->json, "append the records to this JSON file");
   sub->callback([o, &outcome] {
-    if (std::system("python3 -c 'import torch' >/dev/null 2>&1") != 0) {
-      std::fprintf(stderr, "lina train-bench: python3 with torch is required (not found)\n");
-      outcome.code = kUsage;
-      return;
-    }
-    // This build's extension and the package sources, unless the caller points elsewhere.
-    const std::string build = build_dir();
-    if (!build.empty()) setenv("LINA_TORCH_LIB", (build + "/bindings/torch/_C.so").c_str(), 0);
-    const std::string python_dir = std::string(LINA_BUILD_SOURCE_DIR) + "/python";
-    const char* path = std::getenv("PYTHONPATH");
-    setenv("PYTHONPATH", (python_dir + (path && *path ? ":" + std::string(path) : "")).c_str(), 1);
-    std::string models;
-    for (const auto& n : o->names) models += (models.empty() ? "" : ",") + fla_models().at(n);
-    const auto join = [](const std::vector<std::string>& v) {
-      std::string s;
-      for (const auto& x : v) s += (s.empty() ? "" : ",") + x;
-      return s;
-    };
-    std::vector<std::string> args = {"python3", std::string(LINA_BUILD_SOURCE_DIR) + "/bench/train_fla_models.py",
-                                     "--models", models, "--sizes", join(o->sizes), "--backends", join(o->backends),
-                                     "--batch-size", std::to_string(o->batch), "--seq-len", std::to_string(o->seq_len),
-                                     "--warmup-steps", std::to_string(o->warmup), "--steps", std::to_string(o->steps),
-                                     "--profile-steps", std::to_string(o->profile_steps)};
+    std::vector<std::string> models;
+    for (const auto& n : o->names) models.push_back(fla_model_types().at(n));
+    std::vector<std::string> args = {"--models", comma_list(models), "--sizes", comma_list(o->sizes), "--backends",
+                                     comma_list(o->backends), "--batch-size", std::to_string(o->batch), "--seq-len",
+                                     std::to_string(o->seq_len), "--warmup-steps", std::to_string(o->warmup),
+                                     "--steps", std::to_string(o->steps), "--profile-steps",
+                                     std::to_string(o->profile_steps)};
     if (o->varlen) args.push_back("--varlen");
     if (o->cpu_smoke) args.push_back("--cpu-smoke");
     if (o->fla_gated_bwd) args.push_back("--fla-gated-bwd-on-old-triton");
@@ -99,12 +51,7 @@ void register_train_bench(CLI::App& app, Outcome& outcome) {
       args.push_back("--json");
       args.push_back(o->json);
     }
-    std::vector<char*> argv;
-    for (auto& s : args) argv.push_back(s.data());
-    argv.push_back(nullptr);
-    execvp("python3", argv.data());
-    std::perror("lina train-bench: exec python3");
-    outcome.code = kUsage;
+    exec_python_bench("train-bench", "train_fla_models.py", args, outcome);
   });
 }
 

@@ -4,7 +4,7 @@
 #       prefix, then tests/package/consumer (find_package(lina), one op against lina::reference);
 #   (b) the Python package: a fresh venv with torch, `pip install --no-build-isolation .` of this
 #       clone without the CUDA backend, then tests/package/smoke_test.py, the pytest suite tests/python
-#       and the CPU smoke of bench/train_fla_models.py.
+#       and the CPU smokes of bench/train_fla_models.py and bench/gen_fla_models.py.
 # Run by scripts/test.sh after the build; LINA_PACKAGE_SKIP_WHEEL=1 runs (a) alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -81,4 +81,6 @@ say "pytest tests/python"
 (cd "$tmp" && "$tmp/venv/bin/python" -m pytest -q -p no:cacheprovider "$repo/tests/python")
 say "lina train-bench's CPU smoke (bench/train_fla_models.py --cpu-smoke)"
 (cd "$tmp" && "$tmp/venv/bin/python" "$repo/bench/train_fla_models.py" --cpu-smoke | grep '^{')
+say "lina gen-bench's CPU smoke (bench/gen_fla_models.py --cpu-smoke)"
+(cd "$tmp" && "$tmp/venv/bin/python" "$repo/bench/gen_fla_models.py" --cpu-smoke | grep '^{')
 say "ok"

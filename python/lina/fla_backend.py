@@ -4,10 +4,13 @@ no change to their code, and fall back to FLA's Triton kernels, with the reason 
     import lina.fla_backend
     lina.fla_backend.register()      # once, after importing fla; FLA_LINA=0 in the environment turns it off
 
-FLA dispatches chunk_kda (by function) and chunk_gated_delta_rule (operation "gated_delta_rule") through
-fla.backends: lina registers a BaseBackend there, priority 0, whose verifiers say why lina declines a call.
-FLA 0.6.0 has no dispatch point at chunk_gla's entry, so register() rebinds the name chunk_gla in the GLA layer
-module (fla.layers.gla) to a function that asks the same verifier first.
+FLA dispatches chunk_kda (by function), chunk_gated_delta_rule (operation "gated_delta_rule") and the decode
+step fused_recurrent_kda_fwd (operation "kda") through fla.backends: lina registers a BaseBackend there, priority
+0, whose verifiers say why lina declines a call. FLA 0.6.0 has no dispatch point at chunk_gla's entry nor at
+fused_recurrent_gla's or fused_recurrent_gated_delta_rule's, so register() rebinds those names in FLA's layer
+modules (fla.layers.gla, fla.layers.gated_deltanet) to functions that ask the same kind of verifier first.
+Decode calls whose inputs require grad (FLA's GLA layer decodes short sequences in training too) are declined:
+lina's decode is forward only.
 
 Declines are logged by FLA's dispatcher (logger "fla.backends", level INFO) and counted in `declines()`.
 """
@@ -17,7 +20,7 @@ import logging
 
 import torch
 
-from lina import ops
+from lina import decode, ops
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +38,21 @@ def _decline(op, reason):
     return False, f"lina declines: {reason}"
 
 
+def _tensors_reason(tensors):
+    """Why lina cannot take these tensors ({name: tensor}, q and v among them), or None."""
+    for name, t in tensors.items():
+        if not isinstance(t, torch.Tensor):
+            return f"`{name}` is not a tensor"
+        if t.device.type not in ("cuda", "cpu"):
+            return f"`{name}` is on {t.device.type}"
+    q, v = tensors["q"], tensors["v"]
+    if q.dtype not in (torch.bfloat16, torch.float16, torch.float32):
+        return f"`q` dtype {q.dtype}"
+    if q.dim() != 4 or v.dim() != 4:
+        return "q and v must be [B, T, H, D]"
+    return None
+
+
 def _common_reason(q, k, v, g, kwargs, delta):
     """Why lina cannot run this call, or None. Mirrors the refusals of lina's front door and of its CUDA path
     (docs/kernels/*.md, "What it supports"), so that FLA runs such calls itself instead of lina raising."""
@@ -47,15 +65,9 @@ def _common_reason(q, k, v, g, kwargs, delta):
     if kwargs.get("chunk_size", 64) != 64:
         return f"`chunk_size={kwargs['chunk_size']}` (lina works in chunks of 64)"
     tensors = dict(q=q, k=k, v=v, g=g)
-    for name, t in tensors.items():
-        if not isinstance(t, torch.Tensor):
-            return f"`{name}` is not a tensor"
-        if t.device.type not in ("cuda", "cpu"):
-            return f"`{name}` is on {t.device.type}"
-    if q.dtype not in (torch.bfloat16, torch.float16, torch.float32):
-        return f"`q` dtype {q.dtype}"
-    if q.dim() != 4 or v.dim() != 4:
-        return "q and v must be [B, T, H, D]"
+    reason = _tensors_reason(tensors)
+    if reason:
+        return reason
     if q.is_cuda:
         K, V = q.shape[-1], v.shape[-1]
         if K not in _CUDA_HEAD_DIMS:
@@ -97,14 +109,62 @@ def _gla_verifier(*args, **kwargs):
     return (True, None) if reason is None else _decline("chunk_gla", reason)
 
 
+# ---- decode (fused_recurrent) ---------------------------------------------------------------------------------
+
+def _decode_reason(a, gate_name):
+    """Why lina cannot run this decode call (FLA's arguments by name), or None; mirrors lina.decode's refusals and
+    the CUDA kernels' head dims (K, V in 64, 128, 256; a dense state also takes V as column blocks of those)."""
+    q, k, v = a.get("q"), a.get("k"), a.get("v")
+    for name in ("gv",) + (("gk",) if gate_name != "gk" else ()):
+        if a.get(name) is not None:
+            return f"`{name}` is given (lina has no such gate)"
+    optional = ((gate_name, a.get(gate_name)), ("beta", a.get("beta")), ("initial_state", a.get("initial_state")))
+    tensors = dict(q=q, k=k, v=v, **{n: t for n, t in optional if t is not None})
+    reason = _tensors_reason(tensors)
+    if reason:
+        return reason
+    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors.values()):
+        return "inputs require grad (lina's decode is forward only)"
+    beta = a.get("beta")
+    if isinstance(beta, torch.Tensor) and beta.dim() == v.dim():
+        return "`beta` per value channel [B, T, HV, V] (lina takes [B, T, HV])"
+    h0 = a.get("initial_state")
+    in_place = a.get("inplace_final_state", False) or a.get("ssm_state_indices") is not None
+    if in_place and a.get("state_v_first") and h0 is not None and not h0.transpose(-1, -2).is_contiguous():
+        return "a V-first state pool in memory (lina updates a [K, V] state in place)"
+    if q.is_cuda:
+        K, V = q.shape[-1], v.shape[-1]
+        if K not in _CUDA_HEAD_DIMS:
+            return f"head dim K={K} (lina's CUDA decode kernels take 64, 128, 256)"
+        if V not in _CUDA_HEAD_DIMS and (in_place or V < 256 or V % 64):
+            return f"head dim V={V} (lina's CUDA decode kernels take 64, 128, 256; a dense state also a multiple of 64)"
+    return None
+
+
+def _decode_verifier(op, fn, gate_name):
+    def verify(*args, **kwargs):
+        reason = _decode_reason(_bound(fn, args, kwargs), gate_name)
+        return (True, None) if reason is None else _decline(op, reason)
+    return verify
+
+
+_fused_recurrent_kda_verifier = _decode_verifier("fused_recurrent_kda", decode.fused_recurrent_kda_fwd, "g")
+_fused_recurrent_kda_layer_verifier = _decode_verifier("fused_recurrent_kda", decode.fused_recurrent_kda, "g")
+_fused_recurrent_gla_verifier = _decode_verifier("fused_recurrent_gla", decode.fused_recurrent_gla, "gk")
+_fused_recurrent_gdn_verifier = _decode_verifier("fused_recurrent_gated_delta_rule",
+                                                 decode.fused_recurrent_gated_delta_rule, "g")
+
+
 _registered = False
+SERVED = ["chunk_kda", "chunk_gated_delta_rule", "chunk_gla", "fused_recurrent_kda", "fused_recurrent_gla",
+          "fused_recurrent_gated_delta_rule"]
 
 
 def register():
     """Registers lina with FLA's dispatcher (idempotent). Returns the FLA functions now served by lina."""
     global _registered
     if _registered:
-        return ["chunk_kda", "chunk_gated_delta_rule", "chunk_gla"]
+        return list(SERVED)
     from fla.backends import BaseBackend, register as fla_register
 
     class LinaBackend(BaseBackend):
@@ -113,37 +173,56 @@ def register():
         env_var = "FLA_LINA"  # FLA_LINA=0 turns lina off, FLA's own switch for a backend
         priority = 0
 
-        # operation "gated_delta_rule": FLA looks these up by the dispatched function's name.
+        # FLA looks these up by the dispatched function's name: operation "gated_delta_rule" ...
         def chunk_gated_delta_rule(self, *args, **kwargs):
             return ops.chunk_gated_delta_rule(*args, **kwargs)
 
         def chunk_gated_delta_rule_verifier(self, *args, **kwargs):
             return _gdn_verifier(*args, **kwargs)
 
+        # ... and operation "kda" (FLA's fused_recurrent_kda calls it, so does vLLM's form of the call)
+        def fused_recurrent_kda_fwd(self, *args, **kwargs):
+            return decode.fused_recurrent_kda_fwd(*args, **kwargs)
+
+        def fused_recurrent_kda_fwd_verifier(self, *args, **kwargs):
+            return _fused_recurrent_kda_verifier(*args, **kwargs)
+
     import fla.ops.kda
 
     fla_register(fla.ops.kda.chunk_kda, backend=LinaBackend, verifier=_kda_verifier)(ops.chunk_kda)
     fla_register("gated_delta_rule")(LinaBackend)
-    _patch_gla(LinaBackend)
+    fla_register("kda")(LinaBackend)
+    _patch_layer("fla.layers.gla", "chunk_gla", LinaBackend, _gla_verifier, ops.chunk_gla)
+    _patch_layer("fla.layers.gla", "fused_recurrent_gla", LinaBackend, _fused_recurrent_gla_verifier,
+                 decode.fused_recurrent_gla)
+    _patch_layer("fla.layers.gated_deltanet", "fused_recurrent_gated_delta_rule", LinaBackend,
+                 _fused_recurrent_gdn_verifier, decode.fused_recurrent_gated_delta_rule)
+    # FLA's fused_recurrent_kda copies the layer's V-first state to a contiguous one before its dispatch point;
+    # lina takes the state as it is
+    _patch_layer("fla.layers.kda", "fused_recurrent_kda", LinaBackend, _fused_recurrent_kda_layer_verifier,
+                 decode.fused_recurrent_kda)
     _registered = True
-    return ["chunk_kda", "chunk_gated_delta_rule", "chunk_gla"]
+    return list(SERVED)
 
 
-def _patch_gla(backend):
-    import fla.layers.gla as gla_layer
+def _patch_layer(module_name, name, backend, verifier, implementation):
+    """Rebinds `name` in FLA's layer module to lina's implementation behind the verifier (FLA's function where
+    lina declines or FLA_LINA=0)."""
+    import importlib
 
-    fla_chunk_gla = gla_layer.chunk_gla
-    if getattr(fla_chunk_gla, "_lina", False):
+    module = importlib.import_module(module_name)
+    fla_fn = getattr(module, name)
+    if getattr(fla_fn, "_lina", False):
         return
 
-    @functools.wraps(fla_chunk_gla)
-    def chunk_gla(*args, **kwargs):
+    @functools.wraps(fla_fn)
+    def routed(*args, **kwargs):
         if backend.is_available() and backend().is_enabled():
-            accepted, reason = _gla_verifier(*args, **kwargs)
+            accepted, reason = verifier(*args, **kwargs)
             if accepted:
-                return ops.chunk_gla(*args, **kwargs)
-            logger.info("lina: chunk_gla -> FLA: %s", reason)
-        return fla_chunk_gla(*args, **kwargs)
+                return implementation(*args, **kwargs)
+            logger.info("lina: %s -> FLA: %s", name, reason)
+        return fla_fn(*args, **kwargs)
 
-    chunk_gla._lina = True
-    gla_layer.chunk_gla = torch.compiler.disable(chunk_gla)
+    routed._lina = True
+    setattr(module, name, torch.compiler.disable(routed))

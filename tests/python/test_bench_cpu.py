@@ -104,6 +104,37 @@ class BenchCpu(unittest.TestCase):
         self.assertIn("- flashkda (flashkda-cuda): not run: ", md)
         self.assertTrue(all(math.isfinite(s) and s > 0 for s in speedups))
 
+    def test_decode_cells_check_the_state_and_state_the_floor(self):
+        REGISTRY["lina_again"] = LinaAgain
+        self.addCleanup(REGISTRY.pop, "lina_again")
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "decode")
+            rc, _ = run(TINY + ["--ops", "fused_recurrent_kda", "--decode-batches", "1,2", "--impls", "lina,lina_again",
+                                "--baseline", "lina_again", "--out", out])
+            self.assertEqual(rc, 0)
+            doc = json.loads(Path(out + ".json").read_text())
+            md = Path(out + ".md").read_text()
+        rows = doc["results"]
+        self.assertEqual([(r["shape"], r["impl"]) for r in rows],
+                         [("B1_T1_H32_HV32_K128_V128", "lina-cpu"), ("B1_T1_H32_HV32_K128_V128", "again-cpu"),
+                          ("B2_T1_H32_HV32_K128_V128", "lina-cpu"), ("B2_T1_H32_HV32_K128_V128", "again-cpu")])
+        for r in rows:
+            self.assertEqual(r["mode"], "decode")
+            self.assertEqual(r["shape_keys"]["state"], "pool, in place")  # KDA in vLLM's form
+            self.assertTrue(r["check"]["pass"], r["check"])  # o and the pool's slots against the chunk reference
+            self.assertIn("state_err_ratio", r["check"])
+            # the floor: the fp32 state [B, 32, 128, 128] read and written once
+            self.assertEqual(r["bytes"], 2 * r["shape_keys"]["B"] * 32 * 128 * 128 * 4)
+            self.assertAlmostEqual(r["frac_floor"] * r["x_floor"], 1.0)
+        self.assertIn("Decode floor", md)
+
+    def test_decode_dry_run_lists_the_real_model_shapes(self):
+        rc, text = run(["--device", "cpu", "--dry-run", "--ops", "fused_recurrent_gdn,fused_recurrent_gla"])
+        self.assertEqual(rc, 0)
+        for batch in (1, 64, 1024):
+            self.assertIn(f"fused_recurrent_gdn decode B{batch}_T1_H16_HV32_K128_V128: lina -> runs", text)
+        self.assertIn("fused_recurrent_gla decode B1024_T1_H16_HV16_K128_V128", text)
+
 
 if __name__ == "__main__":
     unittest.main()

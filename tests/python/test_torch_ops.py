@@ -365,7 +365,9 @@ class CudaTest(Case):
         self.assertGreater(torch.cuda.max_memory_allocated() - base, 4 * o.numel() * o.element_size())
 
 
-class FlaBackendTest(Case):
+class FlaBackendCase(Case):
+    """lina registered as FLA's backend and switched on for each test (skipped where FLA does not import)."""
+
     @classmethod
     def setUpClass(cls):
         try:
@@ -387,6 +389,8 @@ class FlaBackendTest(Case):
         else:
             os.environ["FLA_LINA"] = self._saved
 
+
+class FlaBackendTest(FlaBackendCase):
     def test_fla_functions_run_lina(self):
         from fla.ops.gated_delta_rule import chunk_gated_delta_rule
         from fla.ops.kda import chunk_kda

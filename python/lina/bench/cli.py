@@ -9,6 +9,7 @@ from pathlib import Path
 import torch
 
 import lina.bench
+from lina.bench.decode import DECODE_BATCHES, DECODE_MODE, DECODE_OPS, GRAPH_METHOD, decode_shape, run_decode_cell
 from lina.bench.impls import REGISTRY
 from lina.bench.reference import Reference
 from lina.bench.report import markdown
@@ -19,6 +20,8 @@ from lina.bench.workload import DEFAULT_SHAPES, GATES, MODES, OPS, longtail_cu, 
 EXAMPLE = """example:
   LINA_TORCH_LIB=build/bindings/torch/_C.so PYTHONPATH=python python -m lina.bench --ops chunk_kda \\
       --modes fwd --impls lina,fla,flashkda --gate in_kernel --lib build/bindings/liblina_c.so --out /tmp/side
+  python -m lina.bench --ops fused_recurrent_kda,fused_recurrent_gdn,fused_recurrent_gla --impls lina,fla \\
+      --out /tmp/decode    # one decode step at batch 1, 64, 1024; GPU time by CUDA-graph replay beside do_bench
   python -m lina.bench --list            # the implementations and why any is unavailable"""
 
 
@@ -30,10 +33,15 @@ def split(values):
 def parser():
     ap = argparse.ArgumentParser(prog="python -m lina.bench", description=lina.bench.__doc__, epilog=EXAMPLE,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--ops", nargs="+", default=["chunk_gla"], help=f"{', '.join(OPS)} (space or comma separated)")
+    ap.add_argument("--ops", nargs="+", default=["chunk_gla"],
+                    help=f"{', '.join(OPS + DECODE_OPS)} (space or comma separated); a decode op runs its decode "
+                         "cells (--decode-batches), not --modes / --shapes")
     ap.add_argument("--modes", nargs="+", default=["fwd", "fwdbwd"],
                     help="fwd (training forward), fwdbwd, infer (forward without grad); space or comma separated")
     ap.add_argument("--shapes", default=",".join(DEFAULT_SHAPES), help="comma list of B_T_H_D names ('' for none)")
+    ap.add_argument("--decode-batches", default=",".join(map(str, DECODE_BATCHES)),
+                    help="batch sizes of the decode cells (one token per sequence, the state of a real model per op: "
+                         "lina/bench/decode.py MODELS)")
     ap.add_argument("--varlen-tokens", type=int, default=32768, help="longtail varlen set at H16_D128 (0: none)")
     ap.add_argument("--impls", default="lina,fla", help=f"comma list of {', '.join(REGISTRY)} (default lina,fla)")
     ap.add_argument("--baseline", default="fla", help="the implementation the speedups are against (default fla)")
@@ -72,7 +80,7 @@ def invoked_as():
 
 def check_args(ap, a):
     a.ops, a.modes = split(a.ops), split(a.modes)
-    for flag, got, allowed in (("--ops", a.ops, OPS), ("--modes", a.modes, MODES)):
+    for flag, got, allowed in (("--ops", a.ops, OPS + DECODE_OPS), ("--modes", a.modes, MODES)):
         bad = [x for x in got if x not in allowed]
         if bad:
             ap.error(f"{flag}: {bad} not supported, expected {' or '.join(allowed)}")
@@ -80,6 +88,12 @@ def check_args(ap, a):
     bad = [x for x in a.impls + [a.baseline] if x not in REGISTRY]
     if bad:
         ap.error(f"--impls / --baseline: {bad} unknown, expected one of {', '.join(REGISTRY)}")
+    try:
+        a.decode_batches = [int(b) for b in a.decode_batches.split(",") if b]
+    except ValueError:
+        ap.error(f"--decode-batches: got '{a.decode_batches}', expected a comma list of positive integers")
+    if any(b < 1 for b in a.decode_batches):
+        ap.error(f"--decode-batches: got {a.decode_batches}, expected positive integers")
     a.shapes = [s for s in a.shapes.split(",") if s]
     for s in a.shapes:
         try:
@@ -121,6 +135,10 @@ def print_list(impls, device):
 
 def cells(a):
     for op in a.ops:
+        if op in DECODE_OPS:
+            for batch in a.decode_batches:
+                yield op, DECODE_MODE, decode_shape(op, batch), None
+            continue
         for mode in a.modes:
             for shape in a.shapes:
                 yield op, mode, shape, None
@@ -130,10 +148,13 @@ def cells(a):
 
 def dry_run(a, impls, device):
     """What each implementation would do per cell, decided on meta tensors (nothing is allocated or run)."""
+    from lina.bench.decode import make_decode_workload
     from lina.bench.workload import make_workload
     print("cells (op mode shape: implementation -> runs | skipped: why):")
     for op, mode, shape, cu in cells(a):
-        work = make_workload(op, shape, a.seed, torch.device("meta"), a.gate, cu)
+        meta = torch.device("meta")
+        work = (make_decode_workload(op, shape, a.seed, meta) if op in DECODE_OPS else
+                make_workload(op, shape, a.seed, meta, a.gate, cu))
         parts = []
         for impl, ok, why in impls:
             skip = why if not ok else impl.supports(work, mode)
@@ -175,6 +196,8 @@ def main(argv=None):
     fla = next((impl for impl, ok, _ in impls if impl.name == "fla"), None)
     if fla is not None:
         doc["config"]["fla_backend_env"] = fla.env
+    if any(op in DECODE_OPS for op in a.ops) and a.device == "cuda":
+        doc["config"]["decode_gpu_method"] = GRAPH_METHOD
     if a.gpu_time:
         doc["config"].update(gpu_time=True, gpu_time_method=GPU_METHOD, gpu_sleep_cycles_per_ms=timer.cycles_per_ms)
     prev = Path(a.out + ".json")
@@ -187,8 +210,13 @@ def main(argv=None):
         Path(a.out + ".json").write_text(json.dumps(doc, indent=1))
         Path(a.out + ".md").write_text(markdown(doc))
 
+    def log(s):
+        print(s, flush=True)
     for op, mode, shape, cu in cells(a):
-        save(run_cell(a, timer, reference, impls, op, mode, shape, cu, log=lambda s: print(s, flush=True)))
+        if op in DECODE_OPS:
+            save(run_decode_cell(a, timer, impls, op, shape, log=log))
+        else:
+            save(run_cell(a, timer, reference, impls, op, mode, shape, cu, log=log))
     print(markdown(doc))
     return 0
 

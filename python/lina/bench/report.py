@@ -3,7 +3,7 @@ speedup over the baseline, its check and peak extra memory, then the geomean spe
 import math
 
 from lina.bench.timers import PRIMARY_METHODS
-from lina.bench.workload import DEFAULT_SHAPES
+from lina.bench.workload import DEFAULT_SHAPES, HBM_GBPS
 
 
 def geomean(values):
@@ -98,7 +98,17 @@ def markdown(doc):
             floors.setdefault((r["impl"], r["op"]), []).append(r["x_floor"])
     for (x, op), v in floors.items():
         lines.append(f"Geomean x floor of {x}, {op} fwd, over {len(v)} default shapes: {geomean(v):.2f}")
+    for r in doc["results"]:  # decode: how close to reading and writing the fp32 state once
+        if r.get("mode") == "decode" and r.get("floor_us"):
+            gpu_part = f", GPU (graph) {r['gpu_median_ms'] * 1e3:.1f} us = {r['gpu_frac_floor']:.0%}" if r.get(
+                "gpu_median_ms") else ""
+            lines.append(f"Decode floor {r['floor_us']:.1f} us (fp32 state read + written once at {HBM_GBPS / 1e3:.1f} "
+                         f"TB/s), {r['impl']} {r['op']} {r['shape']}: primary {r['median_ms'] * 1e3:.1f} us = "
+                         f"{r['frac_floor']:.0%} of it{gpu_part}")
     if gpu:
-        lines.append("GPU columns (--gpu-time): host time hidden behind a sleep kernel, see config.gpu_time_method; "
-                     "the other columns are the primary timer's.")
+        if cfg.get("gpu_time"):
+            lines.append("GPU columns of chunk rows (--gpu-time): host time hidden behind a sleep kernel, see "
+                         "config.gpu_time_method; the other columns are the primary timer's.")
+        if cfg.get("decode_gpu_method"):
+            lines.append("GPU columns of decode rows: CUDA-graph replay, see config.decode_gpu_method.")
     return "\n".join(lines) + "\n"

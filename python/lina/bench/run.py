@@ -36,15 +36,7 @@ def run_cell(args, timer, reference, impls, op, mode, shape, cu=None, log=print)
             continue
         try:
             fn = impl.prepare(work, mode)
-            peak = None
-            if cuda:
-                torch.cuda.synchronize()
-                base_mem = torch.cuda.memory_allocated()
-                torch.cuda.reset_peak_memory_stats()
-            fn()
-            if cuda:
-                torch.cuda.synchronize()
-                peak = torch.cuda.max_memory_allocated() - base_mem
+            peak = peak_extra_memory(fn) if cuda else None
             samples, stop = timer.time(fn)
         except Exception as e:  # noqa: BLE001 - recorded, never hidden
             rows.append(dict(common, impl=label, error=f"{type(e).__name__}: {e}"))
@@ -79,6 +71,16 @@ def run_cell(args, timer, reference, impls, op, mode, shape, cu=None, log=print)
             f"{row['ns_per_token_head']:6.2f} ns/th  x{row['x_floor']:.1f} floor{gpu_s}")
     annotate_baseline(rows, outs, args.baseline_label, {impl.row_label(device): impl.name for impl, _, _ in impls})
     return rows
+
+
+def peak_extra_memory(fn):
+    """Bytes one call of fn allocates beyond what is allocated before it (torch's peak; lina's scratch included)."""
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    fn()
+    torch.cuda.synchronize()
+    return torch.cuda.max_memory_allocated() - base
 
 
 def annotate_baseline(rows, outs, baseline_label, names):

@@ -55,6 +55,10 @@ class Implementation:
         """The op's output o for inputs `t` (work.tensors or copies of them)."""
         raise NotImplementedError
 
+    def decode_step(self, work, t):
+        """A decode op's step on inputs `t` (bench/decode.py): (o, the state after it)."""
+        raise NotImplementedError
+
     def grad_enabled(self, work, mode):
         """Whether the timed forward runs with inputs that need gradients (a training forward)."""
         return mode != "infer" and not self.forward_only

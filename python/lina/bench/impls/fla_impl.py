@@ -3,6 +3,7 @@ so that the row times FLA's Triton path: FLA hands chunk_kda to FlashKDA and chu
 FlashQLA when those are installed, and some backward pieces to TileLang."""
 import os
 
+from lina.bench.decode import DECODE_OPS, decode_call
 from lina.bench.impls.base import Implementation, register
 
 # FLA's switches for the backends it would dispatch to instead of its Triton kernels (fla/backends: a backend's
@@ -24,7 +25,7 @@ FLA_ENV = fla_backend_env()
 class Fla(Implementation):
     name = "fla"
     label, package, module_name = "fla-triton", "flash-linear-attention", "fla"
-    ops = ("chunk_gla", "chunk_kda", "chunk_gdn")
+    ops = ("chunk_gla", "chunk_kda", "chunk_gdn") + DECODE_OPS
 
     def __init__(self):
         self.env = dict(FLA_ENV)
@@ -63,3 +64,10 @@ class Fla(Implementation):
             return f(t["q"], t["k"], t["v"], t["g"], cu_seqlens=cu)[0]
         extra = {n: t[n] for n in ("A_log", "dt_bias") if n in t}
         return f(t["q"], t["k"], t["v"], t["g"], t["beta"], cu_seqlens=cu, **work.fla_flags(), **extra)[0]
+
+    def decode_step(self, work, t):
+        from fla.ops.gated_delta_rule import fused_recurrent_gated_delta_rule
+        from fla.ops.gla import fused_recurrent_gla
+        from fla.ops.kda.fused_recurrent import fused_recurrent_kda_fwd
+        return decode_call(dict(gla=fused_recurrent_gla, gdn=fused_recurrent_gated_delta_rule,
+                                kda_fwd=fused_recurrent_kda_fwd), work, t)

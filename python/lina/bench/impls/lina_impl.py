@@ -1,14 +1,16 @@
-"""lina through its PyTorch operators (lina.chunk_gla / chunk_kda / chunk_gated_delta_rule, FLA's signatures).
+"""lina through its PyTorch operators (lina.chunk_gla / chunk_kda / chunk_gated_delta_rule and the decode ops
+lina.fused_recurrent_*, FLA's signatures).
 lina's scratch comes from PyTorch's caching allocator, so torch's peak memory counts it."""
 import torch
 
+from lina.bench.decode import DECODE_OPS, decode_call
 from lina.bench.impls.base import Implementation, register
 
 
 @register
 class Lina(Implementation):
     name, label, module_name = "lina", "lina-cuda", "lina"
-    ops = ("chunk_gla", "chunk_kda", "chunk_gdn")
+    ops = ("chunk_gla", "chunk_kda", "chunk_gdn") + DECODE_OPS
 
     def row_label(self, device):
         return "lina-cuda" if device.type == "cuda" else "lina-cpu"
@@ -29,3 +31,8 @@ class Lina(Implementation):
         fn = m.chunk_kda if work.op == "chunk_kda" else m.chunk_gated_delta_rule
         extra = {n: t[n] for n in ("A_log", "dt_bias") if n in t}
         return fn(t["q"], t["k"], t["v"], t["g"], t["beta"], cu_seqlens=cu, **flags, **extra)[0]
+
+    def decode_step(self, work, t):
+        import lina.decode as d
+        return decode_call(dict(gla=d.fused_recurrent_gla, gdn=d.fused_recurrent_gated_delta_rule,
+                                kda_fwd=d.fused_recurrent_kda_fwd), work, t)
