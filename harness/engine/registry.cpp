@@ -234,6 +234,7 @@ OpSpec decode_op(OpSpec chunk, const std::string& name) {
   s.category = "linear_attention_decode";
   s.gate_suite = "lina_" + name + "_gate";
   s.source_dir = "ops/recurrent";
+  s.reference_prefix = "host_recurrence";  // the fp64 reference and the CPU backend are one template
   s.model_name.clear();
   s.modes = {Mode::infer};
   s.default_modes = {Mode::infer};

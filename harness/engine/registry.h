@@ -49,6 +49,7 @@ struct OpSpec {
   std::string category;        // linear_attention
   std::string gate_suite;      // lina_chunk_gla_gate
   std::string source_dir;      // ops/gla: the op library folder of its code and its fp64 reference
+  std::string reference_prefix = "reference";  // the files of source_dir that hold the fp64 reference (frozen hashes)
   std::string model_name;      // gla: the name FLA's training-throughput benchmark gives the model (--name)
   std::vector<InputSpec> inputs;
   nlohmann::json fixed_kwargs;  // documented constants of every call (FLA's benchmark kwargs)
