@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "harness/engine/registry.h"
+#include "harness/verify/frozen.h"
 #include "lina/error.h"
 
 namespace lina::harness {
@@ -200,6 +201,17 @@ TEST(HarnessRegistry, DecodeJsonNamesModesSetsAndThePool) {
   EXPECT_FALSE(j["fixed_kwargs"].contains("safe_gate"));
   EXPECT_EQ(j["shape_sets"]["default"].size(), 11u);
   EXPECT_EQ(j["shape_sets"]["cpu"].size(), 3u);
+}
+
+TEST(HarnessRegistry, FrozenHashesCoverTheDecodeReferenceAndGate) {
+  for (const char* op : {"fused_recurrent_gla", "fused_recurrent_kda", "fused_recurrent_gdn"}) {
+    const auto h = frozen_hashes(LINA_TEST_SOURCE_DIR, op);
+    for (const std::string f : {std::string("tests/gate/") + op + "_gate.cpp", std::string("tests/gate/common/decode_case.cpp"),
+                                std::string("ops/recurrent/host_recurrence.cpp"), std::string("harness/verify/tolerances.cpp")}) {
+      ASSERT_TRUE(h.count(f)) << op << " " << f;
+      EXPECT_NE(h.at(f), "missing") << op << " " << f;
+    }
+  }
 }
 
 }  // namespace
