@@ -8,24 +8,9 @@
 namespace lina::gate {
 namespace {
 
-struct Flags {
-  StateForm form = StateForm::pool;
-  double scale = 0, norm = 1;
-  bool reverse = false, padding = false, i64 = false;
-  DType dt = DType::f16;
-};
-
-DecodeCase gla(std::string name, std::int64_t B, std::int64_t T, std::int64_t H, std::int64_t D, Flags f = {},
+DecodeCase gla(std::string name, std::int64_t B, std::int64_t T, std::int64_t H, std::int64_t D, DecodeFlags f = {},
                std::vector<std::int64_t> cu = {}) {
-  DecodeCase d;
-  GateCase& c = d.c;
-  c.op = "fused_recurrent_gla";
-  c.name = std::move(name);
-  c.B = B; c.T = cu.empty() ? T : cu.back(); c.H = H; c.D = D;
-  c.scale = f.scale; c.norm = f.norm; c.dtype = f.dt;
-  c.cu = std::move(cu);
-  d.form = f.form; d.padding = f.padding; d.int64_indices = f.i64; d.reverse = f.reverse;
-  return d;
+  return decode_case("fused_recurrent_gla", std::move(name), B, T, H, D, f, std::move(cu));
 }
 
 const bool registered = [] {

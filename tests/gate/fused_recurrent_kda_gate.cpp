@@ -9,26 +9,9 @@
 namespace lina::gate {
 namespace {
 
-struct Flags {
-  std::int64_t HV = 0;
-  StateForm form = StateForm::pool;
-  double scale = 0, norm = 1, mask_p = 0;
-  bool l2 = false, gate = false, safe = false, sigmoid = false, padding = false, i64 = false;
-  DType dt = DType::f16;
-};
-
-DecodeCase kda(std::string name, std::int64_t B, std::int64_t T, std::int64_t H, std::int64_t D, Flags f = {},
+DecodeCase kda(std::string name, std::int64_t B, std::int64_t T, std::int64_t H, std::int64_t D, DecodeFlags f = {},
                std::vector<std::int64_t> cu = {}) {
-  DecodeCase d;
-  GateCase& c = d.c;
-  c.op = "fused_recurrent_kda";
-  c.name = std::move(name);
-  c.B = B; c.T = cu.empty() ? T : cu.back(); c.H = H; c.HV = f.HV; c.D = D;
-  c.scale = f.scale; c.norm = f.norm; c.mask_p = f.mask_p;
-  c.l2 = f.l2; c.gate_in = f.gate; c.safe = f.safe; c.beta_sigmoid = f.sigmoid; c.dtype = f.dt;
-  c.cu = std::move(cu);
-  d.form = f.form; d.padding = f.padding; d.int64_indices = f.i64;
-  return d;
+  return decode_case("fused_recurrent_kda", std::move(name), B, T, H, D, f, std::move(cu));
 }
 
 const bool registered = [] {

@@ -108,48 +108,35 @@ CallOutputs allocate(const DecodeCase& d, const DecodeInputs& di, bool reference
   return run;
 }
 
-// Views of one call's tensors, on the host or the device.
+// Views of one call's tensors, on the host or the device: the chunk op's (`in.h0` is the state
+// passed as initial_state) plus where the state lives.
 struct Placed {
-  TensorView q, k, v, g, beta, o, state;
-  std::optional<TensorView> A_log, dt_bias, cu, indices, accepted, final_state;
+  Views in;
+  TensorView o;
+  std::optional<TensorView> indices, accepted, final_state;
 };
 
 template <class Args>
-void fill_common(Args& a, const Placed& p, const DecodeCase& d) {
-  a.q = p.q;
-  a.k = p.k;
-  a.v = p.v;
-  a.g = p.g;
-  if (d.c.scale > 0) a.scale = d.c.scale;
-  a.initial_state = p.state;
-  a.cu_seqlens = p.cu;
+Args with_state(Args a, const Placed& p, const DecodeCase& d) {
   a.decode.state_indices = p.indices;
   a.decode.num_accepted_tokens = p.accepted;
   a.decode.inplace_final_state = d.form == StateForm::pool || d.form == StateForm::pool_2d;
-}
-
-template <class Args>
-void fill_delta(Args& a, const Placed& p, const DecodeCase& d) {
-  fill_common(a, p, d);
-  a.beta = p.beta;
-  a.use_qk_l2norm_in_kernel = d.c.l2;
-  a.use_beta_sigmoid_in_kernel = d.c.beta_sigmoid;
-  a.use_gate_in_kernel = d.c.gate_in;
-  a.A_log = p.A_log;
-  a.dt_bias = p.dt_bias;
+  return a;
 }
 
 void invoke(const DecodeCase& d, const Placed& p, bool reference, const ExecOptions& opts) {
-  const AttentionOutputs out{p.o, d.form == StateForm::dense_inplace ? std::optional<TensorView>(p.state) : p.final_state};
+  const AttentionOutputs out{p.o, d.form == StateForm::dense_inplace ? std::optional<TensorView>(p.in.h0) : p.final_state};
   const std::string& op = d.c.op;
   if (op == "fused_recurrent_gla") {
     FusedRecurrentGlaArgs a;
-    fill_common(a, p, d);
+    fill_common(a, p.in, d.c);
+    a = with_state(a, p, d);
     a.reverse = d.reverse;
     reference ? reference::fused_recurrent_gla_forward(a, out) : (void)fused_recurrent_gla_forward(a, out, opts);
   } else if (op == "fused_recurrent_kda") {
     FusedRecurrentKdaArgs a;
-    fill_delta(a, p, d);
+    fill_delta(a, p.in, d.c);
+    a = with_state(a, p, d);
     if (d.c.safe) {
       a.safe_gate = true;
       a.lower_bound = -5.0;
@@ -157,7 +144,8 @@ void invoke(const DecodeCase& d, const Placed& p, bool reference, const ExecOpti
     reference ? reference::fused_recurrent_kda_forward(a, out) : (void)fused_recurrent_kda_forward(a, out, opts);
   } else if (op == "fused_recurrent_gdn") {
     FusedRecurrentGdnArgs a;
-    fill_delta(a, p, d);
+    fill_delta(a, p.in, d.c);
+    a = with_state(a, p, d);
     reference ? reference::fused_recurrent_gdn_forward(a, out) : (void)fused_recurrent_gdn_forward(a, out, opts);
   } else {
     throw std::invalid_argument("decode gate case with unknown op " + op);
@@ -178,19 +166,19 @@ void execute(const DecodeCase& d, const DecodeInputs& di, CallOutputs& run, bool
   };
   const auto place_opt = [&](const std::optional<HostTensor>& h) { return h ? std::optional<TensorView>(place(*h)) : std::nullopt; };
   Placed p;
-  p.q = place(di.in.q);
-  p.k = place(di.in.k);
-  p.v = place(di.in.v);
-  p.g = place(di.in.g);
-  if (delta) p.beta = place(di.in.beta);
-  p.A_log = place_opt(di.in.A_log);
-  p.dt_bias = place_opt(di.in.dt_bias);
-  if (d.c.varlen()) p.cu = place(di.in.cu);
+  p.in.q = place(di.in.q);
+  p.in.k = place(di.in.k);
+  p.in.v = place(di.in.v);
+  p.in.g = place(di.in.g);
+  if (delta) p.in.beta = place(di.in.beta);
+  p.in.A_log = place_opt(di.in.A_log);
+  p.in.dt_bias = place_opt(di.in.dt_bias);
+  if (d.c.varlen()) p.in.cu = place(di.in.cu);
   p.indices = place_opt(di.indices);
   p.accepted = place_opt(di.accepted);
   p.o = place(run.o);
   DeviceTensor* o_dev = cuda ? keep.back().get() : nullptr;
-  p.state = place(run.state);
+  p.in.h0 = place(run.state);
   DeviceTensor* state_dev = cuda ? keep.back().get() : nullptr;
   p.final_state = place_opt(run.final_state);
   DeviceTensor* final_dev = cuda && run.final_state ? keep.back().get() : nullptr;
@@ -321,6 +309,34 @@ class DecodeRefusalTest : public ::testing::Test {
 };
 
 }  // namespace
+
+DecodeCase decode_case(const std::string& op, std::string name, std::int64_t B, std::int64_t T, std::int64_t H,
+                       std::int64_t D, const DecodeFlags& f, std::vector<std::int64_t> cu) {
+  DecodeCase d;
+  GateCase& c = d.c;
+  c.op = op;
+  c.name = std::move(name);
+  c.B = B;
+  c.T = cu.empty() ? T : cu.back();
+  c.H = H;
+  c.HV = f.HV;
+  c.D = D;
+  c.scale = f.scale;
+  c.norm = f.norm;
+  c.mask_p = f.mask_p;
+  c.l2 = f.l2;
+  c.gate_in = f.gate;
+  c.bias = f.bias;
+  c.safe = f.safe;
+  c.beta_sigmoid = f.sigmoid;
+  c.dtype = f.dt;
+  c.cu = std::move(cu);
+  d.form = f.form;
+  d.padding = f.padding;
+  d.int64_indices = f.i64;
+  d.reverse = f.reverse;
+  return d;
+}
 
 void register_decode_gate(const std::string& prefix, const std::vector<DecodeCase>& cases) {
   std::set<std::string> seen;

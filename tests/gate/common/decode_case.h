@@ -4,6 +4,7 @@
 // tolerances; pool slots a call must not write are checked bit for bit. Plus the refusals of bad
 // state arguments, which must leave every output untouched.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,19 @@ struct DecodeCase {
   bool int64_indices = false;  // state_indices / num_accepted_tokens as int64
   bool reverse = false;        // GLA: tokens last to first
 };
+
+// The flags a gate file sets per case (designated initializers, in this order).
+struct DecodeFlags {
+  std::int64_t HV = 0;  // 0: HV = H
+  StateForm form = StateForm::pool;
+  double scale = 0, norm = 1, mask_p = 0;  // GateCase's meanings
+  bool l2 = false, gate = false, bias = true, safe = false, sigmoid = false;
+  bool padding = false, i64 = false, reverse = false;  // DecodeCase's
+  DType dt = DType::f16;
+};
+// A case of `op` named `name` (shape tokens + flags): B sequences of T tokens, or varlen `cu` (B = 1).
+DecodeCase decode_case(const std::string& op, std::string name, std::int64_t B, std::int64_t T, std::int64_t H,
+                       std::int64_t D, const DecodeFlags& f = {}, std::vector<std::int64_t> cu = {});
 
 // Registers <Prefix>/Fwd.<name> (CPU backend) and <Prefix>Cuda/Fwd.<name> (CUDA backend, skipped
 // without a GPU; head dims 64, 128, 256 only, bf16), and <Prefix>/Refuses.<argument problem> (CPU)
