@@ -39,7 +39,8 @@ void register_profile(CLI::App& app, Outcome& outcome) {
   sub->callback([o, &outcome] {
     try {
       // One mode by default: the op's first (fwd; a forward-only decode op's infer).
-      if (o->modes.empty()) o->modes = {harness::mode_name(harness::find_op(o->op).default_modes.front())};
+      const harness::OpSpec* op = harness::lookup_op(o->op);  // unknown: check_cell_selection says so
+      if (o->modes.empty() && op) o->modes = {harness::mode_name(op->default_modes.front())};
       harness::check_cell_selection({o->op}, o->modes, o->shapes);
       // Say every missing prerequisite at once, then stop.
       auto ncu = harness::find_on_path(o->ncu);
