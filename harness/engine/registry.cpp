@@ -269,7 +269,7 @@ OpSpec make_recurrent_gla() {
   return s;
 }
 
-// KDA: Kimi-Linear (32 heads of 128, no GVA).
+// KDA: Kimi-Linear (32 heads of 128, HV = H).
 OpSpec make_recurrent_kda() {
   OpSpec s = decode_op(make_kda(), "fused_recurrent_kda");
   s.shape_sets = decode_shape_sets(32, 32, {"B1_T1_H2_D64", "B4_T1_H2_D64_HV4", "B3_T3_H2_D64_HV4"});
@@ -284,7 +284,6 @@ OpSpec make_recurrent_gdn() {
   bind_decode_entry_points<RecurrentGdnOp>(s);
   return s;
 }
-
 
 std::int64_t key_value(const ShapeKeys& k, const std::string& name) {
   if (name == "B") return k.B;
