@@ -41,13 +41,14 @@ void register_list(CLI::App& app, Outcome& outcome) {
       out += fmt::format("  backends   {}\n", backends);
       out += fmt::format("  gate suite {}\n", op->gate_suite);
       out += fmt::format("  models     bytes {}, flops {}\n", op->bytes_model, op->flops_model);
-    }
-    out += "modes: fwd, infer, bwd, fwdbwd\nshape sets:\n";
-    for (const auto& s : shape_set_names()) {
-      std::string members;
-      const auto set = shape_set(s);  // keep the optional alive for the loop
-      for (const auto& n : *set) members += (members.empty() ? "" : " ") + n;
-      out += fmt::format("  {:<11}{}\n", s, members);
+      out += fmt::format("  modes      {}\n", op->mode_list());
+      if (op->state_pool) out += "  state      pool [S,HV,K,V] f32 updated in place, re-seeded before every timed call\n";
+      out += "  shape sets\n";
+      for (const auto& [set, members] : op->shape_sets) {
+        std::string list;
+        for (const auto& n : members) list += (list.empty() ? "" : " ") + n;
+        out += fmt::format("    {:<11}{}\n", set, list);
+      }
     }
     out += "varlen distributions: uniform, longtail, single (--varlen DIST:T=<tokens>[,H=..][,D=..][,HV=..][,N=..])\n";
     std::fputs(out.c_str(), stdout);

@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "harness/engine/registry.h"
 #include "harness/tools/cmd_builder.h"
 #include "harness/verify/compare_refs.h"
 #include "harness/tools/profile.h"
@@ -20,13 +21,13 @@ namespace fs = std::filesystem;
 void register_profile(CLI::App& app, Outcome& outcome) {
   struct Opts {
     std::string op, base, base_binary, lina, ncu = "ncu", set = "full", out;
-    std::vector<std::string> modes{"fwd"}, shapes;
+    std::vector<std::string> modes, shapes;
     int launch_count = 64;
   };
   auto o = std::make_shared<Opts>();
   auto* sub = app.add_subcommand("profile", "Nsight Compute hand-off: profile the timed launches, side by side with a baseline");
   sub->add_option("--op", o->op, "Op to profile")->required();
-  sub->add_option("--modes", o->modes, "Modes (default fwd)")->delimiter(',');
+  sub->add_option("--modes", o->modes, "Modes (default fwd; infer for the decode ops)")->delimiter(',');
   sub->add_option("--shapes", o->shapes, "Shape names (default: the run's default set)")->delimiter(',');
   sub->add_option("--base", o->base, "Baseline git ref to profile as well")->check(kNonEmpty);
   sub->add_option("--base-binary", o->base_binary, "Already-built lina of the baseline");
@@ -37,6 +38,9 @@ void register_profile(CLI::App& app, Outcome& outcome) {
   sub->add_option("--lina", o->lina, "Candidate lina binary (default: this one)");
   sub->callback([o, &outcome] {
     try {
+      // One mode by default: the op's first (fwd; a forward-only decode op's infer).
+      const harness::OpSpec* op = harness::lookup_op(o->op);  // unknown: check_cell_selection says so
+      if (o->modes.empty() && op) o->modes = {harness::mode_name(op->default_modes.front())};
       harness::check_cell_selection({o->op}, o->modes, o->shapes);
       // Say every missing prerequisite at once, then stop.
       auto ncu = harness::find_on_path(o->ncu);

@@ -43,8 +43,8 @@ void register_run(CLI::App& app, Outcome& outcome) {
   auto no_flush = std::make_shared<bool>(false);
   auto no_check = std::make_shared<bool>(false);
   sub->add_option("--op", cfg->ops, "Op name(s), comma separated, or all")->required()->delimiter(',');
-  sub->add_option("--modes", cfg->modes, "Modes: fwd infer bwd fwdbwd (default: fwd fwdbwd)")->delimiter(',')->expected(1, -1);
-  sub->add_option("--shapes", cfg->shapes, "Shape names or set names (default, cpu, varlen, varlen-cpu), comma separated")
+  sub->add_option("--modes", cfg->modes, "Modes: fwd infer bwd fwdbwd (default: each op's, fwd fwdbwd for the chunk ops, infer for the decode ops)")->delimiter(',')->expected(1, -1);
+  sub->add_option("--shapes", cfg->shapes, "Shape names or set names of each op (`lina list`: default, cpu, ...), comma separated")
       ->delimiter(',')->expected(1, -1);
   sub->add_option("--custom-shapes", cfg->custom_shapes, "JSON list of shape names or {B,T,H,D[,HV]} objects, or @file");
   sub->add_option("--varlen", cfg->varlen, "Varlen workload DIST:T=<tokens>[,H=16][,D=128][,HV=..][,N=..]; DIST uniform|longtail|single")

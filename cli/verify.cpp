@@ -16,12 +16,12 @@ void register_verify(CLI::App& app, Outcome& outcome) {
   auto base_exe = std::make_shared<std::string>();
   auto repo = std::make_shared<std::string>(LINA_BUILD_SOURCE_DIR);
   auto* sub = app.add_subcommand("verify", "Gate, then time candidate vs baseline");
-  sub->add_option("--op", opts->op, "Op to verify: chunk_gla, chunk_kda or chunk_gdn")->required();
+  sub->add_option("--op", opts->op, "Op to verify (`lina list`: chunk_gla, ..., fused_recurrent_gdn)")->required();
   sub->add_option("--base", *base, "Baseline git ref (resolved to a SHA, built into the cache); absent: candidate only")->check(kNonEmpty);
   sub->add_option("--base-exe", *base_exe,
                   "A `lina` already built from --base (no build); its results must report --base's SHA")
       ->check(CLI::ExistingFile);
-  sub->add_option("--modes", opts->modes, "Modes passed to `lina run` (fwd fwdbwd bwd infer)");
+  sub->add_option("--modes", opts->modes, "Modes passed to `lina run` (fwd fwdbwd bwd infer; the decode ops: infer)");
   sub->add_option("--shapes", opts->shapes, "Shape set or names passed to `lina run`")->delimiter(',');
   sub->add_option("--backend", opts->backend, "Backend passed to `lina run`")->check(CLI::IsMember({"cuda", "cpu"}));
   sub->add_option("--gate-k", opts->gate_k, "Gate filter: words joined by and/or/not, matched as substrings of test names");

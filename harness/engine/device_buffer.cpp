@@ -71,6 +71,19 @@ void DeviceBuffer::download(void* host, std::size_t bytes) const {
 #endif
 }
 
+void DeviceBuffer::copy_from(const DeviceBuffer& src, void* stream) {
+  if (src.bytes_ != bytes_)
+    throw_invalid("device copy", std::to_string(src.bytes_) + " bytes into " + std::to_string(bytes_), "buffers of one size");
+#ifdef LINA_WITH_CUDA
+  if (bytes_ == 0) return;
+  check(cudaMemcpyAsync(ptr_, src.ptr_, bytes_, cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream)), "cudaMemcpyAsync D2D");
+  // The legacy stream does not order work on non-blocking streams: finish before returning.
+  if (!stream) check(cudaStreamSynchronize(nullptr), "cudaMemcpyAsync D2D");
+#else
+  (void)stream;
+#endif
+}
+
 void DeviceBuffer::fill_bytes(int value) {
 #ifdef LINA_WITH_CUDA
   if (bytes_) check(cudaMemset(ptr_, value, bytes_), "cudaMemset");

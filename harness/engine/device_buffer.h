@@ -23,6 +23,9 @@ class DeviceBuffer {
   void upload(const void* host, std::size_t bytes);
   void download(void* host, std::size_t bytes) const;
   void fill_bytes(int value);
+  // Device-to-device copy of `src` (same size), ordered on `stream` (a cudaStream_t); with a null
+  // stream the copy has finished on return.
+  void copy_from(const DeviceBuffer& src, void* stream);
 
   static std::size_t live_bytes();
 

@@ -1,10 +1,12 @@
 #include "harness/engine/runner.h"
 
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <memory>
 
 #include "harness/verify/accuracy.h"
+#include "harness/engine/decode_state.h"
 #include "harness/engine/device_buffer.h"
 #include "harness/engine/machine.h"
 #include "harness/verify/tolerances.h"
@@ -33,9 +35,7 @@ Plan make_plan(const RunConfig& cfg) {
   Plan plan;
   if (cfg.ops.empty()) throw_invalid("--op", "nothing", "an op name, a comma list, or all");
   const auto ops = resolve_ops(cfg.ops);
-  std::vector<Mode> modes;
-  for (const auto& m : cfg.modes) modes.push_back(parse_mode(m));
-  if (modes.empty()) throw_invalid("--modes", "nothing", "one or more of fwd, infer, bwd, fwdbwd");
+  for (const auto& m : cfg.modes) parse_mode(m);  // an unknown name first, whatever the ops
   if (cfg.policy.min_samples < 1) throw_invalid("--min-samples", std::to_string(cfg.policy.min_samples), ">= 1");
   if (cfg.policy.max_samples < cfg.policy.min_samples)
     throw_invalid("--max-samples", std::to_string(cfg.policy.max_samples), ">= --min-samples");
@@ -48,19 +48,24 @@ Plan make_plan(const RunConfig& cfg) {
   plan.backend = resolve_backend(cfg.backend);
   if (cfg.graphs && plan.backend != Backend::cuda) throw_invalid("--graphs", "backend cpu", "--backend cuda");
 
-  std::vector<Workload> workloads;
-  if (!cfg.shapes.empty()) {
-    workloads = resolve_shapes(cfg.shapes, cfg.seed);
-  } else if (cfg.custom_shapes.empty() && cfg.varlen.empty()) {
-    workloads = resolve_shapes({plan.backend == Backend::cuda ? "default" : "cpu"}, cfg.seed);
-  }
+  // Set names resolve against each op's own sets (the decode ops have theirs); shape names are shared.
+  std::vector<Workload> extra;
   if (!cfg.custom_shapes.empty())
-    for (auto& w : parse_custom_shapes(cfg.custom_shapes, cfg.seed)) workloads.push_back(std::move(w));
+    for (auto& w : parse_custom_shapes(cfg.custom_shapes, cfg.seed)) extra.push_back(std::move(w));
   for (const auto& v : cfg.varlen)
-    for (auto& w : parse_varlen(v, cfg.seed)) workloads.push_back(std::move(w));
+    for (auto& w : parse_varlen(v, cfg.seed)) extra.push_back(std::move(w));
 
   const std::string backend = backend_name(plan.backend);
   for (const OpSpec* op : ops) {
+    const std::vector<Mode> modes = resolve_modes(*op, cfg.modes);
+    const ShapeSetLookup sets = [op](const std::string& n) { return op->shape_set(n); };
+    std::vector<Workload> workloads;
+    if (!cfg.shapes.empty()) {
+      workloads = resolve_shapes(cfg.shapes, cfg.seed, sets);
+    } else if (extra.empty()) {
+      workloads = resolve_shapes({plan.backend == Backend::cuda ? "default" : "cpu"}, cfg.seed, sets);
+    }
+    workloads.insert(workloads.end(), extra.begin(), extra.end());
     for (const auto& w : workloads) {
       if (auto why = op->refuses(w.keys, plan.backend))
         throw_invalid("--shapes", "shape '" + w.name + "' for " + op->name + " on the " + backend + " backend (" + *why + ")",
@@ -99,12 +104,14 @@ struct HostInputs {
   std::map<std::string, HostTensor> in;
   HostTensor d_o;
   HostTensor cu;  // int32 [N + 1] when varlen
+  std::optional<StatePool> pool;  // state-pool ops: the pool as seeded, its indices
 };
 
 HostInputs make_inputs(const OpSpec& op, const Workload& w, std::uint64_t seed) {
   HostInputs h;
   for (const auto& spec : op.inputs)
     h.in.emplace(spec.name, generate_tensor(spec.name, spec.dtype, op.input_shape(spec, w.keys), spec.transform, seed));
+  if (op.state_pool) h.pool = make_state_pool(w.keys, seed);
   h.d_o = generate_tensor("do", DType::bf16, op.output_shape(w.keys), Transform::randn, seed);
   if (w.is_varlen()) {
     h.cu = HostTensor(DType::i32, Shape{static_cast<std::int64_t>(w.cu_seqlens.size())});
@@ -139,11 +146,46 @@ std::unique_ptr<Buffers> make_buffers(const OpSpec& op, const Workload& w, HostI
     b->bound.cu_seqlens_cpu = h.cu.view();
   }
   b->bound.out.o = add("o", dtype.value_or(DType::bf16), op.output_shape(w.keys));
-  if (final_state) b->bound.out.final_state = add("ht", dtype.value_or(DType::f32), Shape{w.keys.num_seqs, w.keys.HV, w.keys.K, w.keys.V});
+  if (op.state_pool) {
+    // The pool is input and output: every cell (and the reference) gets its own copy, as seeded;
+    // the fp64 reference keeps the pool's dtype (f32).
+    const HostTensor& seeded = h.pool->pool;
+    if (device) {
+      auto [it, _] = b->dev.emplace("ht", DeviceTensor::like(seeded));
+      it->second.buffer.copy_from(dev_in->at("state_pool").buffer, nullptr);
+      b->bound.state_pool = it->second.view();
+    } else {
+      b->bound.state_pool = b->host.emplace("ht", seeded).first->second.view();
+    }
+    b->bound.state_indices = device ? dev_in->at("state_indices").view() : h.pool->state_indices.view();
+    if (h.pool->num_accepted_tokens)
+      b->bound.num_accepted_tokens = device ? dev_in->at("num_accepted_tokens").view() : h.pool->num_accepted_tokens->view();
+  } else if (final_state) {
+    b->bound.out.final_state = add("ht", dtype.value_or(DType::f32), Shape{w.keys.num_seqs, w.keys.HV, w.keys.K, w.keys.V});
+  }
   b->bound.grad_in.d_o = device ? dev_in->at("do").view() : h.d_o.view();
   if (grads)
     for (const auto& spec : op.inputs) b->bound.grads[spec.grad] = add(spec.grad, dtype.value_or(spec.dtype), op.input_shape(spec, w.keys));
   return b;
+}
+
+void synchronize(bool device, void* stream) {
+#ifdef LINA_WITH_CUDA
+  if (device && cudaStreamSynchronize(static_cast<cudaStream_t>(stream)) != cudaSuccess)
+    throw Error(ErrorCode::runtime, "cuda", std::string("cudaStreamSynchronize: ") + cudaGetErrorString(cudaGetLastError()));
+#else
+  (void)device, (void)stream;
+#endif
+}
+
+// Restores a cell's state pool to the seeded one (ordered on the op's stream on the GPU).
+void reseed_pool(Buffers& b, const HostInputs& h, const std::map<std::string, DeviceTensor>& dev_in, bool device, void* stream) {
+  if (device) {
+    b.dev.at("ht").buffer.copy_from(dev_in.at("state_pool").buffer, stream);
+  } else {
+    HostTensor& pool = b.host.at("ht");
+    std::memcpy(pool.data(), h.pool->pool.data(), static_cast<std::size_t>(pool.numel()) * dtype_size(pool.dtype()));
+  }
 }
 
 HostTensor fetch(const Buffers& b, const std::string& name, bool device) {
@@ -153,12 +195,15 @@ HostTensor fetch(const Buffers& b, const std::string& name, bool device) {
 void check_cell(const OpSpec& op, const Cell& cell, HostInputs& h, std::map<std::string, DeviceTensor>* dev_in, bool device,
                 bool final_state, const Buffers& out, void* stream, CheckResult& res) {
   const bool fwd = mode_has_forward(cell.mode), bwd = mode_has_backward(cell.mode);
-  res.reference = device ? "fp32-gpu" : "fp64-host";
+  // Ops without a GPU reference (the decode ops) are checked on the host in fp64 wherever they ran.
+  const bool ref_on_device = device && op.gpu_reference_forward != nullptr;
+  final_state = final_state || op.state_pool;
+  res.reference = ref_on_device ? "fp32-gpu" : "fp64-host";
   std::unique_ptr<Buffers> ref;
   try {
     // ht only exists where the timed call ran a forward.
-    ref = make_buffers(op, cell.workload, h, dev_in, device, device ? DType::f32 : DType::f64, bwd, final_state && fwd);
-    if (device) {
+    ref = make_buffers(op, cell.workload, h, dev_in, ref_on_device, ref_on_device ? DType::f32 : DType::f64, bwd, final_state && fwd);
+    if (ref_on_device) {
       if (fwd) op.gpu_reference_forward(ref->bound, stream);
       if (bwd) op.gpu_reference_backward(ref->bound, stream);
 #ifdef LINA_WITH_CUDA
@@ -180,11 +225,12 @@ void check_cell(const OpSpec& op, const Cell& cell, HostInputs& h, std::map<std:
     for (const auto& spec : op.inputs) names.push_back(spec.grad);
   const auto set = cell.workload.is_varlen() ? ToleranceSet::varlen : ToleranceSet::dense;
   bool all = true;
+  // ht of a state-pool op is the whole pool after one call: the slots the call wrote and the rest.
   double worst = -1;
   double max_abs = 0;
   for (const auto& n : names) {
     const double tol = tolerance(op.name, n, set);
-    const Closeness c = assert_close(fetch(*ref, n, device), fetch(out, n, device), tol);
+    const Closeness c = assert_close(fetch(*ref, n, ref_on_device), fetch(out, n, device), tol);
     res.tensors.push_back({n, c.err_ratio, c.max_abs, tol, c.has_nan, c.pass});
     all = all && c.pass;
     max_abs = std::max(max_abs, c.max_abs);
@@ -241,6 +287,11 @@ RunOutput run_plan(const RunConfig& cfg, const Plan& plan, const ProgressFn& pro
           for (auto& [name, t] : inputs->in) dev_in.emplace(name, DeviceTensor::from_host(t));
           dev_in.emplace("do", DeviceTensor::from_host(inputs->d_o));
           if (cell.workload.is_varlen()) dev_in.emplace("cu_seqlens", DeviceTensor::from_host(inputs->cu));
+          if (const auto& p = inputs->pool) {
+            dev_in.emplace("state_pool", DeviceTensor::from_host(p->pool));
+            dev_in.emplace("state_indices", DeviceTensor::from_host(p->state_indices));
+            if (p->num_accepted_tokens) dev_in.emplace("num_accepted_tokens", DeviceTensor::from_host(*p->num_accepted_tokens));
+          }
         }
         current_key = key;
       }
@@ -283,7 +334,16 @@ RunOutput run_plan(const RunConfig& cfg, const Plan& plan, const ProgressFn& pro
       std::unique_ptr<Timer> timer = device ? make_cuda_timer({cfg.l2_flush, cfg.graphs, stream}) : make_cpu_timer();
       row.timer = timer->name();
       report("timing");
-      const Measurement m = measure(*timer, call, cfg.policy, "lina:timed:" + op.name + ":" + mode + ":" + row.shape);
+      // State-pool ops update the pool in place: it is re-seeded before every call (untimed, ahead of the
+      // L2 flush), and the checked outputs come from one more call on the seeded pool.
+      std::function<void()> reset;
+      if (op.state_pool) reset = [&] { reseed_pool(*bufs, *inputs, dev_in, device, stream); };
+      const Measurement m = measure(*timer, call, cfg.policy, "lina:timed:" + op.name + ":" + mode + ":" + row.shape, reset);
+      if (reset) {
+        reset();
+        call();
+        synchronize(device, stream);
+      }
       const ClockReading after = read_clock();
       row.sm_clock_before = before.sm_mhz;
       row.sm_clock_after = after.sm_mhz;

@@ -20,8 +20,8 @@ inline constexpr int kMaxThreads = 1024;
 
 struct RunConfig {
   std::vector<std::string> ops;                  // names or "all"
-  std::vector<std::string> modes{"fwd", "fwdbwd"};
-  std::vector<std::string> shapes;               // set or shape names; empty -> the backend's default set
+  std::vector<std::string> modes;                // empty -> each op's default modes (OpSpec::default_modes)
+  std::vector<std::string> shapes;               // set (of each op) or shape names; empty -> the backend's default set
   std::string custom_shapes;                     // JSON text or @file
   std::vector<std::string> varlen;               // DIST:T=...
   std::string backend;                           // "cuda" | "cpu" | "" (cuda when a GPU is present)
@@ -29,7 +29,7 @@ struct RunConfig {
   bool l2_flush = true;
   bool graphs = false;
   bool check = true;
-  bool final_state = false;                      // output_final_state: also write and check ht
+  bool final_state = false;                      // output_final_state: also write and check ht (state-pool ops always do)
   int threads = 0;                               // CPU backend threads (0 = all)
   TimingPolicy policy;
   std::string json_path;

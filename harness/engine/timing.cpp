@@ -40,14 +40,19 @@ NvtxRange::~NvtxRange() {
 // ---------------------------------------------------------------------------------------------
 // Sampling loop
 
-Measurement measure(Timer& timer, const std::function<void()>& fn, const TimingPolicy& p, const std::string& label) {
+Measurement measure(Timer& timer, const std::function<void()>& fn, const TimingPolicy& p, const std::string& label,
+                    const std::function<void()>& reset) {
   if (p.min_samples < 1) throw_invalid("--min-samples", std::to_string(p.min_samples), ">= 1");
   if (p.max_samples < p.min_samples)
     throw_invalid("--max-samples", std::to_string(p.max_samples), ">= --min-samples (" + std::to_string(p.min_samples) + ")");
-  for (int i = 0; i < std::max(1, p.warmup); ++i) timer.warm(fn);
+  for (int i = 0; i < std::max(1, p.warmup); ++i) {
+    if (reset) reset();
+    timer.warm(fn);
+  }
   Measurement m;
   const auto t0 = std::chrono::steady_clock::now();
   for (;;) {
+    if (reset) reset();
     m.times_ms.push_back(timer.sample(fn, label));
     const auto n = static_cast<int>(m.times_ms.size());
     m.noise = n >= 2 ? sample_std(m.times_ms) / mean(m.times_ms) : 0;

@@ -35,9 +35,11 @@ class Timer {
   virtual double sample(const std::function<void()>& fn, const std::string& label) = 0;
 };
 
-// Drives a Timer by the policy. `label` names the NVTX range around each timed call.
+// Drives a Timer by the policy. `label` names the NVTX range around each timed call. `reset`, when
+// given, runs untimed before every call (warm-up and sample, ahead of the L2 flush): it restores what
+// the call changes in place (a decode op's state pool) so that every sample times the same work.
 Measurement measure(Timer& timer, const std::function<void()>& fn, const TimingPolicy& policy,
-                    const std::string& label = "");
+                    const std::string& label = "", const std::function<void()>& reset = {});
 
 std::unique_ptr<Timer> make_cpu_timer();
 

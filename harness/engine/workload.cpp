@@ -147,11 +147,11 @@ std::optional<std::vector<std::string>> shape_set(const std::string& name) {
   return it->second;
 }
 
-std::vector<Workload> resolve_shapes(const std::vector<std::string>& entries, std::uint64_t seed) {
+std::vector<Workload> resolve_shapes(const std::vector<std::string>& entries, std::uint64_t seed, const ShapeSetLookup& sets) {
   std::vector<Workload> out;
   for (const auto& e : entries) {
     if (e.empty()) throw_invalid("--shapes", "an empty entry", "a set name or a shape name");
-    if (const auto set = shape_set(e)) {
+    if (const auto set = sets(e)) {
       for (const auto& n : *set) out.push_back(parse_shape_name(n, seed));
     } else {
       out.push_back(parse_shape_name(e, seed));

@@ -3,6 +3,7 @@
 // generator), so inputs are bit-identical for the same seed whatever the thread count.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -51,12 +52,15 @@ struct Workload {
 Workload parse_shape_name(const std::string& name, std::uint64_t seed, const std::string& argument = "--shapes");
 std::string dense_name(std::int64_t B, std::int64_t T, std::int64_t H, std::int64_t D, std::int64_t HV);
 
-// Named shape sets: default (FLA's six), cpu, varlen, varlen-cpu.
+// The chunk ops' named shape sets: default (FLA's six), cpu, varlen, varlen-cpu.
 const std::vector<std::string>& shape_set_names();
 std::optional<std::vector<std::string>> shape_set(const std::string& name);
 
-// `--shapes a,b,...`: each entry a set name or a shape name.
-std::vector<Workload> resolve_shapes(const std::vector<std::string>& entries, std::uint64_t seed);
+// `--shapes a,b,...`: each entry a set name (looked up in `sets`: the chunk ops' sets above unless
+// an op brings its own) or a shape name.
+using ShapeSetLookup = std::function<std::optional<std::vector<std::string>>(const std::string&)>;
+std::vector<Workload> resolve_shapes(const std::vector<std::string>& entries, std::uint64_t seed,
+                                     const ShapeSetLookup& sets = shape_set);
 
 // `--custom-shapes JSON`: a JSON list whose items are shape names or objects {B,T,H,D[,HV]}
 // (or K and V instead of D); "@path" reads the JSON from a file.

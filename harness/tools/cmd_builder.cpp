@@ -58,6 +58,7 @@ void check_cell_selection(const std::vector<std::string>& ops, const std::vector
       throw Error(ErrorCode::invalid_argument, "--modes", "--modes `" + m + "`: unknown mode, expected one of " + listed(kModes));
     }
   }
+  for (const auto& op : ops) resolve_modes(find_op(op), modes);  // e.g. bwd of a forward-only op
   for (const auto& sh : shapes) {
     auto s = parse_shape_name(sh);
     if (!s) {

@@ -31,7 +31,7 @@ std::map<std::string, std::string> frozen_hashes(const std::filesystem::path& re
   add_dir("tests/gate/common", "");
   const OpSpec* spec = lookup_op(op);
   if (!spec) throw Error(ErrorCode::invalid_argument, "op", "unknown op '" + op + "' (" + op_name_list() + ")");
-  add_dir(spec->source_dir, "reference");
+  add_dir(spec->source_dir, spec->reference_prefix);
   files.push_back("harness/verify/tolerances.cpp");
   files.push_back("harness/verify/accuracy.cpp");
   std::map<std::string, std::string> out;

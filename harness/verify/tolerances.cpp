@@ -31,6 +31,13 @@ constexpr Entry kTable[] = {
     {"chunk_kda", "dv", 0.008, 0.007},    {"chunk_kda", "dh0", 0.008, 0.007},
     {"chunk_kda", "dg", 0.02, 0.015},     {"chunk_kda", "dbeta", 0.02, 0.015},
     {"chunk_kda", "dA_log", 0.003, 0.008}, {"chunk_kda", "ddt_bias", 0.008, 0.005},
+
+    // Decode: test_gla.py test_fused_recurrent; test_gated_delta.py test_fused_recurrent; test_kda.py
+    // test_fused_recurrent / test_fused_recurrent_vllm_decode (pool and in-place). FLA has no separate
+    // varlen numbers for these: the dense ones apply. ht is the final state or the updated pool.
+    {"fused_recurrent_gla", "o", 0.005, 0.005}, {"fused_recurrent_gla", "ht", 0.005, 0.005},
+    {"fused_recurrent_gdn", "o", 0.002, 0.002}, {"fused_recurrent_gdn", "ht", 0.002, 0.002},
+    {"fused_recurrent_kda", "o", 0.005, 0.005}, {"fused_recurrent_kda", "ht", 0.005, 0.005},
 };
 
 }  // namespace

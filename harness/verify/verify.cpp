@@ -138,8 +138,9 @@ VerifyOutcome verify(const VerifyOptions& o, std::ostream& out) {
   if (!lookup_op(o.op)) throw_invalid("--op", "'" + o.op + "'", op_name_list(" or "));
   if (o.rounds < 1) throw_invalid("--rounds", std::to_string(o.rounds), "at least 1");
   // Every argument is checked here, before the gate, the baseline build and the rounds (minutes).
-  for (const auto& m : o.modes) parse_mode(m);
-  if (!o.shapes.empty()) resolve_shapes(o.shapes, o.seed);
+  const OpSpec& op = find_op(o.op);
+  resolve_modes(op, o.modes);  // a mode the op does not run (bwd of a decode op) is refused here
+  if (!o.shapes.empty()) resolve_shapes(o.shapes, o.seed, [&op](const std::string& n) { return op.shape_set(n); });
   if (!o.gate_k.empty()) KeywordExpr::parse(o.gate_k);
   if (o.json) check_output_path(*o.json, "--json");
   if (o.base && o.base->empty()) throw_invalid("--base", "''", "a git ref (leave --base out to verify without a baseline)");

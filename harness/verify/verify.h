@@ -23,7 +23,7 @@ inline constexpr int kVerifyOk = 0, kVerifyGateFailed = 1, kVerifyUsage = 2, kVe
                      kVerifyGateEmpty = 4, kVerifyRegression = 5;
 
 struct VerifyOptions {
-  std::string op;                          // chunk_gla | chunk_kda | chunk_gdn
+  std::string op;                          // a registered op (chunk_gla, ..., fused_recurrent_gdn)
   std::optional<std::string> base;         // git ref; absent: candidate only
   std::vector<std::string> modes, shapes;  // passed through to `lina run` (empty: its defaults)
   std::string backend;                     // passed through (empty: its default)

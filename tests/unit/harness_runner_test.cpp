@@ -6,6 +6,7 @@
 
 #include "harness/util/shell_quote.h"
 #include "harness/util/subprocess.h"
+#include "harness/engine/decode_state.h"
 #include "harness/engine/runner.h"
 #include "lina/error.h"
 
@@ -199,6 +200,89 @@ TEST(HarnessRunner, OpErrorsBecomeFailuresAndOtherCellsStillRun) {
   EXPECT_EQ(out.rows.size(), 1u);
   EXPECT_EQ(out.exit_code, 2);
   EXPECT_EQ(out.document["failures"].size(), 1u);
+}
+
+std::string plan_error(const RunConfig& c);
+
+// A stand-in state-pool op: o = v, and every pool element + 1, in place. A call that finds the
+// pool other than as seeded counts in g_unseeded_calls.
+std::atomic<int> g_unseeded_calls{0};
+double g_seeded_first = 0;
+void fake_pool_step(const Bound& b) {
+  copy(b.in.at("v"), b.out.o);
+  const TensorView& pool = *b.state_pool;
+  for (std::int64_t i = 0; i < pool.numel(); ++i) store(pool, i, load(pool, i) + 1);
+}
+OpSpec fake_pool_op() {
+  OpSpec s = find_op("fused_recurrent_gdn");
+  s.forward = [](const Bound& b, ForwardMode, const ExecOptions&) {
+    ++g_forward;
+    if (load(*b.state_pool, 0) != g_seeded_first) ++g_unseeded_calls;
+    fake_pool_step(b);
+    return RunInfo{"cpu", {"fake_decode"}};
+  };
+  s.reference_forward = fake_pool_step;
+  return s;
+}
+
+TEST(HarnessRunner, StatePoolIsReseededBeforeEveryCallAndCheckedAfterOne) {
+  const OpSpec op = fake_pool_op();
+  Plan plan;
+  plan.backend = Backend::cpu;
+  const Workload w = parse_shape_name("B3_T2_H2_D16_HV4", 1);
+  plan.cells.push_back({&op, Mode::infer, w});
+  RunConfig cfg = quick_config();
+  g_seeded_first = make_state_pool(w.keys, cfg.seed).pool.get(0);
+  g_forward = 0;
+  g_unseeded_calls = 0;
+  const RunOutput out = run_plan(cfg, plan);
+  ASSERT_TRUE(out.failures.empty()) << out.failures.at(0).error;
+  ASSERT_EQ(out.rows.size(), 1u);
+  // Warm-up 1 + samples 3 + the checked call, each on the seeded pool.
+  EXPECT_EQ(g_forward.load(), 5);
+  EXPECT_EQ(g_unseeded_calls.load(), 0);
+  const ResultRow& r = out.rows[0];
+  EXPECT_EQ(r.check.reference, "fp64-host");
+  ASSERT_EQ(r.check.tensors.size(), 2u);
+  EXPECT_EQ(r.check.tensors[0].name, "o");
+  EXPECT_EQ(r.check.tensors[1].name, "ht");  // the pool after one call
+  EXPECT_EQ(r.check.pass, true);
+  EXPECT_DOUBLE_EQ(r.bytes, op.bytes(w.keys, Mode::infer));
+}
+
+TEST(HarnessRunner, StatePoolCheckFailsWhenTheCallSkipsThePool) {
+  OpSpec op = fake_pool_op();
+  op.forward = [](const Bound& b, ForwardMode, const ExecOptions&) {
+    copy(b.in.at("v"), b.out.o);  // o right, pool never written
+    return RunInfo{"cpu", {"fake_decode"}};
+  };
+  Plan plan;
+  plan.backend = Backend::cpu;
+  plan.cells.push_back({&op, Mode::infer, parse_shape_name("B2_T1_H2_D16", 1)});
+  const RunOutput out = run_plan(quick_config(), plan);
+  ASSERT_EQ(out.rows.size(), 1u);
+  EXPECT_EQ(out.rows[0].check.pass, false);
+  EXPECT_EQ(out.exit_code, 1);
+}
+
+TEST(HarnessRunner, PlanRunsEachOpsModesAndSets) {
+  RunConfig c = quick_config();
+  c.ops = {"chunk_gla", "fused_recurrent_gdn"};
+  const Plan p = make_plan(c);
+  const auto decode_cpu = find_op("fused_recurrent_gdn").shape_set("cpu");
+  ASSERT_EQ(p.cells.size(), shape_set("cpu")->size() * 2 + decode_cpu->size());
+  for (const Cell& cell : p.cells)
+    if (cell.op->name == "fused_recurrent_gdn") EXPECT_EQ(cell.mode, Mode::infer);
+  c.shapes = {"cpu"};  // a set name resolves against each op's own sets
+  EXPECT_EQ(make_plan(c).cells.size(), p.cells.size());
+  c.ops = {"fused_recurrent_gdn"};
+  c.modes = {"fwd"};
+  const std::string e = plan_error(c);
+  EXPECT_NE(e.find("--modes"), std::string::npos) << e;
+  EXPECT_NE(e.find("fused_recurrent_gdn"), std::string::npos) << e;
+  c.modes = {"infer"};
+  c.shapes = {"B2_T1_H2_D512_HV4"};
+  EXPECT_NE(plan_error(c).find("B2_T1_H2_D512_HV4"), std::string::npos);
 }
 
 std::string plan_error(const RunConfig& c) {

@@ -61,6 +61,21 @@ TEST(HarnessTiming, NoisySamplesStopAtBudgetButNotBeforeMinSamples) {
   EXPECT_EQ(m.stop_reason, "time_budget");
 }
 
+TEST(HarnessTiming, ResetRunsBeforeEveryCall) {
+  // The call mutates `state`; the reset restores it, so every call, warm-up or timed, starts from 0.
+  ScriptedTimer t({1.0});
+  int state = 0, resets = 0, dirty_calls = 0;
+  TimingPolicy p;
+  p.warmup = 2;
+  p.min_samples = 4;
+  p.max_samples = 4;
+  const Measurement m = measure(
+      t, [&] { dirty_calls += state != 0; ++state; }, p, "", [&] { ++resets; state = 0; });
+  EXPECT_EQ(m.times_ms.size(), 4u);
+  EXPECT_EQ(resets, 2 + 4);
+  EXPECT_EQ(dirty_calls, 0);
+}
+
 TEST(HarnessTiming, BadPolicyIsRefused) {
   ScriptedTimer t({1.0});
   TimingPolicy p;

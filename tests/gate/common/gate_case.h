@@ -38,6 +38,34 @@ struct Inputs {
 // Seeded inputs following FLA's tests for the case's op and flags.
 Inputs make_inputs(const GateCase& c, std::uint64_t seed = 42);
 
+// Views of one set of tensors (host or device) in the op's argument structs (h0: initial_state).
+struct Views {
+  TensorView q, k, v, g, beta, h0, cu, d_o, dht;
+  std::optional<TensorView> A_log, dt_bias;
+};
+
+template <class Args>
+void fill_common(Args& a, const Views& v, const GateCase& c) {
+  a.q = v.q;
+  a.k = v.k;
+  a.v = v.v;
+  a.g = v.g;
+  if (c.scale > 0) a.scale = c.scale;
+  a.initial_state = v.h0;
+  if (c.varlen()) a.cu_seqlens = v.cu;
+}
+
+template <class Args>
+void fill_delta(Args& a, const Views& v, const GateCase& c) {
+  fill_common(a, v, c);
+  a.beta = v.beta;
+  a.use_qk_l2norm_in_kernel = c.l2;
+  a.use_beta_sigmoid_in_kernel = c.beta_sigmoid;
+  a.use_gate_in_kernel = c.gate_in;
+  a.A_log = v.A_log;
+  a.dt_bias = v.dt_bias;
+}
+
 // Named result tensors: o, ht, and with backward dq, dk, dv, dg, dbeta, dh0, dA_log, ddt_bias.
 using Results = std::map<std::string, HostTensor>;
 
