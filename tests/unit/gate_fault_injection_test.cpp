@@ -28,7 +28,9 @@ TEST_P(GateFaultInjection, PerturbedOutputsTurnTheGateRed) {
   EXPECT_TRUE(names_o) << "failure messages should name the tensor";
 }
 
-INSTANTIATE_TEST_SUITE_P(Ops, GateFaultInjection, ::testing::Values("chunk_gla", "chunk_kda", "chunk_gdn"));
+INSTANTIATE_TEST_SUITE_P(Ops, GateFaultInjection,
+                         ::testing::Values("chunk_gla", "chunk_kda", "chunk_gdn", "fused_recurrent_gla",
+                                           "fused_recurrent_kda", "fused_recurrent_gdn"));
 
 }  // namespace
 }  // namespace lina::harness

@@ -11,6 +11,7 @@
 #include "lina/chunk_delta.h"
 #include "lina/chunk_gla.h"
 #include "lina/error.h"
+#include "lina/fused_recurrent.h"
 #include "ops/common/host_io.h"
 
 #ifdef LINA_WITH_CUDA
@@ -74,3 +75,16 @@ RunInfo perturbed(const AttentionOutputs& out, RunInfo info) {
 LINA_WRAP(chunk_gla, ChunkGlaArgs, "_ZN4lina17chunk_gla_forwardERKNS_12ChunkGlaArgsERKNS_16AttentionOutputsENS_11ForwardModeERKNS_11ExecOptionsE")
 LINA_WRAP(chunk_kda, ChunkKdaArgs, "_ZN4lina17chunk_kda_forwardERKNS_12ChunkKdaArgsERKNS_16AttentionOutputsENS_11ForwardModeERKNS_11ExecOptionsE")
 LINA_WRAP(chunk_gdn, ChunkGdnArgs, "_ZN4lina17chunk_gdn_forwardERKNS_12ChunkGdnArgsERKNS_16AttentionOutputsENS_11ForwardModeERKNS_11ExecOptionsE")
+
+// The decode forwards (no ForwardMode): the same perturbation of o.
+#define LINA_WRAP_DECODE(op, Args, mangled)                                                                           \
+  lina::RunInfo real_##op(const lina::Args&, const lina::AttentionOutputs&, const lina::ExecOptions&) asm("__real_" mangled); \
+  lina::RunInfo wrap_##op(const lina::Args& a, const lina::AttentionOutputs& out, const lina::ExecOptions& opts)             \
+      asm("__wrap_" mangled);                                                                                         \
+  lina::RunInfo wrap_##op(const lina::Args& a, const lina::AttentionOutputs& out, const lina::ExecOptions& opts) {           \
+    return lina::testing::perturbed(out, real_##op(a, out, opts));                                                    \
+  }
+
+LINA_WRAP_DECODE(fused_recurrent_gla, FusedRecurrentGlaArgs, "_ZN4lina27fused_recurrent_gla_forwardERKNS_21FusedRecurrentGlaArgsERKNS_16AttentionOutputsERKNS_11ExecOptionsE")
+LINA_WRAP_DECODE(fused_recurrent_kda, FusedRecurrentKdaArgs, "_ZN4lina27fused_recurrent_kda_forwardERKNS_21FusedRecurrentKdaArgsERKNS_16AttentionOutputsERKNS_11ExecOptionsE")
+LINA_WRAP_DECODE(fused_recurrent_gdn, FusedRecurrentGdnArgs, "_ZN4lina27fused_recurrent_gdn_forwardERKNS_21FusedRecurrentGdnArgsERKNS_16AttentionOutputsERKNS_11ExecOptionsE")
