@@ -335,12 +335,17 @@ RunInfo backward(const Problem& p, const DeltaRuleArgs& a, const AttentionGradIn
     else if (p.K == 128) run_pipeline<128>(prm, total_chunks, st, kernels);
     else run_pipeline<256>(prm, total_chunks, st, kernels);
   } catch (...) {
-    if (scratch) cudaFreeAsync(scratch, st);
-    if (seqs.ptr) cudaFreeAsync(seqs.ptr, st);  // best effort on the error path
+    try {  // best effort on the error path; the launch error is the one to report
+      cuda_util::workspace_free(scratch, st, "delta bwd scratch");
+      cuda_util::workspace_free(seqs.ptr, st, "delta bwd sequence table");
+    } catch (...) {
+    }
     throw;
   }
   cuda_util::workspace_free(scratch, st, "delta bwd scratch");
-  if (seqs.ptr) cuda_util::check(cudaFreeAsync(seqs.ptr, st), "cudaFreeAsync(seqs)");
+  // The table comes from lina's pool like the scratch (upload_sequences), which under PyTorch is torch's caching
+  // allocator: cudaFreeAsync of it is an invalid argument.
+  cuda_util::workspace_free(seqs.ptr, st, "delta bwd sequence table");
   const std::string ks = std::to_string(p.K);
   return RunInfo{"cuda",
                  {"lina::delta_bwd prep_qk", "lina::delta_bwd chunk_prep<" + ks + ">", "lina::delta_bwd state_fwd<" + ks + ">",
