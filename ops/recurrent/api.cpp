@@ -140,10 +140,7 @@ void resolve_state(const Problem& p, const std::optional<TensorView>& initial, c
 // Everything but the state, from the chunk op's validated arguments.
 DecodeCall base_call(const Problem& p, DecodeOp op, const TensorView& q, const TensorView& k, const TensorView& v,
                      const TensorView& g, const AttentionOutputs& out, OutputDTypes rule, const ExecOptions& opts) {
-  detail::require_defined("o", out.o);
-  detail::require_shape("o", out.o, Shape{p.B, p.T, p.HV, p.V}, "[B, T, HV, V]");
-  detail::require_float_out("o", out.o, q.dtype, rule);
-  detail::require_layout("o", out.o, p);
+  detail::validate_outputs(p, AttentionOutputs{out.o, std::nullopt}, q.dtype, rule);  // the state is resolve_state's
   DecodeCall c;
   c.op = op;
   c.B = p.B; c.T = p.T; c.H = p.H; c.HV = p.HV; c.K = p.K; c.V = p.V; c.N = p.N;
