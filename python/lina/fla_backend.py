@@ -106,6 +106,12 @@ def _gdn_verifier(*args, **kwargs):
 def _gla_verifier(*args, **kwargs):
     a = _bound(ops.chunk_gla, args, kwargs)
     reason = _common_reason(a.get("q"), a.get("k"), a.get("v"), a.get("g"), a, delta=False)
+    if reason is None and a["q"].is_cuda:
+        # lina's CUDA chunk_gla kernels read bf16 q and g (docs/kernels/chunk_gla_fwd.md); FLA takes any float
+        for name in ("q", "g"):
+            if a[name].dtype != torch.bfloat16:
+                reason = f"`{name}` dtype {a[name].dtype} (lina's CUDA chunk_gla takes bfloat16)"
+                break
     return (True, None) if reason is None else _decline("chunk_gla", reason)
 
 

@@ -241,16 +241,17 @@ def _distributed_cases(K, V):
 
 
 def _on_device(cases, device):
-    """The cases with q, k, v rounded to bf16 (what lina's CUDA kernels take): (case, function moving a tensor
-    of it to `device`). On the CPU nothing changes."""
+    """The cases with q, k, v rounded to bf16 (what lina's CUDA kernels take; chunk_gla's g too, its CUDA kernels
+    read a bf16 gate): (case, function moving a tensor of it to `device`). On the CPU nothing changes."""
     on_gpu = device.type == "cuda"
     for name, cp_fn, full_fn, tensors, replicated, kw, cu in cases:
+        rounded = ("q", "k", "v", "g") if name.startswith("gla") else ("q", "k", "v")
         if on_gpu:
-            tensors = {n: (t.bfloat16().float() if n in ("q", "k", "v") else t) for n, t in tensors.items()}
+            tensors = {n: (t.bfloat16().float() if n in rounded else t) for n, t in tensors.items()}
 
-        def move(n, t, on_gpu=on_gpu):
+        def move(n, t, on_gpu=on_gpu, rounded=rounded):
             t = t.to(device)
-            return t.bfloat16() if on_gpu and n in ("q", "k", "v") else t
+            return t.bfloat16() if on_gpu and n in rounded else t
         kw_dev = {n: (x.to(device) if isinstance(x, torch.Tensor) else x) for n, x in kw.items()}
         yield (name, cp_fn, full_fn, tensors, replicated, kw, cu), move, kw_dev
 

@@ -417,6 +417,17 @@ class FlaBackendTest(FlaBackendCase):
         self.assertTrue(any("chunk_size=32" in line for line in logs.output), logs.output)
         self.assertTrue(any("chunk_size=32" in reason for (_, reason) in self.backend.declines()))
 
+    @unittest.skipUnless(torch.cuda.is_available(), "needs a GPU")
+    def test_gla_declines_a_float32_gate_on_cuda(self):
+        # lina's CUDA chunk_gla reads bf16 q and g: FLA keeps a float32 gate, so the call stays FLA's
+        q, k, v, g, _ = inputs(12, 1, 64, 2, 64, 64)
+        dev = dict(q=q.cuda().bfloat16(), k=k.cuda().bfloat16(), v=v.cuda().bfloat16())
+        ok, reason = self.backend._gla_verifier(**dev, g=g.cuda())
+        self.assertFalse(ok)
+        self.assertIn("`g` dtype torch.float32", reason)
+        ok, reason = self.backend._gla_verifier(**dev, g=g.cuda().bfloat16())
+        self.assertTrue(ok, reason)
+
 
 if __name__ == "__main__":
     unittest.main()
