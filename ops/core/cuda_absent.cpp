@@ -20,6 +20,9 @@ RunInfo chunk_gla_backward(const Problem&, const ChunkGlaArgs&, const AttentionG
 // refuse by name in a build without CUDA.
 RunInfo kda_forward(const Problem&, const ChunkKdaArgs&, const AttentionOutputs&, const ExecOptions&) { absent(); }
 RunInfo gdn_forward(const Problem&, const ChunkGdnArgs&, const AttentionOutputs&, const ExecOptions&, GdnPrep) { absent(); }
+RunInfo kda_forward_split(const Problem&, const ChunkKdaArgs&, const AttentionOutputs&, const ExecOptions&) { absent(); }
+RunInfo gdn_forward_split(const Problem&, const ChunkGdnArgs&, const AttentionOutputs&, const ExecOptions&) { absent(); }
+int planning_sm_count() { return 0; }
 RunInfo kda_backward(const Problem&, const ChunkKdaArgs&, const AttentionGradInputs&, const DeltaRuleGrads&, const ExecOptions&,
                      DeltaBwdKernels) {
   absent();

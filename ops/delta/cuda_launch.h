@@ -21,6 +21,11 @@ enum class DeltaBwdKernels { tensor_core, scalar_qk, simt };
 
 RunInfo kda_forward(const Problem& p, const ChunkKdaArgs& a, const AttentionOutputs& out, const ExecOptions& opts);
 RunInfo gdn_forward(const Problem& p, const ChunkGdnArgs& a, const AttentionOutputs& out, const ExecOptions& opts, GdnPrep prep);
+// The forward with its sequences cut into segments that run side by side (ops/delta/sequence_split.h), and the SM
+// count it plans for (0 without a CUDA backend).
+RunInfo kda_forward_split(const Problem& p, const ChunkKdaArgs& a, const AttentionOutputs& out, const ExecOptions& opts);
+RunInfo gdn_forward_split(const Problem& p, const ChunkGdnArgs& a, const AttentionOutputs& out, const ExecOptions& opts);
+int planning_sm_count();
 RunInfo kda_backward(const Problem& p, const ChunkKdaArgs& a, const AttentionGradInputs& in, const DeltaRuleGrads& g,
                      const ExecOptions& opts, DeltaBwdKernels kernels);
 RunInfo gdn_backward(const Problem& p, const ChunkGdnArgs& a, const AttentionGradInputs& in, const DeltaRuleGrads& g,

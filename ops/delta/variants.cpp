@@ -4,6 +4,7 @@
 
 #include "lina/error.h"
 #include "ops/delta/cuda_launch.h"
+#include "ops/delta/sequence_split.h"
 
 namespace lina::detail::delta {
 namespace {
@@ -23,6 +24,12 @@ Decline any(const Call&) {
 Decline k128_only(const GdnFwd& c) {
   if (c.p.K == 128) return std::nullopt;
   return "head dim K = " + std::to_string(c.p.K) + " (the per-sequence GDN prep is built for K = 128 only)";
+}
+
+// The sequence split where its grid of segments x pairs beats the unsplit chain (sequence_split.h)
+template <class Call>
+Decline split_pays(const Call& c) {
+  return split_declines(c.p, cuda::planning_sm_count());
 }
 
 template <class Call>
@@ -45,12 +52,17 @@ RunInfo gdn_fwd(const GdnFwd& c) {
   return cuda::gdn_forward(c.p, c.a, c.out, c.opts, kPrep);
 }
 RunInfo kda_fwd(const KdaFwd& c) { return cuda::kda_forward(c.p, c.a, c.out, c.opts); }
+RunInfo kda_fwd_split(const KdaFwd& c) { return cuda::kda_forward_split(c.p, c.a, c.out, c.opts); }
+RunInfo gdn_fwd_split(const GdnFwd& c) { return cuda::gdn_forward_split(c.p, c.a, c.out, c.opts); }
 
-// thin: the prep kernel, then the state kernel (docs/kernels/chunk_delta_fwd.md, "Thin workspace").
+// sequence_split: few (sequence, value head) pairs with long sequences, the thin kernels over segments side by side
+// (docs/kernels/chunk_delta_fwd.md, "Sequence split"); thin: the prep kernel, then the state kernel ("Thin workspace").
 constexpr Variant<KdaFwd> kKdaForward[] = {
+    {"sequence_split", split_pays<KdaFwd>, kda_fwd_split},
     {"thin", any<KdaFwd>, kda_fwd},
 };
 constexpr Variant<GdnFwd> kGdnForward[] = {
+    {"sequence_split", split_pays<GdnFwd>, gdn_fwd_split},
     {"thin", any<GdnFwd>, gdn_fwd<GdnPrep::persistent>},
     {"prep_per_sequence", k128_only, gdn_fwd<GdnPrep::per_sequence>},
 };

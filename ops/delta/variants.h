@@ -1,6 +1,7 @@
 // The kernel variant tables of chunk_kda and chunk_gdn on the CUDA backend, one per op and direction
 // (sites "chunk_kda.fwd", "chunk_kda.bwd", "chunk_gdn.fwd", "chunk_gdn.bwd"; ops/common/variant.h,
-// docs/environment.md). The first entry of each table supports every call and is the default choice.
+// docs/environment.md). The default choice is the first entry that supports the call; the forwards' first entry
+// (sequence_split) takes only the calls it speeds up, and a later one supports every call.
 // The tables and their supports() are host code built into every library, so that a refusal reads the
 // same with or without CUDA; a launch needs the CUDA backend.
 #pragma once

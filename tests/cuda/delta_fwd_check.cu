@@ -171,17 +171,18 @@ int run_case(const Case& c, std::uint64_t seed) {
   };
   ExecOptions opts;
   opts.backend = Backend::cuda;
+  RunInfo info;
   try {
     if (c.kda) {
       ChunkKdaArgs a;
       fill(a);
       a.safe_gate = c.safe;
       if (c.safe || c.gate == kLowerBound) a.lower_bound = lower_bound;
-      chunk_kda_forward(a, out, ForwardMode::inference, opts);
+      info = chunk_kda_forward(a, out, ForwardMode::inference, opts);
     } else {
       ChunkGdnArgs a;
       fill(a);
-      chunk_gdn_forward(a, out, ForwardMode::inference, opts);
+      info = chunk_gdn_forward(a, out, ForwardMode::inference, opts);
     }
     CK(cudaDeviceSynchronize());
   } catch (const Error& e) {
@@ -195,8 +196,8 @@ int run_case(const Case& c, std::uint64_t seed) {
   const auto ch = harness::assert_close(ht_ref, ht_h.to_f64(), 0.005);
   const bool pass = co.pass && ch.pass;
   // bits: FNV-1a of the outputs' bytes, for comparing two builds that should agree bit for bit
-  std::printf("%-44s o: err %.2e max %.2e nan %d | ht: err %.2e max %.2e nan %d  %s  bits o %016llx ht %016llx\n", c.name,
-              co.err_ratio, co.max_abs, co.has_nan, ch.err_ratio, ch.max_abs, ch.has_nan, pass ? "PASS" : "FAIL",
+  std::printf("%-44s %-14s o: err %.2e max %.2e nan %d | ht: err %.2e max %.2e nan %d  %s  bits o %016llx ht %016llx\n", c.name,
+              info.variant.c_str(), co.err_ratio, co.max_abs, co.has_nan, ch.err_ratio, ch.max_abs, ch.has_nan, pass ? "PASS" : "FAIL",
               static_cast<unsigned long long>(lina_test::fnv1a64(o_h.data(), o_h.nbytes())),
               static_cast<unsigned long long>(lina_test::fnv1a64(ht_h.data(), ht_h.nbytes())));
   return pass ? 0 : 1;
@@ -219,6 +220,7 @@ int main(int argc, char** argv) {
   {
     const std::vector<int> vl = {0, 0, 16, 100, 300};
     const std::vector<int> vlm = {0, 1000, 1000, 1001, 3000, 4500};  // with a zero-length and a T = 1 sequence
+    const std::vector<int> vls = {0, 300, 300, 4100, 5000};            // split: short, zero-length, long, mid
     const std::vector<Case> cases = {
         {"gdn T1 H2 HV2 D64", false, 1, 1, 2, 2, 64, {}, kGiven, false, false, true},
         {"gdn T63 B2 H2 HV4 D128 h0", false, 2, 63, 2, 4, 128, {}, kGiven, false, false, true},
@@ -255,6 +257,14 @@ int main(int argc, char** argv) {
         {"kda T4500 varlen H2 HV4 D64 softplus multi-item prep", true, 1, 4500, 2, 4, 64, vlm, kSoftplus, false, true, false},
         {"kda T4400 B1 H2 HV4 D256 given safe h0 multi-item prep", true, 1, 4400, 2, 4, 256, {}, kGiven, true, false, true},
         {"gdn T4400 B1 H4 HV4 D256 h0 multi-item prep", false, 1, 4400, 4, 4, 256, {}, kGiven, false, false, true},
+        // Few (sequence, value head) pairs and long sequences: the default is the sequence split (a varlen view of
+        // segments, the maps [X | Y], the combine, the outputs). One-call maps at K = V = 128 and K = V = 64, two-call
+        // maps at K = 256 (above: the D256 multi-item cases) and K = 128 V = 256; varlen with a zero-length sequence
+        // and sequences shorter than a segment; GVA; the in-kernel gates
+        {"gdn T6000 B1 H1 HV2 D128 h0 sequence split", false, 1, 6000, 1, 2, 128, {}, kGiven, false, false, true},
+        {"kda T5000 varlen H1 HV2 D128 lb gate h0 sequence split", true, 1, 5000, 1, 2, 128, vls, kLowerBound, true, true, true},
+        {"gdn T5000 varlen H2 HV2 D64 gate-in-kernel sequence split", false, 1, 5000, 2, 2, 64, vls, kSoftplus, false, true, true},
+        {"kda T4200 B2 H1 HV1 K128 V256 softplus h0 sequence split", true, 2, 4200, 1, 1, 128, {}, kSoftplus, false, true, true, 256},
     };
     std::uint64_t seed = 42;
     for (const auto& c : cases) {

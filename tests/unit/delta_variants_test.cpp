@@ -139,7 +139,7 @@ TEST(DeltaVariants, ANameTheSiteDoesNotHaveIsRefusedByArgumentVariant) {
     expect_variant_refused(site, ErrorCode::invalid_argument, "'no_such_variant' for " + site, [&] { call(opts); });
   // a name that exists at another site only: the forward has no simt
   opts.variant = "simt";
-  expect_variant_refused("chunk_kda.fwd simt", ErrorCode::invalid_argument, "one of thin", [&] { s.calls()[0].second(opts); });
+  expect_variant_refused("chunk_kda.fwd simt", ErrorCode::invalid_argument, "one of sequence_split, thin", [&] { s.calls()[0].second(opts); });
 }
 
 TEST(DeltaVariants, AVariantThatDeclinesIsRefusedWithItsReason) {
@@ -158,11 +158,18 @@ TEST(DeltaVariants, AVariantThatDeclinesIsRefusedWithItsReason) {
   }
 }
 
-TEST(DeltaVariants, EachTablesFirstVariantSupportsEveryHeadDim) {
+TEST(DeltaVariants, EachTableHasAVariantForEveryHeadDim) {
+  // the forwards' first entry, sequence_split, takes only long sequences of few heads; thin (the next) takes every call
   for (std::int64_t K : {64, 128, 256}) {
     Sites s(K);
-    EXPECT_FALSE(detail::delta::kda_forward_variants()[0].supports(ForwardCall<ChunkKdaArgs>{s.kda_p, s.kda, s.kda_out, {}})) << K;
-    EXPECT_FALSE(detail::delta::gdn_forward_variants()[0].supports(ForwardCall<ChunkGdnArgs>{s.gdn_p, s.gdn, s.gdn_out, {}})) << K;
+    const auto split_kda = detail::delta::kda_forward_variants()[0].supports(ForwardCall<ChunkKdaArgs>{s.kda_p, s.kda, s.kda_out, {}});
+    ASSERT_TRUE(split_kda) << K;
+    EXPECT_TRUE(split_kda->find("the longest sequence has 64 tokens") != std::string::npos ||
+                split_kda->find("no CUDA device") != std::string::npos)
+        << *split_kda;
+    EXPECT_TRUE(detail::delta::gdn_forward_variants()[0].supports(ForwardCall<ChunkGdnArgs>{s.gdn_p, s.gdn, s.gdn_out, {}})) << K;
+    EXPECT_FALSE(detail::delta::kda_forward_variants()[1].supports(ForwardCall<ChunkKdaArgs>{s.kda_p, s.kda, s.kda_out, {}})) << K;
+    EXPECT_FALSE(detail::delta::gdn_forward_variants()[1].supports(ForwardCall<ChunkGdnArgs>{s.gdn_p, s.gdn, s.gdn_out, {}})) << K;
     EXPECT_FALSE(detail::delta::kda_backward_variants()[0].supports(
         BackwardCall<ChunkKdaArgs>{s.kda_p, s.kda, s.kda_gin, s.kda_gr, {}}))
         << K;
@@ -170,8 +177,10 @@ TEST(DeltaVariants, EachTablesFirstVariantSupportsEveryHeadDim) {
         BackwardCall<ChunkGdnArgs>{s.gdn_p, s.gdn, s.gdn_gin, s.gdn_gr, {}}))
         << K;
   }
-  EXPECT_EQ(detail::delta::kda_forward_variants()[0].name, "thin");
-  EXPECT_EQ(detail::delta::gdn_forward_variants()[0].name, "thin");
+  EXPECT_EQ(detail::delta::kda_forward_variants()[0].name, "sequence_split");
+  EXPECT_EQ(detail::delta::gdn_forward_variants()[0].name, "sequence_split");
+  EXPECT_EQ(detail::delta::kda_forward_variants()[1].name, "thin");
+  EXPECT_EQ(detail::delta::gdn_forward_variants()[1].name, "thin");
   EXPECT_EQ(detail::delta::kda_backward_variants()[0].name, "tensor_core");
   EXPECT_EQ(detail::delta::gdn_backward_variants()[0].name, "tensor_core");
 }
@@ -200,11 +209,12 @@ void expect_close(const std::string& what, const HostTensor& ref, const HostTens
 }
 
 // Forward (or forward + backward) of `variant` and of the default at one shape; compares every output.
-void compare_with_default(bool kda, const Shape4& s, bool backward, const std::string& variant) {
+// `base`: the variant compared with (default: the default choice).
+void compare_with_default(bool kda, const Shape4& s, bool backward, const std::string& variant, const std::string& base = {}) {
   const std::string what = std::string(kda ? "chunk_kda" : "chunk_gdn") + (backward ? ".bwd " : ".fwd ") + variant + " K=" +
-                           std::to_string(s.K) + " HV=" + std::to_string(s.HV);
+                           std::to_string(s.K) + " V=" + std::to_string(s.V) + " HV=" + std::to_string(s.HV) + " T=" + std::to_string(s.T);
   std::vector<std::vector<HostTensor>> results;
-  for (const std::string& name : {std::string(), variant}) {
+  for (const std::string& name : {base, variant}) {
     DeltaTensors t = make_tensors(kda, s, true, 7);
     ExecOptions opts;
     opts.backend = Backend::cuda;
@@ -271,7 +281,7 @@ TEST(DeltaVariantsCuda, BackwardSimtMatchesTheDefault) {
     }
 }
 
-TEST(DeltaVariantsCuda, TheDefaultChoiceIsTheFirstVariant) {
+TEST(DeltaVariantsCuda, TheDefaultChoiceIsTheFirstVariantThatSupportsTheCall) {
   LINA_REQUIRE_GPU();
   DeltaTensors t = make_tensors(true, Shape4{1, 64, 1, 1, 64, 64}, true, 5);
   ExecOptions opts;
@@ -279,6 +289,19 @@ TEST(DeltaVariantsCuda, TheDefaultChoiceIsTheFirstVariant) {
   const ChunkKdaArgs a = args_of<ChunkKdaArgs>(t);
   EXPECT_EQ(chunk_kda_forward(a, outputs_of(t), ForwardMode::training, opts).variant, "thin");
   EXPECT_EQ(chunk_kda_backward(a, grad_inputs_of(t), grads_of(t), opts).variant, "tensor_core");
+  // one head over 4096 tokens: the sequence split
+  DeltaTensors long_t = make_tensors(false, Shape4{1, 4096, 1, 1, 128, 128}, true, 6);
+  const ChunkGdnArgs g = args_of<ChunkGdnArgs>(long_t);
+  EXPECT_EQ(chunk_gdn_forward(g, outputs_of(long_t), ForwardMode::inference, opts).variant, "sequence_split");
+}
+
+TEST(DeltaVariantsCuda, SequenceSplitMatchesThin) {
+  LINA_REQUIRE_GPU();
+  for (bool kda : {true, false}) {
+    compare_with_default(kda, Shape4{1, 4096, 1, 2, 128, 128}, false, "sequence_split", "thin");  // GVA, one-call maps
+    compare_with_default(kda, Shape4{2, 3000, 1, 1, 64, 64}, false, "sequence_split", "thin");
+    compare_with_default(kda, Shape4{1, 2500, 1, 1, 256, 128}, false, "sequence_split", "thin");  // two-call maps
+  }
 }
 
 }  // namespace
