@@ -125,6 +125,30 @@ TEST(CliShard, MergeOfShardFilesEqualsTheOneProcessRun) {
   expect_same_cells(read_results_file((tmp.path / "merged.json").string()), one);
 }
 
+// bench/slurm/lina-sweep.sbatch as Slurm runs it: each array task with its SLURM_ARRAY_* variables.
+TEST(CliShard, TheSlurmArrayTemplateWritesMergeableShards) {
+  lina::testing::TempDir tmp;
+  const json one = run_to(tmp.path / "one.json");
+  const std::string script = std::string(LINA_TEST_SOURCE_DIR) + "/bench/slurm/lina-sweep.sbatch";
+  const auto task = [&](int id, const std::string& min, const std::string& max) {
+    std::vector<std::string> a{"bash", script};
+    a.insert(a.end(), kCells.begin(), kCells.end());
+    ProcessOptions o;
+    o.timeout = std::chrono::seconds(120);
+    o.env = {{"SLURM_ARRAY_TASK_ID", std::to_string(id)}, {"SLURM_ARRAY_TASK_COUNT", "2"}, {"SLURM_ARRAY_TASK_MIN", min},
+             {"SLURM_ARRAY_TASK_MAX", max},          {"SLURM_ARRAY_JOB_ID", "7"},           {"LINA", LINA_TEST_LINA_EXE},
+             {"LINA_SWEEP_DIR", (tmp.path / "sweep").string()}};
+    return run_process(a, o);
+  };
+  for (int id = 0; id < 2; ++id) ASSERT_EQ(task(id, "0", "1").exit_code, 0);
+  const ProcessResult m = lina({"merge", (tmp.path / "sweep" / "shard-0.json").string(), (tmp.path / "sweep" / "shard-1.json").string(),
+                                "--json", (tmp.path / "merged.json").string()});
+  ASSERT_EQ(m.exit_code, 0) << m.err;
+  expect_same_cells(read_results_file((tmp.path / "merged.json").string()), one);
+  // An array that does not number its tasks 0..N-1 cannot be shards I/N.
+  expect_exit(task(1, "1", "2"), 2, "expected --array=0-1");
+}
+
 TEST(CliShard, BadShardAndGpuCountsAreRefusedByName) {
   for (const char* bad : {"2/2", "-1/2", "0/0", "1", "a/b", "0/65", "01/2", "0/2x"})
     expect_exit(lina(run_args({"--shard", bad})), 2, "--shard: got '" + std::string(bad) + "', expected I/N");
