@@ -155,6 +155,9 @@ TEST(CliShard, BadShardAndGpuCountsAreRefusedByName) {
   expect_exit(lina(run_args({"--gpus", "0"})), 2, "--gpus: got 0, expected an integer >= 1");
   expect_exit(lina(run_args({"--gpus", "65"})), 2, "expected an integer in [1, 64]");
   expect_exit(lina(run_args({"--gpus", "2", "--shard", "0/2"})), 2, "--shard excludes --gpus");
+  // verify and compare refuse it while parsing: no gate runs, no side is built.
+  expect_exit(lina({"verify", "--op", "chunk_gla", "--gpus", "2"}), 2, "--gpus: got '2', expected no --gpus on `lina verify`");
+  expect_exit(lina({"compare", "--op", "chunk_gla", "--base", "HEAD", "--gpus", "2"}), 2, "expected no --gpus on `lina compare`");
   // Without a GPU, the shards run as processes on the CPU only when asked for by name.
   if (cuda_device_count() == 0)
     expect_exit(lina({"run", "--op", "chunk_gla", "--shapes", "B1_T64_H1_D64", "--gpus", "2"}), 2,
