@@ -71,7 +71,7 @@ TEST(CliShard, ShardsCoverEveryCellOnceInTheRunsOrder) {
   ASSERT_EQ(one["results"].size(), 8u);
   std::set<std::size_t> seen;
   for (int i = 0; i < 3; ++i) {
-    const json part = run_to(tmp.path / ("s" + std::to_string(i) + ".json"), {"--shard", std::to_string(i) + "/3"});
+    const json part = run_to(tmp.path / (std::string("s") + std::to_string(i) + ".json"), {"--shard", std::to_string(i) + "/3"});
     EXPECT_EQ(part["config"]["shard"], json({{"index", i}, {"count", 3}}));
     ASSERT_EQ(part["shards"].size(), 1u);
     EXPECT_EQ(part["shards"][0]["machine"], part["machine"]);
@@ -117,7 +117,7 @@ TEST(CliShard, GpusOnTheCpuBackendEqualsTheOneProcessRun) {
 TEST(CliShard, MergeOfShardFilesEqualsTheOneProcessRun) {
   lina::testing::TempDir tmp;
   const json one = run_to(tmp.path / "one.json");
-  for (int i = 0; i < 2; ++i) run_to(tmp.path / ("s" + std::to_string(i) + ".json"), {"--shard", std::to_string(i) + "/2"});
+  for (int i = 0; i < 2; ++i) run_to(tmp.path / (std::string("s") + std::to_string(i) + ".json"), {"--shard", std::to_string(i) + "/2"});
   // In any order, as a scheduler's tasks finish.
   const ProcessResult r = lina({"merge", (tmp.path / "s1.json").string(), (tmp.path / "s0.json").string(), "--json",
                                 (tmp.path / "merged.json").string()});
