@@ -82,6 +82,7 @@ void register_check(CLI::App& app, Outcome& outcome);
 void register_loop(CLI::App& app, Outcome& outcome);
 void register_compare(CLI::App& app, Outcome& outcome);
 void register_summarize(CLI::App& app, Outcome& outcome);
+void register_merge(CLI::App& app, Outcome& outcome);
 void register_cmd(CLI::App& app, Outcome& outcome);
 void register_profile(CLI::App& app, Outcome& outcome);
 void register_train_bench(CLI::App& app, Outcome& outcome);

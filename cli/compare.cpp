@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "cli/commands.h"
+#include "cli/shard.h"
 #include "harness/tools/cmd_builder.h"
 #include "harness/verify/compare_refs.h"
 #include "harness/tools/diff_map.h"
@@ -46,6 +47,7 @@ void register_compare(CLI::App& app, Outcome& outcome) {
   sub->add_option("--build-dir", o->build_dir, "--from-diff: build tree whose dependency graph is read (default: this binary's)");
   sub->add_option("--runs-dir", o->runs_dir, "Keep each round's run JSON here (default: a temporary folder)");
   sub->add_option("--repo", o->repo, "Repository the refs live in (default: .)");
+  add_refused_gpus_option(*sub, "compare");
   sub->callback([o, op_opt, diff_opt, seed_opt, &outcome] {
     try {
       if (!op_opt->count() && !diff_opt->count()) throw Error(ErrorCode::invalid_argument, "--op", "give --op OP[,OP...] or --from-diff");

@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   lina::cli::register_loop(app, outcome);
   lina::cli::register_compare(app, outcome);
   lina::cli::register_summarize(app, outcome);
+  lina::cli::register_merge(app, outcome);
   lina::cli::register_cmd(app, outcome);
   lina::cli::register_profile(app, outcome);
   lina::cli::register_train_bench(app, outcome);

@@ -5,36 +5,16 @@
 #include <string>
 #include <vector>
 
+#include "cli/command_line.h"
 #include "cli/commands.h"
-
-#include <filesystem>
-#include "harness/util/shell_quote.h"
+#include "cli/gpu_fanout.h"
+#include "cli/shard.h"
 #include "harness/util/text_file.h"
 #include "harness/results/report.h"
 #include "harness/engine/runner.h"
 #include "lina/error.h"
 
 namespace lina::cli {
-
-namespace {
-// The exact command line, from /proc/self/cmdline (main.cpp stays untouched), shell-quoted.
-std::string command_line() {
-  std::FILE* f = std::fopen("/proc/self/cmdline", "rb");
-  if (!f) return "";
-  std::string raw;
-  char buf[4096];
-  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) raw.append(buf, n);
-  std::fclose(f);
-  std::vector<std::string> args;
-  std::size_t start = 0;
-  for (std::size_t i = 0; i < raw.size(); ++i)
-    if (raw[i] == '\0') {
-      args.push_back(raw.substr(start, i - start));
-      start = i + 1;
-    }
-  return harness::shell_join(args);
-}
-}  // namespace
 
 void register_run(CLI::App& app, Outcome& outcome) {
   auto* sub = app.add_subcommand("run", "Benchmark ops: time each (op, mode, shape) cell and check it against the reference");
@@ -69,6 +49,20 @@ void register_run(CLI::App& app, Outcome& outcome) {
                                       return {};
                                     },
                                     "THREADS"));
+  auto shard_text = std::make_shared<std::string>();
+  auto gpus = std::make_shared<int>(1);
+  auto* shard_opt = sub->add_option("--shard", *shard_text, "Run only cells j with j % N == I of the cell order (one process of a sweep; `lina merge` joins the files)")
+                        ->check(kShardSpec);
+  auto* gpus_opt = sub->add_option("--gpus", *gpus, "Shard the cells over N GPUs of this host, one child process per GPU, one merged result")
+                       ->check(kPositiveInt & CLI::Validator(
+                                                  [](std::string& text) -> std::string {
+                                                    const std::optional<double> v = parse_number(text);
+                                                    if (v && *v > kMaxShards)
+                                                      return "got " + text + ", expected an integer in [1, " + std::to_string(kMaxShards) + "]";
+                                                    return {};
+                                                  },
+                                                  "N"));
+  gpus_opt->excludes(shard_opt);
   sub->add_option("--json", cfg->json_path, "Write results (schema lina.bench/1) to this file")->check(kNonEmpty);
   // `lina run` measures this build only; baselines are built and paired by `lina verify` / `lina compare`,
   // which call `lina run --no-base` on each side.
@@ -77,7 +71,7 @@ void register_run(CLI::App& app, Outcome& outcome) {
   sub->add_flag("--no-base", *no_base, "Measure this build alone (the default; accepted for FLA-style command lines)");
   auto* base_opt = sub->add_option("--base", *base, "Not taken by run: use `lina verify --base REF` or `lina compare --base REF --head REF`");
   // Every variable an option writes into is owned by the callback: CLI11 keeps references to them.
-  sub->callback([cfg, budget, no_flush, no_check, base, no_base, base_opt, &outcome] {
+  sub->callback([cfg, budget, no_flush, no_check, base, no_base, base_opt, shard_text, shard_opt, gpus, gpus_opt, &outcome] {
     (void)no_base;  // only --no-base's storage: measuring this build alone is what run always does
     if (base_opt->count() > 0)
       throw_invalid("--base", "'" + *base + "'", "no --base on `lina run` (use `lina verify --base REF` or `lina compare`)");
@@ -85,7 +79,20 @@ void register_run(CLI::App& app, Outcome& outcome) {
     cfg->l2_flush = !*no_flush;
     cfg->check = !*no_check;
     cfg->command = command_line();
-    const harness::Plan plan = harness::make_plan(*cfg);  // bad flags -> lina::Error -> exit 2
+    const harness::Plan full_plan = harness::make_plan(*cfg);  // bad flags -> lina::Error -> exit 2
+    // Found out before minutes of measuring, not after.
+    if (!cfg->json_path.empty()) harness::check_output_path(cfg->json_path, "--json");
+    if (gpus_opt->count() > 0) {
+      outcome.code = run_on_gpus(*cfg, full_plan, *gpus);
+      return;
+    }
+    std::optional<Shard> shard;
+    std::vector<std::size_t> cell_index;
+    if (shard_opt->count() > 0) {
+      std::string why;
+      shard = parse_shard(*shard_text, why);
+    }
+    const harness::Plan plan = shard ? select_shard(full_plan, *shard, cell_index) : full_plan;
     const bool tty = isatty(STDERR_FILENO) != 0;
     const auto progress = [tty](std::size_t i, std::size_t n, const harness::Cell& c, const std::string& state) {
       const std::string line = harness::progress_line(i, n, c.op->name, harness::mode_name(c.mode), c.workload.name, state);
@@ -95,9 +102,8 @@ void register_run(CLI::App& app, Outcome& outcome) {
         std::fprintf(stderr, "%s\n", line.c_str());
       }
     };
-    // Found out before minutes of measuring, not after.
-    if (!cfg->json_path.empty()) harness::check_output_path(cfg->json_path, "--json");
-    const harness::RunOutput out = harness::run_plan(*cfg, plan, progress);
+    harness::RunOutput out = harness::run_plan(*cfg, plan, progress);
+    if (shard) mark_shard_document(out.document, *shard, plan, cell_index);
     if (tty) std::fprintf(stderr, "\r\033[K");
     if (!out.rows.empty()) std::fputs(harness::format_table(out.rows).c_str(), stdout);
     for (const auto& f : out.failures)
