@@ -24,8 +24,9 @@ i64 split_tiles_per_pair(const Problem& p) { return (p.K + 2 * p.V + 63) / 64; }
 
 void* host_alloc(std::size_t bytes, void*, const char*) { return bytes ? ::operator new(bytes) : nullptr; }
 void host_release(void* ptr, void*, const char*) { ::operator delete(ptr); }
-void host_zero(void* ptr, std::size_t bytes, void*) {
-  if (bytes) std::memset(ptr, 0, bytes);
+void host_zero_columns(void* dst, i64 width, i64 col0, i64 rows, i64 cols, std::size_t elem, void*) {
+  auto* d = static_cast<unsigned char*>(dst);
+  for (i64 r = 0; r < rows; ++r) std::memset(d + static_cast<std::size_t>(r * width + col0) * elem, 0, static_cast<std::size_t>(cols) * elem);
 }
 void host_copy_columns(void* dst, i64 width, i64 col0, const void* src, i64 rows, i64 cols, std::size_t elem, void*) {
   auto* d = static_cast<unsigned char*>(dst);
@@ -100,7 +101,7 @@ i64 split_segment_length(const Problem& p, int sms) {
 }
 
 const SplitOps& cpu_split_ops() {
-  static const SplitOps ops{host_alloc, host_release, host_zero, host_copy_columns, host_identity, host_combine};
+  static const SplitOps ops{host_alloc, host_release, host_zero_columns, host_copy_columns, host_identity, host_combine};
   return ops;
 }
 

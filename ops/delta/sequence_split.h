@@ -59,8 +59,10 @@ struct CombineArgs {
 struct SplitOps {
   void* (*alloc)(std::size_t bytes, void* stream, const char* what);
   void (*release)(void* ptr, void* stream, const char* what);
-  void (*zero)(void* ptr, std::size_t bytes, void* stream);
-  // dst [rows][width] (elements of `elem` bytes) gets src [rows][cols] at column offset col0; the rest untouched
+  // dst [rows][width] (elements of `elem` bytes): columns col0 .. col0 + cols set to zero; the rest untouched
+  void (*zero_columns)(void* dst, std::int64_t width, std::int64_t col0, std::int64_t rows, std::int64_t cols, std::size_t elem,
+                       void* stream);
+  // dst [rows][width] gets src [rows][cols] at column offset col0; the rest untouched
   void (*copy_columns)(void* dst, std::int64_t width, std::int64_t col0, const void* src, std::int64_t rows, std::int64_t cols,
                        std::size_t elem, void* stream);
   // states [count][K][width] = [I | 0]
@@ -110,7 +112,7 @@ RunInfo run_split(const Problem& p, const Args& a, const AttentionOutputs& out, 
   try {
     // 1. maps: values [0 | v] (or 0 alone) from [I | 0]
     void* vals = take(R * HV * W * static_cast<i64>(ev), "split values");
-    ops.zero(vals, static_cast<std::size_t>(R * HV * W) * ev, stream);
+    ops.zero_columns(vals, W, 0, R * HV, K, ev, stream);  // every row's first K columns (W = K without v)
     if (fused) ops.copy_columns(vals, W, K, a.v.data, R * HV, V, ev, stream);
     auto* start = static_cast<float*>(take(NS * HV * K * W * static_cast<i64>(ef), "split map start"));
     ops.identity_states(start, NS * HV, K, W, stream);

@@ -96,8 +96,12 @@ __global__ void __launch_bounds__(kCombineThreads) split_combine_kernel(const Co
 
 void* dev_alloc(std::size_t bytes, void* st, const char* what) { return cuda_util::workspace_alloc(bytes, as_stream(st), what); }
 void dev_release(void* ptr, void* st, const char* what) { cuda_util::workspace_free(ptr, as_stream(st), what); }
-void dev_zero(void* ptr, std::size_t bytes, void* st) {
-  if (bytes) cuda_util::check(cudaMemsetAsync(ptr, 0, bytes, as_stream(st)), "sequence split: zero");
+void dev_zero_columns(void* dst, i64 width, i64 col0, i64 rows, i64 cols, std::size_t elem, void* st) {
+  if (rows == 0 || cols == 0) return;
+  cuda_util::check(cudaMemset2DAsync(static_cast<unsigned char*>(dst) + static_cast<std::size_t>(col0) * elem,
+                                     static_cast<std::size_t>(width) * elem, 0, static_cast<std::size_t>(cols) * elem,
+                                     static_cast<std::size_t>(rows), as_stream(st)),
+                   "sequence split: zero columns");
 }
 void dev_copy_columns(void* dst, i64 width, i64 col0, const void* src, i64 rows, i64 cols, std::size_t elem, void* st) {
   if (rows == 0) return;
@@ -108,9 +112,10 @@ void dev_copy_columns(void* dst, i64 width, i64 col0, const void* src, i64 rows,
                    "sequence split: values");
 }
 void dev_identity(float* states, i64 count, i64 K, i64 width, void* st) {
-  dev_zero(states, static_cast<std::size_t>(count * K * width) * sizeof(float), st);
   const i64 n = count * K;
   if (n == 0) return;
+  cuda_util::check(cudaMemsetAsync(states, 0, static_cast<std::size_t>(n * width) * sizeof(float), as_stream(st)),
+                   "sequence split: identity states");
   identity_states_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, as_stream(st)>>>(states, count, static_cast<int>(K), width);
   cuda_util::check(cudaGetLastError(), "sequence split: identity states");
 }
@@ -141,7 +146,9 @@ void dev_combine(const CombineArgs& host, void* stream) {
   cuda_util::workspace_free(first, st, "sequence split bounds");
 }
 
-const delta::SplitOps kDeviceOps{dev_alloc, dev_release, dev_zero, dev_copy_columns, dev_identity, dev_combine};
+const delta::SplitOps kDeviceOps{dev_alloc, dev_release, dev_zero_columns, dev_copy_columns, dev_identity, dev_combine};
+
+delta::SplitPlan device_plan(const Problem& p) { return delta::plan_split(p, delta::split_segment_length(p, cuda_util::sm_count())); }
 
 }  // namespace
 
@@ -154,14 +161,12 @@ int planning_sm_count() {
 }
 
 RunInfo kda_forward_split(const Problem& p, const ChunkKdaArgs& a, const AttentionOutputs& out, const ExecOptions& opts) {
-  const delta::SplitPlan plan = delta::plan_split(p, delta::split_segment_length(p, cuda_util::sm_count()));
-  return delta::run_split(p, a, out, plan, kDeviceOps, opts.stream,
+  return delta::run_split(p, a, out, device_plan(p), kDeviceOps, opts.stream,
                           [&](const Problem& pp, const ChunkKdaArgs& aa, const AttentionOutputs& oo) { return kda_forward(pp, aa, oo, opts); });
 }
 
 RunInfo gdn_forward_split(const Problem& p, const ChunkGdnArgs& a, const AttentionOutputs& out, const ExecOptions& opts) {
-  const delta::SplitPlan plan = delta::plan_split(p, delta::split_segment_length(p, cuda_util::sm_count()));
-  return delta::run_split(p, a, out, plan, kDeviceOps, opts.stream, [&](const Problem& pp, const ChunkGdnArgs& aa, const AttentionOutputs& oo) {
+  return delta::run_split(p, a, out, device_plan(p), kDeviceOps, opts.stream, [&](const Problem& pp, const ChunkGdnArgs& aa, const AttentionOutputs& oo) {
     return gdn_forward(pp, aa, oo, opts, GdnPrep::persistent);
   });
 }
