@@ -17,8 +17,10 @@ if ! command -v "$cxx" >/dev/null 2>&1; then
 fi
 build="${LINA_ASAN_BUILD_DIR:-build-asan}"
 seconds="${LINA_FUZZ_SECONDS:-20}"
-# -O1: sanitized code at a usable speed; the CUDA backend is not host code.
+# -O1: sanitized code at a usable speed; line tables only: the reports' stacks name file and line, and
+# the build skips full debug info; the CUDA backend is not host code.
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_CXX_FLAGS=-O1 \
+  -DCMAKE_CXX_FLAGS_DEBUG=-gline-tables-only \
   -DLINA_WITH_CUDA=OFF -DLINA_FUZZ=ON ${LINA_CMAKE_ARGS:-} >/dev/null
 echo "test-sanitizers: building $build ($cxx, -fsanitize=address,undefined, libFuzzer targets)"
 cmake --build "$build" -j "$(nproc)"

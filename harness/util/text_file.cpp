@@ -157,4 +157,6 @@ void write_text_file(const fs::path& path, const std::string& text, const std::s
   write_file_atomically(path, text, argument);
 }
 
+std::string last_chars(const std::string& s, std::size_t n) { return s.size() <= n ? s : "..." + s.substr(s.size() - n); }
+
 }  // namespace lina::harness

@@ -40,4 +40,7 @@ void check_output_path(const std::filesystem::path& path, const std::string& arg
 // Without trailing newlines, carriage returns and spaces (a command's captured output, a /proc field).
 std::string trim_trailing_space(std::string s);
 
+// The last `n` characters of `s`, after "..." where it was cut (a child's output in an error message).
+std::string last_chars(const std::string& s, std::size_t n);
+
 }  // namespace lina::harness

@@ -100,8 +100,6 @@ struct Parser {
   }
 };
 
-std::string tail(const std::string& s, std::size_t n) { return s.size() <= n ? s : "..." + s.substr(s.size() - n); }
-
 }  // namespace
 
 KeywordExpr KeywordExpr::parse(const std::string& text) {
@@ -235,7 +233,7 @@ GateResult run_gate(const GateRunOptions& opts) {
   if (!list.spawned || list.exit_code != 0)
     throw Error(ErrorCode::invalid_argument, "gate",
                 "cannot list the gate suite " + exe + ": " +
-                    (list.spawned ? "exit code " + std::to_string(list.exit_code) + "\n" + tail(list.err, 2000) : list.spawn_error));
+                    (list.spawned ? "exit code " + std::to_string(list.exit_code) + "\n" + last_chars(list.err, 2000) : list.spawn_error));
   const std::vector<std::string> all = parse_gtest_list(list.out);
 
   std::vector<std::string> chosen;
@@ -296,7 +294,7 @@ GateResult run_gate(const GateRunOptions& opts) {
   r.suite = exe;
   r.filter = opts.k_expr;
   r.exit_code = pr.spawned ? pr.exit_code : -1;
-  r.output_tail = tail(gate_output, 4000);
+  r.output_tail = last_chars(gate_output, 4000);
   if (opts.log_dir) r.log_path = log.string();
   if (!pr.spawned && r.problem.empty()) r.problem = pr.spawn_error;
   if (r.problem.empty() && r.selected < static_cast<int>(chosen.size()))

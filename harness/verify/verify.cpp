@@ -25,8 +25,6 @@ using nlohmann::json;
 
 namespace {
 
-std::string tail(const std::string& s, std::size_t n) { return s.size() <= n ? s : "..." + s.substr(s.size() - n); }
-
 double percentile(std::vector<double> v, double p) {
   if (v.empty()) return NAN;
   std::sort(v.begin(), v.end());
@@ -108,7 +106,7 @@ void print_gate(const GateResult& g, std::ostream& out) {
                      fs::path(g.suite).filename().string(), g.filter.empty() ? "" : " filter '" + g.filter + "'", g.selected,
                      g.passed, g.failed, g.skipped);
   for (const auto& t : g.tests) {
-    if (t.result == "failed") out << "  FAILED  " << t.name << "\n" << "          " << tail(t.message, 1500) << "\n";
+    if (t.result == "failed") out << "  FAILED  " << t.name << "\n" << "          " << last_chars(t.message, 1500) << "\n";
     if (t.result == "skipped") out << "  skipped " << t.name << (t.message.empty() ? "" : ": " + t.message) << "\n";
   }
   if (!g.problem.empty()) out << "  problem: " << g.problem << "\n";
@@ -270,7 +268,7 @@ VerifyOutcome verify(const VerifyOptions& o, std::ostream& out) {
       if (!pr.spawned || pr.exit_code != 0) {
         out << "lina verify: the " << s->name << "'s `lina run` "
             << (pr.timed_out ? timeout_message(po) : pr.spawned ? "exited with code " + std::to_string(pr.exit_code) : pr.spawn_error)
-            << "\n" << tail(pr.err, 3000) << "\n";
+            << "\n" << last_chars(pr.err, 3000) << "\n";
         if (is_base) return finish(kVerifyBaselineFailed);
         return finish(pr.spawned && pr.exit_code == kVerifyUsage ? kVerifyUsage : 1);
       }

@@ -61,7 +61,9 @@ class BaselineRepo : public ::testing::Test {
     BaselineOptions o;
     o.repo = repo_;
     o.ref = "HEAD~1";
-    o.cmake_args = {"-DLINA_WITH_CUDA=OFF"};
+    // -O0: the test checks the build-and-reuse flow, not the code's speed (an optimised build of the
+    // CLI costs minutes of the CI's two cores).
+    o.cmake_args = {"-DLINA_WITH_CUDA=OFF", "-DCMAKE_BUILD_TYPE=Debug", "-DCMAKE_CXX_FLAGS_DEBUG=-O0"};
     o.cache_root = tmp_->path() / "cache";
     o.jobs = 2;
     return o;
