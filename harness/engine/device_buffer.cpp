@@ -10,26 +10,19 @@
 
 #ifdef LINA_WITH_CUDA
 #include <cuda_runtime_api.h>
+
+#include "harness/engine/cuda_check.h"
 #endif
 
 namespace lina::harness {
 
 namespace {
 std::atomic<std::size_t> g_live{0};
-
-#ifdef LINA_WITH_CUDA
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) {
-    (void)cudaGetLastError();
-    throw Error(ErrorCode::runtime, "cuda", std::string(what) + ": " + cudaGetErrorString(e));
-  }
-}
-#endif
 }  // namespace
 
 DeviceBuffer::DeviceBuffer(std::size_t bytes) : bytes_(bytes) {
 #ifdef LINA_WITH_CUDA
-  if (bytes > 0) check(cudaMalloc(&ptr_, bytes), "cudaMalloc");
+  if (bytes > 0) check_cuda(cudaMalloc(&ptr_, bytes), "cudaMalloc");
   g_live += bytes;
 #else
   throw_unsupported("--backend", "cuda (a device buffer)", "cpu (this build has no CUDA backend)");
@@ -57,7 +50,7 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
 
 void DeviceBuffer::upload(const void* host, std::size_t bytes) {
 #ifdef LINA_WITH_CUDA
-  if (bytes) check(cudaMemcpy(ptr_, host, bytes, cudaMemcpyHostToDevice), "cudaMemcpy H2D");
+  if (bytes) check_cuda(cudaMemcpy(ptr_, host, bytes, cudaMemcpyHostToDevice), "cudaMemcpy H2D");
 #else
   (void)host, (void)bytes;
 #endif
@@ -65,7 +58,7 @@ void DeviceBuffer::upload(const void* host, std::size_t bytes) {
 
 void DeviceBuffer::download(void* host, std::size_t bytes) const {
 #ifdef LINA_WITH_CUDA
-  if (bytes) check(cudaMemcpy(host, ptr_, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy D2H");
+  if (bytes) check_cuda(cudaMemcpy(host, ptr_, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy D2H");
 #else
   (void)host, (void)bytes;
 #endif
@@ -76,9 +69,9 @@ void DeviceBuffer::copy_from(const DeviceBuffer& src, void* stream) {
     throw_invalid("device copy", std::to_string(src.bytes_) + " bytes into " + std::to_string(bytes_), "buffers of one size");
 #ifdef LINA_WITH_CUDA
   if (bytes_ == 0) return;
-  check(cudaMemcpyAsync(ptr_, src.ptr_, bytes_, cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream)), "cudaMemcpyAsync D2D");
+  check_cuda(cudaMemcpyAsync(ptr_, src.ptr_, bytes_, cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream)), "cudaMemcpyAsync D2D");
   // The legacy stream does not order work on non-blocking streams: finish before returning.
-  if (!stream) check(cudaStreamSynchronize(nullptr), "cudaMemcpyAsync D2D");
+  if (!stream) check_cuda(cudaStreamSynchronize(nullptr), "cudaMemcpyAsync D2D");
 #else
   (void)stream;
 #endif
@@ -86,7 +79,7 @@ void DeviceBuffer::copy_from(const DeviceBuffer& src, void* stream) {
 
 void DeviceBuffer::fill_bytes(int value) {
 #ifdef LINA_WITH_CUDA
-  if (bytes_) check(cudaMemset(ptr_, value, bytes_), "cudaMemset");
+  if (bytes_) check_cuda(cudaMemset(ptr_, value, bytes_), "cudaMemset");
 #else
   (void)value;
 #endif
@@ -140,7 +133,7 @@ std::size_t probe_peak_memory(const std::function<void()>& fn, void* stream) {
 #ifdef LINA_WITH_CUDA
   auto st = static_cast<cudaStream_t>(stream);
   int dev = 0;
-  check(cudaGetDevice(&dev), "cudaGetDevice");
+  check_cuda(cudaGetDevice(&dev), "cudaGetDevice");
   cudaMemPool_t pool = nullptr;
   const bool have_pool = cudaDeviceGetDefaultMemPool(&pool, dev) == cudaSuccess;
   (void)cudaGetLastError();
@@ -149,14 +142,14 @@ std::size_t probe_peak_memory(const std::function<void()>& fn, void* stream) {
     cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &pool_before);
     cudaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &zero);
   }
-  check(cudaStreamSynchronize(st), "cudaStreamSynchronize");
+  check_cuda(cudaStreamSynchronize(st), "cudaStreamSynchronize");
   // The kernels' scratch comes from lina's own pool, which keeps its memory mapped between calls:
   // its high-water mark is the call's scratch (device_used_bytes does not grow once it is mapped).
   const std::uint64_t lina_before = workspace_stats().used_bytes;
   reset_workspace_high_water();
   const std::size_t used0 = device_used_bytes();
   fn();
-  check(cudaStreamSynchronize(st), "memory probe call");
+  check_cuda(cudaStreamSynchronize(st), "memory probe call");
   const std::size_t used1 = device_used_bytes();
   if (have_pool) cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &pool_high);
   (void)cudaGetLastError();

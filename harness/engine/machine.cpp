@@ -21,6 +21,8 @@
 #ifdef LINA_WITH_CUDA
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
+
+#include "harness/engine/cuda_check.h"
 #endif
 
 namespace lina::harness {
@@ -63,26 +65,20 @@ std::filesystem::path cache_file() {
   return dir / "ceilings.json";
 }
 
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) {
-    (void)cudaGetLastError();
-    throw Error(ErrorCode::runtime, "cuda", std::string(what) + ": " + cudaGetErrorString(e));
-  }
-}
 
 // Median over timed repetitions of fn on the default stream.
 double time_ms(const std::function<void()>& fn, int reps) {
   cudaEvent_t a, b;
-  check(cudaEventCreate(&a), "cudaEventCreate");
-  check(cudaEventCreate(&b), "cudaEventCreate");
+  check_cuda(cudaEventCreate(&a), "cudaEventCreate");
+  check_cuda(cudaEventCreate(&b), "cudaEventCreate");
   fn();
-  check(cudaDeviceSynchronize(), "ceiling warm-up");
+  check_cuda(cudaDeviceSynchronize(), "ceiling warm-up");
   std::vector<double> t;
   for (int i = 0; i < reps; ++i) {
     cudaEventRecord(a);
     fn();
     cudaEventRecord(b);
-    check(cudaEventSynchronize(b), "ceiling sample");
+    check_cuda(cudaEventSynchronize(b), "ceiling sample");
     float ms = 0;
     cudaEventElapsedTime(&ms, a, b);
     t.push_back(ms);
@@ -98,8 +94,8 @@ Ceilings measure_gpu_ceilings() {
   {
     const std::size_t bytes = std::size_t{1} << 30;
     void *src = nullptr, *dst = nullptr;
-    check(cudaMalloc(&src, bytes), "cudaMalloc (copy ceiling)");
-    check(cudaMalloc(&dst, bytes), "cudaMalloc (copy ceiling)");
+    check_cuda(cudaMalloc(&src, bytes), "cudaMalloc (copy ceiling)");
+    check_cuda(cudaMalloc(&dst, bytes), "cudaMalloc (copy ceiling)");
     cudaMemset(src, 1, bytes);
     const double ms = time_ms([&] { cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice); }, 20);
     c.hbm_gbps = 2.0 * static_cast<double>(bytes) / (ms * 1e-3) / 1e9;
@@ -110,15 +106,15 @@ Ceilings measure_gpu_ceilings() {
     const int n = 8192;
     const std::size_t bytes = static_cast<std::size_t>(n) * n * 2;
     void *A = nullptr, *B = nullptr, *C = nullptr;
-    check(cudaMalloc(&A, bytes), "cudaMalloc (GEMM ceiling)");
-    check(cudaMalloc(&B, bytes), "cudaMalloc (GEMM ceiling)");
-    check(cudaMalloc(&C, bytes), "cudaMalloc (GEMM ceiling)");
+    check_cuda(cudaMalloc(&A, bytes), "cudaMalloc (GEMM ceiling)");
+    check_cuda(cudaMalloc(&B, bytes), "cudaMalloc (GEMM ceiling)");
+    check_cuda(cudaMalloc(&C, bytes), "cudaMalloc (GEMM ceiling)");
     // Random operands: a GEMM on zeros runs ~13 % faster on an H200 (less switching power) and
     // would overstate the ceiling.
     const HostTensor ha = generate_tensor("ceiling_a", DType::bf16, Shape{n, n}, Transform::randn, 1);
     const HostTensor hb = generate_tensor("ceiling_b", DType::bf16, Shape{n, n}, Transform::randn, 2);
-    check(cudaMemcpy(A, ha.data(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy (GEMM ceiling)");
-    check(cudaMemcpy(B, hb.data(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy (GEMM ceiling)");
+    check_cuda(cudaMemcpy(A, ha.data(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy (GEMM ceiling)");
+    check_cuda(cudaMemcpy(B, hb.data(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy (GEMM ceiling)");
     cublasHandle_t h = nullptr;
     if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) throw Error(ErrorCode::runtime, "cublas", "cublasCreate failed");
     const float alpha = 1, beta = 0;

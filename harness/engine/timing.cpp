@@ -13,6 +13,8 @@
 #include <nvtx3/nvToolsExt.h>
 #define LINA_HAVE_NVTX 1
 #endif
+
+#include "harness/engine/cuda_check.h"
 #endif
 
 namespace lina::harness {
@@ -98,28 +100,22 @@ std::unique_ptr<Timer> make_cpu_timer() { return std::make_unique<CpuTimer>(); }
 
 #ifdef LINA_WITH_CUDA
 namespace {
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) {
-    (void)cudaGetLastError();
-    throw Error(ErrorCode::runtime, "cuda", std::string(what) + ": " + cudaGetErrorString(e));
-  }
-}
 
 class CudaTimer final : public Timer {
  public:
   explicit CudaTimer(const CudaTimerOptions& o) : opt_(o), stream_(static_cast<cudaStream_t>(o.stream)) {
     if (opt_.graphs && stream_ == nullptr)
       throw_invalid("--graphs", "the legacy default stream", "a created stream (graph capture needs one)");
-    check(cudaEventCreate(&start_), "cudaEventCreate");
-    check(cudaEventCreate(&stop_), "cudaEventCreate");
+    check_cuda(cudaEventCreate(&start_), "cudaEventCreate");
+    check_cuda(cudaEventCreate(&stop_), "cudaEventCreate");
     if (opt_.l2_flush) {
       int dev = 0;
-      check(cudaGetDevice(&dev), "cudaGetDevice");
+      check_cuda(cudaGetDevice(&dev), "cudaGetDevice");
       cudaDeviceProp prop{};
-      check(cudaGetDeviceProperties(&prop, dev), "cudaGetDeviceProperties");
+      check_cuda(cudaGetDeviceProperties(&prop, dev), "cudaGetDeviceProperties");
       // A write over twice the L2 evicts whatever the previous sample left there.
       flush_bytes_ = std::max<std::size_t>(2 * static_cast<std::size_t>(prop.l2CacheSize), 1 << 20);
-      check(cudaMalloc(&flush_, flush_bytes_), "cudaMalloc (L2 flush buffer)");
+      check_cuda(cudaMalloc(&flush_, flush_bytes_), "cudaMalloc (L2 flush buffer)");
     }
   }
   ~CudaTimer() override {
@@ -133,35 +129,35 @@ class CudaTimer final : public Timer {
 
   void warm(const std::function<void()>& fn) override {
     fn();
-    check(cudaStreamSynchronize(stream_), "warm-up call");
+    check_cuda(cudaStreamSynchronize(stream_), "warm-up call");
     if (opt_.graphs && !exec_) capture(fn);
     if (exec_) {
-      check(cudaGraphLaunch(exec_, stream_), "cudaGraphLaunch");
-      check(cudaStreamSynchronize(stream_), "graph warm-up replay");
+      check_cuda(cudaGraphLaunch(exec_, stream_), "cudaGraphLaunch");
+      check_cuda(cudaStreamSynchronize(stream_), "graph warm-up replay");
     }
   }
 
   double sample(const std::function<void()>& fn, const std::string& label) override {
-    if (flush_) check(cudaMemsetAsync(flush_, ++flush_value_ & 0xff, flush_bytes_, stream_), "L2 flush");
+    if (flush_) check_cuda(cudaMemsetAsync(flush_, ++flush_value_ & 0xff, flush_bytes_, stream_), "L2 flush");
     {
       NvtxRange range(label);  // the flush stays outside the range so ncu's NVTX filter skips it
-      check(cudaEventRecord(start_, stream_), "cudaEventRecord");
+      check_cuda(cudaEventRecord(start_, stream_), "cudaEventRecord");
       if (exec_) {
-        check(cudaGraphLaunch(exec_, stream_), "cudaGraphLaunch");
+        check_cuda(cudaGraphLaunch(exec_, stream_), "cudaGraphLaunch");
       } else {
         fn();
       }
-      check(cudaEventRecord(stop_, stream_), "cudaEventRecord");
+      check_cuda(cudaEventRecord(stop_, stream_), "cudaEventRecord");
     }
-    check(cudaEventSynchronize(stop_), "timed call");
+    check_cuda(cudaEventSynchronize(stop_), "timed call");
     float ms = 0;
-    check(cudaEventElapsedTime(&ms, start_, stop_), "cudaEventElapsedTime");
+    check_cuda(cudaEventElapsedTime(&ms, start_, stop_), "cudaEventElapsedTime");
     return ms;
   }
 
  private:
   void capture(const std::function<void()>& fn) {
-    check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+    check_cuda(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
     try {
       fn();
     } catch (...) {
@@ -170,8 +166,8 @@ class CudaTimer final : public Timer {
       if (g) cudaGraphDestroy(g);
       throw;
     }
-    check(cudaStreamEndCapture(stream_, &graph_), "graph capture of the op call (--graphs)");
-    check(cudaGraphInstantiate(&exec_, graph_, 0), "cudaGraphInstantiate");
+    check_cuda(cudaStreamEndCapture(stream_, &graph_), "graph capture of the op call (--graphs)");
+    check_cuda(cudaGraphInstantiate(&exec_, graph_, 0), "cudaGraphInstantiate");
   }
 
   CudaTimerOptions opt_;
