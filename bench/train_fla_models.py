@@ -133,7 +133,7 @@ def run_cell(name, size, backend, a, device):
     rec = {"model": name, "size": size, "backend": backend, "params": params, "batch_size": a.batch_size,
            "seq_len": a.seq_len, "varlen": a.varlen, "warmup_steps": a.warmup_steps, "steps": a.steps,
            "loss": float(loss), "tokens_per_s": a.batch_size * a.seq_len * a.steps / duration if duration else None,
-           "ms_per_step": duration / max(a.steps, 1) * 1e3,
+           "ms_per_step": duration / max(a.steps, 1) * 1e3, "lina_gdn_training": a.lina_gdn_training,
            "head_dims": {k: getattr(config, k, None) for k in ("num_heads", "head_dim", "expand_v", "hidden_size",
                                                                "num_hidden_layers")}}
     if device.type == "cuda":
@@ -232,6 +232,9 @@ def main():
                    help="let FLA run its gated chunk backward on Triton 3.4-3.7.0, which its version guard refuses "
                         "(fla.ops.common.chunk_o.TRITON_ABOVE_3_7_1 = True); GatedDeltaNet's FLA run needs it on "
                         "such a Triton. Its gradients are then unverified: compare the losses of the two runs")
+    p.add_argument("--lina-gdn-training", action="store_true",
+                   help="send GatedDeltaNet's training calls to lina even where FLA's gated backward runs (lina's FLA "
+                        "backend declines them there by default: lina.fla_backend.register(gdn_training=True))")
     p.add_argument("--verbose", action="store_true", help="print the time of every warm-up step")
     p.add_argument("--cpu-smoke", action="store_true", help="tiny configs on the CPU, 2 steps, no timing")
     a = p.parse_args()
@@ -249,7 +252,7 @@ def main():
         import fla.ops.common.chunk_o
         fla.ops.common.chunk_o.TRITON_ABOVE_3_7_1 = True
     import lina.fla_backend
-    lina.fla_backend.register()
+    lina.fla_backend.register(gdn_training=a.lina_gdn_training)
     records = []
     for name in a.models.split(","):
         for size in a.sizes.split(","):

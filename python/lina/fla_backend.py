@@ -12,6 +12,11 @@ modules (fla.layers.gla, fla.layers.gated_deltanet) to functions that ask the sa
 Decode calls whose inputs require grad (FLA's GLA layer decodes short sequences in training too) are declined:
 lina's decode is forward only.
 
+chunk_gated_delta_rule in training (CUDA inputs that require grad) is declined where FLA's own gated backward
+runs: lina's GatedDeltaNet forward + backward is slower than FLA's there (benchmarks/RECORDS.md, "Training").
+FLA 0.6.0 refuses that backward on Hopper with Triton 3.4 to 3.7.0 (its version guard), and there lina serves.
+`register(gdn_training=True)` sends those calls to lina all the same (to measure it).
+
 Declines are logged by FLA's dispatcher (logger "fla.backends", level INFO) and counted in `declines()`.
 """
 import collections
@@ -26,6 +31,7 @@ logger = logging.getLogger(__name__)
 
 _DECLINES = collections.Counter()  # (op, reason) -> calls declined
 _CUDA_HEAD_DIMS = (64, 128, 256)
+_GDN_TRAINING = False  # register(gdn_training=...)
 
 
 def declines():
@@ -97,9 +103,25 @@ def _kda_verifier(*args, **kwargs):
     return (True, None) if reason is None else _decline("chunk_kda", reason)
 
 
+def fla_gated_backward_runs():
+    """Whether FLA's own gated chunk backward runs in this process: FLA 0.6.0 raises in it on Hopper with Triton
+    3.4 to 3.7.0 (a Triton miscompile, FLA issue #640) unless fla.ops.common.chunk_o.TRITON_ABOVE_3_7_1 is set."""
+    try:
+        import fla.ops.common.chunk_o as chunk_o
+    except Exception:
+        return False
+    guarded = getattr(chunk_o, "IS_NVIDIA_HOPPER", False) and getattr(chunk_o, "TRITON_ABOVE_3_4_0", False)
+    return not guarded or bool(getattr(chunk_o, "TRITON_ABOVE_3_7_1", False))
+
+
 def _gdn_verifier(*args, **kwargs):
     a = _bound(ops.chunk_gated_delta_rule, args, kwargs)
     reason = _common_reason(a.get("q"), a.get("k"), a.get("v"), a.get("g"), a, delta=True)
+    if reason is None and not _GDN_TRAINING and a["q"].is_cuda and torch.is_grad_enabled():
+        trained = [n for n in ("q", "k", "v", "g", "beta") if isinstance(a.get(n), torch.Tensor) and a[n].requires_grad]
+        if trained and fla_gated_backward_runs():
+            reason = (f"training (`{trained[0]}` requires grad): lina's chunk_gated_delta_rule forward + backward is "
+                      "slower than FLA's where FLA's gated backward runs (register(gdn_training=True) overrides)")
     return (True, None) if reason is None else _decline("chunk_gated_delta_rule", reason)
 
 
@@ -166,9 +188,12 @@ SERVED = ["chunk_kda", "chunk_gated_delta_rule", "chunk_gla", "fused_recurrent_k
           "fused_recurrent_gated_delta_rule"]
 
 
-def register():
-    """Registers lina with FLA's dispatcher (idempotent). Returns the FLA functions now served by lina."""
-    global _registered
+def register(gdn_training=False):
+    """Registers lina with FLA's dispatcher (idempotent). Returns the FLA functions now served by lina.
+    gdn_training: also take chunk_gated_delta_rule calls that train where FLA's gated backward runs (see above;
+    a later call may change it)."""
+    global _registered, _GDN_TRAINING
+    _GDN_TRAINING = bool(gdn_training)
     if _registered:
         return list(SERVED)
     from fla.backends import BaseBackend, register as fla_register

@@ -429,5 +429,29 @@ class FlaBackendTest(FlaBackendCase):
         self.assertTrue(ok, reason)
 
 
+    @unittest.skipUnless(torch.cuda.is_available(), "needs a GPU")
+    def test_gdn_training_goes_to_fla_where_its_backward_runs(self):
+        import fla.ops.common.chunk_o as chunk_o
+        q, k, v, g, beta = (t.cuda() for t in inputs(13, 1, 64, 2, 64, 64, kda=False))
+        q, k, v = q.bfloat16(), k.bfloat16(), v.bfloat16()
+        saved = chunk_o.TRITON_ABOVE_3_7_1
+        try:
+            chunk_o.TRITON_ABOVE_3_7_1 = True  # FLA's gated backward runs
+            ok, reason = self.backend._gdn_verifier(q=q, k=k, v=v.requires_grad_(), g=g, beta=beta)
+            self.assertFalse(ok)
+            self.assertIn("training (`v` requires grad)", reason)
+            with torch.no_grad():  # inference stays lina's
+                self.assertEqual(self.backend._gdn_verifier(q=q, k=k, v=v, g=g, beta=beta), (True, None))
+            self.backend.register(gdn_training=True)
+            self.assertEqual(self.backend._gdn_verifier(q=q, k=k, v=v, g=g, beta=beta), (True, None))
+            self.backend.register()
+            chunk_o.TRITON_ABOVE_3_7_1 = False  # FLA's guard refuses its backward on Hopper + Triton 3.4-3.7.0
+            if chunk_o.IS_NVIDIA_HOPPER and chunk_o.TRITON_ABOVE_3_4_0:
+                self.assertEqual(self.backend._gdn_verifier(q=q, k=k, v=v, g=g, beta=beta), (True, None))
+        finally:
+            chunk_o.TRITON_ABOVE_3_7_1 = saved
+            self.backend.register()
+
+
 if __name__ == "__main__":
     unittest.main()
