@@ -61,8 +61,7 @@ std::string last_lines(const fs::path& log) {
   } catch (const Error&) {
     return "(no log)";
   }
-  constexpr std::size_t kTail = 2000;
-  return text.size() > kTail ? "..." + text.substr(text.size() - kTail) : text;
+  return harness::last_chars(text, 2000);
 }
 
 struct Child {

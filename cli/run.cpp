@@ -53,15 +53,7 @@ void register_run(CLI::App& app, Outcome& outcome) {
   auto gpus = std::make_shared<int>(1);
   auto* shard_opt = sub->add_option("--shard", *shard_text, "Run only cells j with j % N == I of the cell order (one process of a sweep; `lina merge` joins the files)")
                         ->check(kShardSpec);
-  auto* gpus_opt = sub->add_option("--gpus", *gpus, "Shard the cells over N GPUs of this host, one child process per GPU, one merged result")
-                       ->check(kPositiveInt & CLI::Validator(
-                                                  [](std::string& text) -> std::string {
-                                                    const std::optional<double> v = parse_number(text);
-                                                    if (v && *v > kMaxShards)
-                                                      return "got " + text + ", expected an integer in [1, " + std::to_string(kMaxShards) + "]";
-                                                    return {};
-                                                  },
-                                                  "N"));
+  auto* gpus_opt = add_gpus_option(*sub, *gpus, "Shard the cells over N GPUs of this host, one child process per GPU, one merged result");
   gpus_opt->excludes(shard_opt);
   sub->add_option("--json", cfg->json_path, "Write results (schema lina.bench/1) to this file")->check(kNonEmpty);
   // `lina run` measures this build only; baselines are built and paired by `lina verify` / `lina compare`,

@@ -36,15 +36,15 @@ const CLI::Validator kShardSpec(
     },
     "I/N");
 
-void add_refused_gpus_option(CLI::App& sub, const std::string& command) {
-  const std::string description = "Not taken by " + command + " yet: `lina run --gpus N` shards a run (docs/multi-gpu.md)";
-  sub.add_option("--gpus", description)
-      ->check(CLI::Validator(
-          [command](std::string& text) -> std::string {
-            return "got '" + text + "', expected no --gpus on `lina " + command +
-                   "` (it pairs two builds' rounds on one GPU); shard with `lina run --gpus N` or `lina run --shard I/N`";
-          },
-          "N"));
+CLI::Option* add_gpus_option(CLI::App& sub, int& gpus, const std::string& description) {
+  return sub.add_option("--gpus", gpus, description)
+      ->check(kPositiveInt & CLI::Validator(
+                                 [](std::string& text) -> std::string {
+                                   const std::optional<double> v = parse_number(text);
+                                   if (v && *v > kMaxShards) return "got " + text + ", expected an integer in [1, " + std::to_string(kMaxShards) + "]";
+                                   return {};
+                                 },
+                                 "N"));
 }
 
 harness::Plan select_shard(const harness::Plan& plan, const Shard& shard, std::vector<std::size_t>& cell_index) {

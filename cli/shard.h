@@ -25,9 +25,8 @@ std::optional<Shard> parse_shard(const std::string& text, std::string& why);
 // CLI11 check of `--shard` (exit 2, naming the option, what was seen and what is expected).
 extern const CLI::Validator kShardSpec;
 
-// `--gpus` on a command that does not shard yet (verify, compare): refused while parsing, before any
-// gate or build, pointing to what does.
-void add_refused_gpus_option(CLI::App& sub, const std::string& command);
+// `--gpus N` (an integer in [1, kMaxShards]) of run, verify and compare, checked while parsing.
+CLI::Option* add_gpus_option(CLI::App& sub, int& gpus, const std::string& description);
 
 // The plan restricted to `shard`'s cells; `cell_index[k]` is the k-th kept cell's index in the full plan.
 harness::Plan select_shard(const harness::Plan& plan, const Shard& shard, std::vector<std::size_t>& cell_index);

@@ -34,7 +34,7 @@ void register_verify(CLI::App& app, Outcome& outcome) {
   sub->add_option("--json", *json, "Write a lina.bench/1 verify document here")->check(kNonEmpty);
   sub->add_option("--gate-bin", *gate_bin, "Gate executable (default: tests/lina_<op>_gate of this build)");
   sub->add_option("--repo", *repo, "Source checkout holding --base and profile/ (default: this build's source dir)");
-  add_refused_gpus_option(*sub, "verify");
+  add_gpus_option(*sub, opts->gpus, "Each side's `lina run` shards the cells over N GPUs of this host (`lina run --gpus`); a cell runs on the same GPU for both sides");
   sub->callback([&outcome, opts, base, base_exe, json, gate_bin, repo] {
     if (!base->empty()) opts->base = *base;
     if (!base_exe->empty()) {

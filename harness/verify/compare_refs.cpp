@@ -42,7 +42,7 @@ fs::path build_ref_binary(const fs::path& repo, const std::string& ref, const st
 
 std::vector<std::string> lina_run_argv(const std::string& lina, const std::vector<std::string>& ops,
                                        const std::vector<std::string>& modes, const std::vector<std::string>& shapes,
-                                       const std::string& json_path, std::optional<long long> seed) {
+                                       const std::string& json_path, std::optional<long long> seed, int gpus) {
   std::string op_list;
   for (const auto& o : ops) op_list += (op_list.empty() ? "" : ",") + o;
   // --no-base: each side is measured alone; the pairing happens here, round by round.
@@ -57,8 +57,17 @@ std::vector<std::string> lina_run_argv(const std::string& lina, const std::vecto
     a.insert(a.end(), {"--shapes", s});
   }
   if (seed) a.insert(a.end(), {"--seed", std::to_string(*seed)});
+  if (gpus > 1) a.insert(a.end(), {"--gpus", std::to_string(gpus)});
   a.insert(a.end(), {"--json", json_path});
   return a;
+}
+
+std::string shard_mismatch(const json& base_row, const json& head_row) {
+  const json none;
+  const json& b = base_row.contains("shard") ? base_row["shard"] : none;
+  const json& h = head_row.contains("shard") ? head_row["shard"] : none;
+  if (b == h) return {};
+  return "timed on shard " + b.dump() + " for the base and " + h.dump() + " for the head (two GPUs: the two builds' cell plans differ)";
 }
 
 namespace {
@@ -148,6 +157,7 @@ json compare_documents(const std::vector<json>& base_runs, const std::vector<jso
       const CellComparison cc = compare_rounds(it->second.round_times, h.round_times, opt.bootstrap_seed + salt++, opt.threshold_pct, opt.bootstrap);
       c.update(json{{"base_median_ms", cc.base_median_ms}, {"speedup", cc.speedup}, {"ci_low", cc.ci_low}, {"ci_high", cc.ci_high},
                     {"change_pct", cc.latency_change_pct()}, {"verdict", cc.verdict}});
+      if (const std::string why = shard_mismatch(it->second.row, h.row); !why.empty()) c["gpu_mismatch"] = why;
     }
     comparisons.push_back(c);
   }
@@ -171,6 +181,7 @@ json compare_documents(const std::vector<json>& base_runs, const std::vector<jso
   config["command"] = opt.command;
   config["rounds"] = opt.rounds;
   config["threshold_pct"] = opt.threshold_pct;
+  config["gpus"] = opt.gpus;
 
   int slower = 0, faster = 0, added = 0, removed = 0;
   std::vector<std::string> reasons;
@@ -179,6 +190,10 @@ json compare_documents(const std::vector<json>& base_runs, const std::vector<jso
     slower += v == "slower"; faster += v == "faster"; added += v == "new"; removed += v == "removed";
     if (v == "slower") reasons.push_back(fmt::format("{} {} {} slower by {:.1f}%", c["op"].get<std::string>(), c["mode"].get<std::string>(), c["shape"].get<std::string>(), c["change_pct"].get<double>()));
   }
+  for (const auto& c : comparisons)
+    if (c.contains("gpu_mismatch"))
+      reasons.push_back(fmt::format("{} {} {} {}", c["op"].get<std::string>(), c["mode"].get<std::string>(), c["shape"].get<std::string>(),
+                                    c["gpu_mismatch"].get<std::string>()));
   if (removed) reasons.push_back(fmt::format("{} cells removed", removed));
   if (added) reasons.push_back(fmt::format("{} cells new", added));
   reasons.push_back("compare runs no gate: it never promotes (use lina verify)");
@@ -211,15 +226,16 @@ json run_compare(const CompareSide& base, const CompareSide& head, const Compare
       const CompareSide& side = *sides[s];
       const fs::path out = workdir / fmt::format("{}_round{}.json", side.name, round);
       fs::remove(out, ec);
-      const auto argv = lina_run_argv(side.binary.string(), opt.ops, opt.modes, opt.shapes, out.string(), opt.seed);
+      const auto argv = lina_run_argv(side.binary.string(), opt.ops, opt.modes, opt.shapes, out.string(), opt.seed, opt.gpus);
       ProcessOptions po;
       po.timeout = child_timeout(kDefaultTimeout);
       auto r = run_process(argv, po);
       if (r.exit_code != 0) {
         const std::string err = r.timed_out ? timeout_message(po) : r.err_or_spawn_error();
-        const std::string tail = err.size() > 2000 ? err.substr(err.size() - 2000) : err;
-        throw CompareSideError(fmt::format("{} ({}): `{} run` exited {} in round {}:\n{}", side.name, side.binary.string(),
-                                           side.binary.string(), r.exit_code, round, tail));
+        // A build from before `lina run --gpus` refuses the option (exit 2).
+        const std::string hint = opt.gpus > 1 && r.exit_code == 2 ? " (a build older than `lina run --gpus` cannot shard: compare without --gpus)" : "";
+        throw CompareSideError(fmt::format("{} ({}): `{} run` exited {} in round {}{}:\n{}", side.name, side.binary.string(),
+                                           side.binary.string(), r.exit_code, round, hint, last_chars(err, 2000)));
       }
       // A side's broken output is that side's failure (exit 3), whatever is wrong with it.
       json doc;

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "harness/verify/baseline.h"
+#include "harness/verify/compare_refs.h"
 #include "harness/verify/frozen.h"
 #include "harness/engine/registry.h"
 #include "harness/util/json_file.h"
@@ -135,6 +136,7 @@ VerifyOutcome verify(const VerifyOptions& o, std::ostream& out) {
   VerifyOutcome res;
   if (!lookup_op(o.op)) throw_invalid("--op", "'" + o.op + "'", op_name_list(" or "));
   if (o.rounds < 1) throw_invalid("--rounds", std::to_string(o.rounds), "at least 1");
+  if (o.gpus < 1) throw_invalid("--gpus", std::to_string(o.gpus), "at least 1");
   // Every argument is checked here, before the gate, the baseline build and the rounds (minutes).
   const OpSpec& op = find_op(o.op);
   resolve_modes(op, o.modes);  // a mode the op does not run (bwd of a decode op) is refused here
@@ -153,7 +155,7 @@ VerifyOutcome verify(const VerifyOptions& o, std::ostream& out) {
   doc["tool"] = {{"name", "lina"}, {"version", kVersion}, {"git_sha", LINA_BUILD_GIT_SHA}, {"git_dirty", LINA_BUILD_GIT_DIRTY}};
   doc["config"] = {{"op", o.op}, {"seed", o.seed}, {"backend", o.backend.empty() ? json(nullptr) : json(o.backend)},
                    {"rounds", o.rounds}, {"threshold_pct", o.threshold_pct}, {"modes", o.modes}, {"shapes", o.shapes},
-                   {"base", o.base ? json(*o.base) : json(nullptr)}, {"no_gate", o.no_gate}};
+                   {"base", o.base ? json(*o.base) : json(nullptr)}, {"no_gate", o.no_gate}, {"gpus", o.gpus}};
   doc["results"] = json::array();
   doc["comparisons"] = json::array();
   doc["baseline"] = nullptr;
@@ -249,6 +251,7 @@ VerifyOutcome verify(const VerifyOptions& o, std::ostream& out) {
       a.push_back("--backend");
       a.push_back(o.backend);
     }
+    if (o.gpus > 1) a.insert(a.end(), {"--gpus", std::to_string(o.gpus)});
     a.insert(a.end(), {"--seed", std::to_string(o.seed), "--json", json_out.string()});
     return a;
   };
@@ -268,6 +271,8 @@ VerifyOutcome verify(const VerifyOptions& o, std::ostream& out) {
       if (!pr.spawned || pr.exit_code != 0) {
         out << "lina verify: the " << s->name << "'s `lina run` "
             << (pr.timed_out ? timeout_message(po) : pr.spawned ? "exited with code " + std::to_string(pr.exit_code) : pr.spawn_error)
+            << (is_base && o.gpus > 1 && pr.spawned && pr.exit_code == kVerifyUsage
+                    ? " (a baseline older than `lina run --gpus` cannot shard: verify without --gpus)" : "")
             << "\n" << last_chars(pr.err, 3000) << "\n";
         if (is_base) return finish(kVerifyBaselineFailed);
         return finish(pr.spawned && pr.exit_code == kVerifyUsage ? kVerifyUsage : 1);
@@ -307,6 +312,7 @@ VerifyOutcome verify(const VerifyOptions& o, std::ostream& out) {
   std::vector<std::pair<RoundSamples, RoundSamples>> matched;
   int faster = 0, slower = 0;
   std::vector<std::string> check_problems;
+  std::vector<std::string> gpu_mismatches;  // cells whose two sides ran on different shards of `--gpus`
   for (const auto& k : cand.order)
     if (cand.check[k] != "pass") check_problems.push_back(k + ": " + (cand.check[k] == "FAIL" ? "check FAILED" : "not verified (check null)"));
   const std::string unv = o.no_gate ? " UNVERIFIED" : "";
@@ -328,6 +334,10 @@ VerifyOutcome verify(const VerifyOptions& o, std::ostream& out) {
       if (in_c && in_b) {
         const CellComparison cc = compare_rounds(bside.rounds[k], cand.rounds[k], ++cell_seed, o.threshold_pct);
         matched.emplace_back(bside.rounds[k], cand.rounds[k]);
+        if (const std::string why = shard_mismatch(bside.last_row[k], cand.last_row[k]); !why.empty()) {
+          c["gpu_mismatch"] = why;
+          gpu_mismatches.push_back(k + ": " + why);
+        }
         faster += cc.verdict == "faster";
         slower += cc.verdict == "slower";
         c.update({{"base_median_ms", cc.base_median_ms}, {"head_median_ms", cc.head_median_ms}, {"speedup", cc.speedup},
@@ -389,6 +399,7 @@ VerifyOutcome verify(const VerifyOptions& o, std::ostream& out) {
     reason(!cg.empty() && cg == bg, cg.empty() ? "no GPU reported by the candidate (CPU timings)"
                                                : cg == bg ? "same GPU on both sides: " + cg : "different GPUs: candidate " + cg + ", baseline " + bg);
   }
+  for (const auto& m : gpu_mismatches) reason(false, "cell " + m);
   const std::string cc_str = cand.last_file.machine.is_object() && cand.last_file.machine.contains("compute_capability")
                                  ? (cand.last_file.machine["compute_capability"].is_string() ? cand.last_file.machine["compute_capability"].get<std::string>()
                                                                                             : cand.last_file.machine["compute_capability"].dump())

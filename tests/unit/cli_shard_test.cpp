@@ -155,15 +155,31 @@ TEST(CliShard, BadShardAndGpuCountsAreRefusedByName) {
   expect_exit(lina(run_args({"--gpus", "0"})), 2, "--gpus: got 0, expected an integer >= 1");
   expect_exit(lina(run_args({"--gpus", "65"})), 2, "expected an integer in [1, 64]");
   expect_exit(lina(run_args({"--gpus", "2", "--shard", "0/2"})), 2, "--shard excludes --gpus");
-  // verify and compare refuse it while parsing: no gate runs, no side is built.
-  expect_exit(lina({"verify", "--op", "chunk_gla", "--gpus", "2"}), 2, "--gpus: got '2', expected no --gpus on `lina verify`");
-  expect_exit(lina({"compare", "--op", "chunk_gla", "--base", "HEAD", "--gpus", "2"}), 2, "expected no --gpus on `lina compare`");
+  // verify and compare check it by the same rule while parsing: no gate runs, no side is built.
+  expect_exit(lina({"verify", "--op", "chunk_gla", "--gpus", "0"}), 2, "--gpus: got 0, expected an integer >= 1");
+  expect_exit(lina({"compare", "--op", "chunk_gla", "--base", "HEAD", "--gpus", "65"}), 2, "expected an integer in [1, 64]");
   // Without a GPU, the shards run as processes on the CPU only when asked for by name.
   if (cuda_device_count() == 0)
     expect_exit(lina({"run", "--op", "chunk_gla", "--shapes", "B1_T64_H1_D64", "--gpus", "2"}), 2,
                 "argument `--gpus`: got 2 with no CUDA device visible, expected a machine with that many GPUs, or --backend cpu");
   else
     expect_exit(lina({"run", "--op", "chunk_gla", "--backend", "cuda", "--gpus", "64"}), 2, "argument `--gpus`: got 64");
+}
+
+// `lina verify --gpus 2` on the CPU backend: its `lina run` child shards the cells into two processes, and the
+// verify document's rows are the merged run's, each with its shard.
+TEST(CliShard, VerifyShardsItsRunOverTheGpus) {
+  lina::testing::TempDir tmp;
+  const fs::path out = tmp.path / "verify.json";
+  const ProcessResult r = lina({"verify", "--op", "chunk_gla", "--backend", "cpu", "--shapes", "B1_T64_H1_D64,B1_T128_H2_D64", "--modes",
+                                "fwd", "--no-gate", "--rounds", "1", "--gpus", "2", "--json", out.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const json j = json::parse(read_text_file(out));
+  EXPECT_EQ(j["config"]["gpus"], 2);
+  ASSERT_EQ(j["results"].size(), 2u) << j["results"].dump();
+  std::set<int> shards;
+  for (const auto& row : j["results"]) shards.insert(row.at("shard").get<int>());
+  EXPECT_EQ(shards, (std::set<int>{0, 1}));
 }
 
 TEST(CliShard, MixedIncompleteOrRepeatedShardFilesAreRefusedByName) {

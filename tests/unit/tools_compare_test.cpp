@@ -82,6 +82,33 @@ TEST(ToolsCompare, SlowRoundsAreNotAVerdict) {
   EXPECT_GT(compare_samples(pb, ph, 7, kDefaultThresholdPct, 2000).ci_low, 1.0);
 }
 
+// `lina run --gpus N` rows name their shard: a cell the two sides timed on different GPUs is marked and named in the
+// verdict's reasons; the same shard on both sides, or rows of one-process runs, are not.
+TEST(ToolsCompare, ACellTimedOnTwoGpusIsNamed) {
+  CompareSide base{"base", "main", "", "/b"}, head{"head", "HEAD", "", "/h"};
+  CompareOptions opt;
+  opt.rounds = 1;
+  opt.gpus = 2;
+  json b = base_run(), h = head_run();
+  for (auto* d : {&b, &h})
+    for (std::size_t i = 0; i < (*d)["results"].size(); ++i) (*d)["results"][i]["shard"] = static_cast<int>(i % 2);
+  h["results"][1]["shard"] = 0;  // fwd B2: shard 1 for the base, 0 for the head
+  const json doc = compare_documents({b}, {h}, base, head, opt);
+  EXPECT_EQ(doc["config"]["gpus"], 2);
+  const json* moved = find(doc["comparisons"], "fwd", "B2_T16384_H16_D128", kB2);
+  ASSERT_NE(moved, nullptr);
+  EXPECT_EQ((*moved)["gpu_mismatch"], "timed on shard 1 for the base and 0 for the head (two GPUs: the two builds' cell plans differ)");
+  const json* same = find(doc["comparisons"], "fwd", "B1_T8192_H96_D128", kB1);
+  ASSERT_NE(same, nullptr);
+  EXPECT_FALSE(same->contains("gpu_mismatch")) << same->dump();
+  int named = 0;
+  for (const auto& r : doc["verdict"]["reasons"]) named += r.get<std::string>().find("B2_T16384_H16_D128 timed on shard 1") != std::string::npos;
+  EXPECT_EQ(named, 1) << doc["verdict"].dump();
+  EXPECT_TRUE(shard_mismatch(base_run()["results"][0], head_run()["results"][0]).empty());
+  EXPECT_EQ(lina_run_argv("lina", {"chunk_kda"}, {}, {}, "o.json", 3, 4),
+            (std::vector<std::string>{"lina", "run", "--op", "chunk_kda", "--no-base", "--seed", "3", "--gpus", "4", "--json", "o.json"}));
+}
+
 // compare and verify read one rule (harness/verify/compare.h, speedup_verdict): the threshold applies to the speedup, so a
 // 1.051x cell whose interval excludes 1 is faster for both (its latency change is -4.85 %, under a 5 % latency
 // threshold: compare alone called it noise), and a 0.951x cell (latency +5.1 %) is noise for both.

@@ -181,6 +181,41 @@ TEST(VerifyFlow, GreenGateClearWinWithEvidencePromotes) {
   EXPECT_NE(out.str().find("geomean speedup over 2 cells"), std::string::npos);
 }
 
+// --gpus N: each side's `lina run` shards its cells (`--gpus N` on both command lines); a cell the two sides timed
+// on different shards (GPUs) is named and blocks the promotion.
+TEST(VerifyFlow, GpusShardBothSidesAndACellOnTwoGpusIsNotPromoted) {
+  TempDir d("verify");
+  make_repo(d.path() / "repo", /*with_profile=*/true);
+  VerifyOptions o = base_opts(d.path());
+  o.base = "main";
+  o.baseline_sha = kBaseSha;
+  o.gpus = 2;
+  json cand = run_doc("cccc", 1.0), base = run_doc(kBaseSha, 2.0);
+  for (auto* doc : {&cand, &base})
+    for (std::size_t i = 0; i < 2; ++i) (*doc)["results"][i]["shard"] = static_cast<int>(i);
+  o.candidate_exe = fake_lina(d.path(), "cand", cand);
+  o.baseline_exe = fake_lina(d.path(), "base", base);
+  o.json = d.path() / "same.json";
+  std::ostringstream out;
+  ASSERT_EQ(verify(o, out).exit_code, kVerifyOk) << out.str();
+  json j = json::parse(read(*o.json));
+  EXPECT_TRUE(j["verdict"]["promote"].get<bool>()) << out.str();
+  EXPECT_EQ(j["config"]["gpus"], 2);
+  std::istringstream calls(read(d.path() / "calls.log"));
+  for (std::string l; std::getline(calls, l);) EXPECT_NE(l.find(" --backend cpu --gpus 2 --seed 42"), std::string::npos) << l;
+
+  base["results"][1]["shard"] = 0;  // B2_T128 on shard 1 for the candidate, 0 for the baseline
+  o.baseline_exe = fake_lina(d.path(), "base2", base);
+  o.json = d.path() / "moved.json";
+  std::ostringstream out2;
+  verify(o, out2);
+  j = json::parse(read(*o.json));
+  EXPECT_FALSE(j["verdict"]["promote"].get<bool>()) << out2.str();
+  EXPECT_EQ(j["comparisons"][1]["gpu_mismatch"], "timed on shard 0 for the base and 1 for the head (two GPUs: the two builds' cell plans differ)");
+  EXPECT_FALSE(j["comparisons"][0].contains("gpu_mismatch"));
+  EXPECT_NE(out2.str().find("[no] cell chunk_gla/fwd/B2_T128_H2_D64: timed on shard 0"), std::string::npos) << out2.str();
+}
+
 TEST(VerifyFlow, EveryMissingConditionIsAReason) {
   TempDir d("verify");
   make_repo(d.path() / "repo", /*with_profile=*/false);
