@@ -189,11 +189,10 @@ json compare_documents(const std::vector<json>& base_runs, const std::vector<jso
     const std::string v = c["verdict"];
     slower += v == "slower"; faster += v == "faster"; added += v == "new"; removed += v == "removed";
     if (v == "slower") reasons.push_back(fmt::format("{} {} {} slower by {:.1f}%", c["op"].get<std::string>(), c["mode"].get<std::string>(), c["shape"].get<std::string>(), c["change_pct"].get<double>()));
-  }
-  for (const auto& c : comparisons)
     if (c.contains("gpu_mismatch"))
       reasons.push_back(fmt::format("{} {} {} {}", c["op"].get<std::string>(), c["mode"].get<std::string>(), c["shape"].get<std::string>(),
                                     c["gpu_mismatch"].get<std::string>()));
+  }
   if (removed) reasons.push_back(fmt::format("{} cells removed", removed));
   if (added) reasons.push_back(fmt::format("{} cells new", added));
   reasons.push_back("compare runs no gate: it never promotes (use lina verify)");
