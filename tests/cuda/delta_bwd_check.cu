@@ -45,6 +45,7 @@ struct Case {
   Gate gate = kGiven;
   bool safe = false, sigmoid = false, neg_eig = false, l2 = true, h0 = true, dht = true;
   double neg1000 = 0;  // probability of a -1000 gate element
+  bool odd_chunks = false;  // -1000 gates only in the tokens t with t / 64 odd: chunks in and out of range alternate
   int Dv = 0;            // value head dim when it differs from D (K)
   bool gpu_ref = false;  // large: compare against the GPU fp32 reference
   bool f32io = false;    // q, k, v, dO (and so dq, dk, dv) in f32 instead of bf16
@@ -79,11 +80,14 @@ Inputs make_inputs(const Case& c, std::uint64_t seed) {
   in.k = qk();
   in.v = testing::normal(r, io, {B, T, HV, V});
   const Shape gs = c.kda ? Shape{B, T, HV, K} : Shape{B, T, HV};
+  const std::int64_t per_token = static_cast<std::int64_t>(HV) * (c.kda ? K : 1);
+  std::int64_t elem = 0;
   in.g = testing::make(c.gate == kGiven ? DType::f32 : (c.kda ? DType::bf16 : DType::f32), gs, [&] {
     const double x = r.normal();
     double g = c.gate != kGiven ? x : testing::logsigmoid(x);
     if (c.safe && c.gate == kGiven) g = std::max(g, -5.0);
-    if (c.neg1000 > 0 && r.uniform() < c.neg1000) g = -1000.0;
+    const bool odd = (elem++ / per_token % T / 64) % 2 == 1;
+    if (c.neg1000 > 0 && r.uniform() < c.neg1000 && (!c.odd_chunks || odd)) g = -1000.0;
     return g;
   });
   in.beta = testing::make(DType::f32, {B, T, HV}, [&] { const double x = r.normal(); return c.sigmoid ? x : testing::sigmoid(x); });
@@ -302,6 +306,15 @@ int main(int argc, char** argv) {
     c = {"gdn T64 H1 HV1 D256 f32 io no-l2", false, 1, 64, 1, 1, 256}; c.f32io = true; c.l2 = false; add(c);
     // bf16 without l2norm: chunk_prep_v2 inlines the rows with rq = rk = 1 (no prep_qk at K = 256 with bf16 q / k)
     c = {"kda T90 H1 HV2 D256 no-l2", true, 1, 90, 1, 2, 256}; c.l2 = false; add(c);
+    // KDA without safe_gate takes the diagonal blocks through their middle row where a chunk's 16-row gate sums
+    // are >= -40 (gate_range.cuh) and exact exps elsewhere, per chunk: chunks of both kinds in one call (-1000 gates
+    // in every second chunk; softplus heads with A up to 16 are out of range, those near 1 in range)
+    c = {"kda T300 B2 H2 HV2 D128 given m1000 odd chunks", true, 2, 300, 2, 2, 128}; c.neg1000 = 0.3; c.odd_chunks = true;
+    add(c);
+    c = {"kda T200 H2 HV4 D64 given m1000 odd chunks", true, 1, 200, 2, 4, 64}; c.neg1000 = 0.3; c.odd_chunks = true; add(c);
+    c = {"kda T200 H1 HV2 D256 given m1000 odd chunks", true, 1, 200, 1, 2, 256}; c.neg1000 = 0.3; c.odd_chunks = true; add(c);
+    c = {"kda T260 B2 H2 HV8 D128 softplus heads in and out of range", true, 2, 260, 2, 8, 128}; c.gate = kSoftplus;
+    c.sigmoid = true; add(c);
     c = {"kda T80 H1 HV1 D256 dO misaligned (refused)", true, 1, 80, 1, 1, 256}; c.odd_do = true; c.refuse = true; add(c);
     if (!small_only) {
       c = {"kda B2 T1024 H4 HV8 D256 lb gate (gpu ref)", true, 2, 1024, 4, 8, 256}; c.gate = kLowerBound; c.safe = true;
@@ -312,6 +325,10 @@ int main(int argc, char** argv) {
       c = {"kda varlen 5 seqs H4 D128 lb gate (gpu ref)", true, 1, 0, 4, 4, 128, {0, 1, 700, 2048, 2049, 5000}};
       c.gate = kLowerBound; c.safe = true; c.gpu_ref = true; add(c);
       c = {"gdn B2 T2048 H4 D64 gate (gpu ref)", false, 2, 2048, 4, 4, 64}; c.gate = kSoftplus; c.gpu_ref = true; add(c);
+      // more (chunk, value head) items than the exact tail's persistent grid takes in one pass (32 per CTA, a CTA
+      // per SM: 4,224 on the H200): 16 x 270 items, every second chunk out of range
+      c = {"kda B1 T1024 H2 HV270 K128 V64 m1000 odd chunks (gpu ref)", true, 1, 1024, 2, 270, 128}; c.Dv = 64;
+      c.neg1000 = 0.3; c.odd_chunks = true; c.gpu_ref = true; add(c);
     }
     std::uint64_t seed = 42;
     for (const auto& cc : cases) {

@@ -50,6 +50,8 @@ struct Case {
   bool beta_sigmoid;
   bool h0;
   int Vdim = 0;  // value head dim; 0: V = D (K = D always)
+  double neg1000 = 0;       // probability of a -1000 given gate element
+  bool odd_chunks = false;  // -1000 gates only in the tokens t with t / 64 odd: chunks in and out of range alternate
 };
 
 double softplus(double x) { return x > 20 ? x : std::log1p(std::exp(x)); }
@@ -63,10 +65,14 @@ int run_case(const Case& c, std::uint64_t seed) {
   HostTensor k = testing::normal(rng, DType::bf16, {B, T, H, K});
   HostTensor v = testing::normal(rng, DType::bf16, {B, T, HV, V});
   Shape gshape = c.kda ? Shape{B, T, HV, K} : Shape{B, T, HV};
+  const std::int64_t per_token = static_cast<std::int64_t>(HV) * (c.kda ? K : 1);
+  std::int64_t elem = 0;
   HostTensor g = testing::make(DType::bf16, gshape, [&] {
     const double x = rng.normal();
+    const bool odd = (elem++ / per_token % T / 64) % 2 == 1;
     if (c.gate != kGiven) return x;
     const double ls = testing::logsigmoid(x);
+    if (c.neg1000 > 0 && rng.uniform() < c.neg1000 && (!c.odd_chunks || odd)) return -1000.0;
     return c.safe ? std::max(ls, -5.0) : ls;
   });
   HostTensor beta = testing::make(DType::bf16, {B, T, HV}, [&] {
@@ -239,6 +245,11 @@ int main(int argc, char** argv) {
         {"kda T150 B1 H2 HV2 D256 given safe h0", true, 1, 150, 2, 2, 256, {}, kGiven, true, false, true},
         {"kda T300 varlen H1 HV2 D256 lb gate", true, 1, 300, 1, 2, 256, vl, kLowerBound, true, true, true},
         {"kda T100 B1 H1 HV1 D256 given unsafe", true, 1, 100, 1, 1, 256, {}, kGiven, false, false, false},
+        // KDA without safe_gate: the diagonal blocks through their middle row where a chunk's 16-row gate sums are
+        // >= -40 (gate_range.cuh), exact exps elsewhere; chunks of both kinds in one call, and all out of range
+        {"kda T300 B2 H2 HV2 D128 given m1000 odd chunks", true, 2, 300, 2, 2, 128, {}, kGiven, false, false, true, 0, 0.3, true},
+        {"kda T200 B1 H1 HV2 D256 given m1000 odd chunks", true, 1, 200, 1, 2, 256, {}, kGiven, false, false, true, 0, 0.3, true},
+        {"kda T200 B1 H2 HV4 D64 given m1000", true, 1, 200, 2, 4, 64, {}, kGiven, false, false, true, 0, 0.3},
         // V != K: 32-column state tiles over V = 256 and V = 192 (six tiles), and 64-column ones at K = 256
         {"gdn T200 B1 H2 HV4 K128 V256 h0", false, 1, 200, 2, 4, 128, {}, kGiven, false, false, true, 256},
         {"kda T300 varlen H2 HV2 K64 V192 lb gate h0", true, 1, 300, 2, 2, 64, vl, kLowerBound, true, true, true, 192},

@@ -61,7 +61,11 @@ class BenchCpu(unittest.TestCase):
         self.assertIn("--gate in_kernel", kda.supports(work, "fwd"))
         work = make_workload("chunk_kda", "B1_T64_H2_D64", 0, torch.device("meta"), gate="in_kernel")
         self.assertIn("K = V = 128", kda.supports(work, "fwd"))
+        work = make_workload("chunk_kda", "B1_T64_H2_D128", 0, torch.device("meta"), gate="in_kernel", safe_gate=False)
+        self.assertIn("--safe-gate on", kda.supports(work, "fwd"))
+        self.assertNotIn("safe_gate", work.fla_flags())
         work = make_workload("chunk_kda", "B1_T64_H2_D128", 0, torch.device("meta"), gate="in_kernel")
+        self.assertTrue(work.fla_flags()["safe_gate"])
         self.assertIsNone(kda.supports(work, "fwd"))
         self.assertEqual(kda.supports(work, "fwdbwd"), "flashkda has no backward")
         self.assertIn("offers no chunk_gla", kda.supports(make_workload("chunk_gla", "B1_T64_H2_D128", 0,

@@ -174,10 +174,15 @@ void run_pipeline(const Params& prm, int total_chunks, cudaStream_t st, DeltaBwd
     if constexpr (K <= 128) launch(grad_k_kernel<K>, chunk_grid, kNT, S::D2, st, prm, "delta_bwd grad_k");
   } else if (!prm.kda) {
     run_grad_k(grad_k_v2_kernel<K, TailTcScalarGate>);
-  } else if (prm.safe) {
-    run_grad_k(grad_k_v2_kernel<K, TailTcRefRows>);
   } else {
-    run_grad_k(grad_k_v2_kernel<K, TailSimtExact>);
+    // KDA: the reference-row tail on tensor cores for every chunk under safe_gate, else for the chunks whose gates
+    // chunk_prep_v2 found in range, and the exact SIMT tail for the others on a persistent grid (prm.tail_exact)
+    run_grad_k(grad_k_v2_kernel<K, TailTcRefRows>);
+    if (prm.tail_exact) {
+      const unsigned ctas = static_cast<unsigned>(std::min(cuda_util::sm_count(), prm.tail_items));  // a CTA (pair) per SM
+      launch_clusters(grad_k_v2_exact_kernel<K>, dim3(kGradKCl * ctas), kNT, grad_k_v2_smem<K>(), st, prm,
+                      "delta_bwd grad_k exact", kGradKCl);
+    }
   }
   if (!prm.fuse_qk) {  // else done by grad_k_v2
     if (qk_v2)
@@ -305,7 +310,7 @@ RunInfo backward(const Problem& p, const DeltaRuleArgs& a, const AttentionGradIn
     Stage first, last;
     float** slot;
   };
-  float *img = nullptr, *Hs = nullptr, *dHs = nullptr, *vnb = nullptr, *dvn = nullptr;
+  float *img = nullptr, *Hs = nullptr, *dHs = nullptr, *vnb = nullptr, *dvn = nullptr, *tail_exact = nullptr;
   const Slice slices[] = {
       {qkn, kPrepQk, kPostQk, &prm.qn}, {qkn, kPrepQk, kPostQk, &prm.kn},          // l2-normalised rows
       {R * H, kPrepQk, kPostQk, &prm.rq}, {R * H, kPrepQk, kPostQk, &prm.rk},      // their rstd
@@ -317,7 +322,8 @@ RunInfo backward(const Problem& p, const DeltaRuleArgs& a, const AttentionGradIn
       {R * HV * K, kGradV, kPostQk, &prm.dqe}, {R * HV * K, kGradV, kPostQk, &prm.dke},
       {R * HV * K, kGradV, kGradK, &prm.dw}, {R * HV * kC, kGradV, kGradK, &prm.dAqk}, {R * HV * kC, kGradV, kGradK, &prm.dTv},
       {NT * HV * K, kGradV, kGradK, &prm.hd}, {R * HV, kGradV, kPostGate, &prm.dbp},
-      {R * HV * Kg, kGradK, kParamReduce, &prm.dgv}, {R * HV, kPostGate, kParamReduce, &prm.dAc}};
+      {R * HV * Kg, kGradK, kParamReduce, &prm.dgv}, {R * HV, kPostGate, kParamReduce, &prm.dAc},
+      {prm.kda && !prm.safe ? NT * HV : 0, kChunkPrep, kGradK, &tail_exact}};  // int flags, 4 bytes like a float
   std::vector<ScratchSlice> plan_in;
   for (const Slice& sl : slices) plan_in.push_back({sl.floats * 4, sl.first, sl.last});
   const ScratchPlan plan = plan_scratch(plan_in, 256);  // 256-byte aligned slices
@@ -329,6 +335,10 @@ RunInfo backward(const Problem& p, const DeltaRuleArgs& a, const AttentionGradIn
   prm.dHs = reinterpret_cast<bf16*>(dHs);
   prm.vnb = reinterpret_cast<bf16*>(vnb);
   prm.dvn = reinterpret_cast<bf16*>(dvn);
+  if (prm.kda && !prm.safe) {  // chunk_prep_v2 writes every chunk's flag before grad_k_v2 reads it
+    prm.tail_exact = reinterpret_cast<int*>(tail_exact);
+    prm.tail_items = static_cast<int>(NT * HV);
+  }
   prm.seqs = seqs.view;
   try {
     if (p.K == 64) run_pipeline<64>(prm, total_chunks, st, kernels);

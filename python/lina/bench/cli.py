@@ -15,7 +15,7 @@ from lina.bench.reference import Reference
 from lina.bench.report import markdown
 from lina.bench.run import machine, run_cell
 from lina.bench.timers import GPU_METHOD, PRIMARY_METHODS, Timer
-from lina.bench.workload import DEFAULT_SHAPES, GATES, MODES, OPS, longtail_cu, parse_shape
+from lina.bench.workload import DEFAULT_SHAPES, GATES, MODES, OPS, SAFE_GATE, longtail_cu, parse_shape
 
 EXAMPLE = """example:
   LINA_TORCH_LIB=build/bindings/torch/_C.so PYTHONPATH=python python -m lina.bench --ops chunk_kda \\
@@ -48,6 +48,9 @@ def parser():
     ap.add_argument("--gate", choices=GATES, default="precomputed",
                     help="chunk_kda's gate: precomputed (FLA's registry, default) or in_kernel (raw gate, A_log, "
                          "dt_bias, beta logits: FLA's KDA layer, and what FlashKDA takes)")
+    ap.add_argument("--safe-gate", choices=SAFE_GATE, default="on",
+                    help="chunk_kda: safe_gate=True with lower_bound -5 (on, FLA's registry, default) or neither "
+                         "(off: FLA's KDA layer default)")
     ap.add_argument("--device", default="cuda", help="cuda (default) or cpu (the CPU smoke: lina only, wall timer)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--min-samples", type=int, default=10)
@@ -154,7 +157,7 @@ def dry_run(a, impls, device):
     for op, mode, shape, cu in cells(a):
         meta = torch.device("meta")
         work = (make_decode_workload(op, shape, a.seed, meta) if op in DECODE_OPS else
-                make_workload(op, shape, a.seed, meta, a.gate, cu))
+                make_workload(op, shape, a.seed, meta, a.gate, cu, a.safe_gate == "on"))
         parts = []
         for impl, ok, why in impls:
             skip = why if not ok else impl.supports(work, mode)
@@ -189,7 +192,7 @@ def main(argv=None):
                config=dict(seed=a.seed, l2_flush=a.timer != "wall", graphs=False, timer=a.timer,
                            primary_method=PRIMARY_METHODS[a.timer], min_samples=a.min_samples,
                            max_noise=a.max_noise, time_budget_s=a.budget_s, command=" ".join([invoked_as()] + sys.argv[1:]),
-                           device=a.device, gate=a.gate, baseline_impl=a.baseline_label, implementations=described,
+                           device=a.device, gate=a.gate, safe_gate=a.safe_gate, baseline_impl=a.baseline_label, implementations=described,
                            reference=Reference.name(device) + (f" via {reference.library}" if reference.library else
                                                                f" (unavailable: {reference.reason})")),
                results=[])

@@ -14,8 +14,10 @@ def run_cell(args, timer, reference, impls, op, mode, shape, cu=None, log=print)
     """impls: [(Implementation, available, why)] in --impls order. Returns the cell's rows, one per
     implementation: timed, or `skipped` / `error` with the reason."""
     device = torch.device(args.device)
-    work = make_workload(op, shape, args.seed, device, args.gate, cu)
+    work = make_workload(op, shape, args.seed, device, args.gate, cu, args.safe_gate == "on")
     common = dict(op=op, mode=mode, shape=shape, shape_keys=work.shape_keys(), gate=work.gate)
+    if op == "chunk_kda":
+        common["safe_gate"] = work.safe_gate
     tokens_heads = work.B * work.T * work.H
     byts, flops, floor = floor_us(op, tokens_heads, work.D)
     ref_cache = []  # computed once per cell, when the first implementation's output is checked

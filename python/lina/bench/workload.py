@@ -18,6 +18,9 @@ TC_TFLOPS = 790.0
 # after its sigmoid (FLA's registry). in_kernel: the raw gate with A_log / dt_bias and beta logits, the gate and
 # the sigmoid computed in the kernel (what FLA's KDA layer passes, and the only form FlashKDA takes).
 GATES = ("precomputed", "in_kernel")
+# --safe-gate: chunk_kda with safe_gate=True and lower_bound -5 (FLA's registry, on) or neither (off: FLA's KDA
+# layer default, where lina checks each chunk's gates itself, docs/math.md section 5)
+SAFE_GATE = ("on", "off")
 KDA_LOWER_BOUND = -5.0
 
 
@@ -66,6 +69,7 @@ class Workload:
     gate: str
     tensors: dict  # q, k, v, g, beta (delta rules), A_log and dt_bias (chunk_kda with the in-kernel gate)
     cu: torch.Tensor = None  # cu_seqlens (int32, on the tensors' device) for a varlen cell, else None
+    safe_gate: bool = True  # chunk_kda: safe_gate=True, lower_bound -5 (else neither)
 
     @property
     def device(self):
@@ -85,7 +89,8 @@ class Workload:
             return {}
         flags = dict(use_qk_l2norm_in_kernel=True)
         if self.op == "chunk_kda":
-            flags.update(safe_gate=True, lower_bound=KDA_LOWER_BOUND)
+            if self.safe_gate:
+                flags.update(safe_gate=True, lower_bound=KDA_LOWER_BOUND)
             if self.gate == "in_kernel":
                 flags.update(use_gate_in_kernel=True, use_beta_sigmoid_in_kernel=True)
         return flags
@@ -95,7 +100,7 @@ class Workload:
                     varlen="longtail" if self.varlen else None, num_seqs=self.num_seqs)
 
 
-def make_workload(op, shape, seed, device, gate="precomputed", cu=None):
+def make_workload(op, shape, seed, device, gate="precomputed", cu=None, safe_gate=True):
     """FLA's registry transforms from torch seed `seed`: q, k, v ~ N(0, 1) bf16; GLA g = logsigmoid clamped at
     -5; delta g = logsigmoid (GDN: one per head); beta = sigmoid(N(0, 1))."""
     B, T, H, D = parse_shape(shape)
@@ -117,4 +122,4 @@ def make_workload(op, shape, seed, device, gate="precomputed", cu=None):
         beta = torch.sigmoid(torch.randn(B, T, H, device=device, dtype=torch.float32)).to(dt)
         t = dict(q=q, k=k, v=v, g=g, beta=beta)
     return Workload(op=op, shape=shape, B=B, T=T, H=H, D=D, gate=gate if op == "chunk_kda" else "precomputed",
-                    tensors=t, cu=None if cu is None else cu.to(device))
+                    tensors=t, cu=None if cu is None else cu.to(device), safe_gate=safe_gate or op != "chunk_kda")

@@ -16,13 +16,14 @@
 //  - Aqk and L in ONE round, no operand tiles in shared memory: each warp builds its mma fragments in
 //    registers from the fp32 q / k / b tiles (hi + lo bf16 split, as before) for a job of the
 //    forward's job table (off-diagonal tiles of a row block through its first row; diagonal blocks
-//    through their middle row when safe_gate (g >= -5), else exact exps on all threads);
+//    through their middle row when safe_gate (g >= -5) or the chunk's 16-row gate sums are >= -40
+//    (gate_range.cuh), else exact exps on all threads);
 //    GDN: plain q k^T on tensor cores for every block, the scalar decay applied in the epilogue;
 //  - (I+L)^-1: diagonal 16x16 blocks by forward substitution in registers (warps 0-3), block merges on
 //    tensor cores in 3xTF32 (hi + lo tf32 operands, lo x lo dropped: ~21 bits, close to the fp32
 //    SIMT merges it replaces).
-// Gate differences exponentiated: only non-positive ones except the safe_gate diagonal blocks, whose
-// factors are bounded by e^(8 * 5) (docs/math.md section 5).
+// Gate differences exponentiated: only non-positive ones except the middle-row diagonal blocks, whose
+// factors are bounded by e^40 (safe_gate: 8 gates >= -5; or a block's gate sum >= -40) (docs/math.md section 5).
 #pragma once
 #include <cstdint>
 
@@ -30,6 +31,7 @@
 #include "ops/delta/cuda/bwd/params.cuh"
 #include "ops/delta/cuda/bwd/qk_rows.cuh"
 #include "ops/delta/cuda/bwd/tile_ops.cuh"
+#include "ops/delta/cuda/gate_range.cuh"
 #include "ops/common/cuda/cuda_common.cuh"
 #include "ops/common/cuda/mma_primitives.cuh"
 #include "ops/common/cuda/wgmma_sm90.cuh"
@@ -177,6 +179,7 @@ __global__ void __launch_bounds__(kNT, K == 256 ? 1 : 2) chunk_prep_v2_kernel(co
   // inlines only where G = 1)
   if (p.qk_inline) qkr.store(p, s.r1.q, s.r2.k, t0, Cn, h, tid, K < 256 || hv % p.G == 0);  // read after the barrier below
   const float decay_a = (p.gate_mode != kGateGiven && p.has_A_log) ? __expf(p.A_log[hv]) : 1.f;
+  bool in_range = true;  // KDA: this thread's 16-row blocks of the gate cumsum within gate_range.cuh's floor
   if (p.kda) {
     // column c = tid / NS in NS row segments of RR rows held by adjacent lanes
     constexpr int NS = kNT / K, RR = kC / NS;
@@ -212,6 +215,7 @@ __global__ void __launch_bounds__(kNT, K == 256 ? 1 : 2) chunk_prep_v2_kernel(co
         x[i] = cum;
       }
     }
+    in_range = block_sums_at_least(x, kBlockGateSumFloor);
     float off = 0.f;  // the earlier segments' totals, left to right
 #pragma unroll
     for (int q = 0; q < NS - 1; ++q) {
@@ -251,7 +255,7 @@ __global__ void __launch_bounds__(kNT, K == 256 ? 1 : 2) chunk_prep_v2_kernel(co
     s.beta[tid] = bt;
   }
   cuda_util::cp_async_wait_all();
-  __syncthreads();
+  const bool chunk_in_range = __syncthreads_and(in_range) != 0;
 
   // ---- Aqk (j <= r, times scale) and L (j < r, times beta_r), one round. Job table of the forward
   // prep: warp -> row block ib, diagonal?, n8 column tiles ntb .. ntb + nj - 1 (warps 0-7: ib3 off
@@ -282,12 +286,15 @@ __global__ void __launch_bounds__(kNT, K == 256 ? 1 : 2) chunk_prep_v2_kernel(co
     }
     for (int c = tid; c < K; c += kNT) img.el[c] = __expf(kda ? s.r3.b[Cn - 1][c] : s.bs[Cn - 1]);
   }
-  const bool diag_mma = !kda || p.safe;
+  // KDA's diagonal blocks through their middle row under safe_gate or where this chunk's gates are in range
+  // (CTA-uniform); grad_k_v2 takes the same form per chunk from tail_exact
+  const bool diag_mma = !kda || p.safe || chunk_in_range;
+  if (tid == 0 && p.tail_exact) p.tail_exact[static_cast<i64>(ci.gidx) * p.HV + hv] = diag_mma ? 0 : 1;
   const int ib = static_cast<int>((0x31032123u >> (4 * warp)) & 0xFu);
   const bool dia = ((0xE8u >> warp) & 1u) != 0u;
   // Where the diagonal blocks are mma jobs, row block 2's off-diagonal tile 3 moves from warp 1 to warp 3 (its
   // diagonal block, middle reference row 40: tile 3's key factors e^(b_40 - b_j), j >= 24, stay within e^80
-  // under safe_gate; GDN applies its decay in the epilogue): no warp has more than 3 tiles (warp 1 had 4)
+  // under safe_gate and gate_range.cuh's check; GDN applies its decay in the epilogue): no warp has more than 3 tiles (warp 1 had 4)
   const bool move3 = diag_mma && (warp == 1 || warp == 3);
   const int ntb = dia ? (move3 ? 3 : 2 * ib) : (warp == 4 ? 3 : 0);
   const int nj = move3 ? 3 : dia ? 2 : (warp == 0 || warp == 4 ? 3 : 2 * ib);
@@ -300,7 +307,7 @@ __global__ void __launch_bounds__(kNT, K == 256 ? 1 : 2) chunk_prep_v2_kernel(co
     for (int e = 0; e < 4; ++e) accA[i][e] = accL[i][e] = 0.f;
   if (job_mma) {
     // KDA reference row: first row of the block (off-diagonal: every factor e^(<= 0)), middle row of
-    // a diagonal block (safe_gate: factors <= e^40).
+    // a diagonal block (safe_gate or gates in range: factors <= e^40).
     const int nref = dia ? 16 * ib + 8 : 16 * ib;
 #pragma unroll 1
     for (int ks = 0; ks < K / 16; ++ks) {
@@ -365,7 +372,7 @@ __global__ void __launch_bounds__(kNT, K == 256 ? 1 : 2) chunk_prep_v2_kernel(co
       }
     }
   }
-  // KDA without safe_gate: the diagonal blocks with exact exps on all threads (pair (tid / 16,
+  // KDA, gates out of range without safe_gate: the diagonal blocks with exact exps on all threads (pair (tid / 16,
   // tid % 16) of each block; the channel order is rotated by j / 4 so the 16 key rows of a warp hit
   // distinct banks).
   float ldia[4] = {0.f, 0.f, 0.f, 0.f};

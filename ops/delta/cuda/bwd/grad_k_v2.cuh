@@ -678,10 +678,10 @@ __device__ __forceinline__ void grad_k_v2_finish(const Params& p, const ChunkInf
   grad_k_v2_post_qk<K, FinInSmem>(p, ci, hv, s, c0);
 }
 
-// Grid (chunks, HV); at K = 256 (GradKV2Smem<K>::kPair) (2 * chunks, HV) in clusters of (2, 1, 1): blockIdx.x =
-// 2 chunk + rank, rank = the cluster rank, owning the channels c0 = 128 rank .. (the CTA pair, above).
+// One (chunk, value head); at K = 256 (GradKV2Smem<K>::kPair) by the CTA pair, a cluster of (2, 1, 1) whose rank
+// owns the channels c0 = 128 rank .. (above).
 template <int K, class Tail>
-__global__ void __launch_bounds__(kNT, 1) grad_k_v2_kernel(const Params p) {
+__device__ __forceinline__ void grad_k_v2_chunk(const Params& p, int chunk, int hv) {
   // the SIMT kernels' float array: declared through a byte array, the inlined intra loop spilled (seen
   // with the first tensor-core grad_k); the dynamic window starts 16-byte aligned (no static shared memory)
   extern __shared__ float sm[];
@@ -689,10 +689,10 @@ __global__ void __launch_bounds__(kNT, 1) grad_k_v2_kernel(const Params p) {
   auto& s = *reinterpret_cast<S*>(sm);
   constexpr bool kPair = S::kPair;
   constexpr int KS = S::KS, FP = S::FP, NK = KS / 16, QV = KS / 4;
-  const int hv = blockIdx.y, h = hv / p.G, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const int h = hv / p.G, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const int wr = warp & 3, m0 = 16 * wr, n0 = 32 * (warp >> 2), nk0 = (KS / 2) * (warp >> 2);
   const int rank = kPair ? cluster_rank() : 0, c0 = KS * rank;  // the CTA's first global channel
-  const ChunkInfo ci = chunk_info(p, kPair ? blockIdx.x >> 1 : blockIdx.x);
+  const ChunkInfo ci = chunk_info(p, chunk);
   const i64 t0 = ci.t0;
   const int Cn = ci.Cn;  // >= 1: the chunk table holds only non-empty chunks
   const auto row = [&](int r) { return (t0 + r) * p.HV + hv; };
@@ -936,6 +936,42 @@ __global__ void __launch_bounds__(kNT, 1) grad_k_v2_kernel(const Params p) {
   if constexpr (kSimt) grad_k_intra_simt<K>(p, ci, hv, s, c0);
   else grad_k_intra_tc<K, std::is_same_v<Tail, TailTcScalarGate>>(p, ci, hv, s, dkgb, c0);
   grad_k_v2_finish<K, !kSimt>(p, ci, hv, s, c0);
+}
+
+// Grid (chunks, HV); at K = 256 (2 * chunks, HV) in clusters of (2, 1, 1): blockIdx.x = 2 chunk + rank. Where
+// chunk_prep_v2 chose the form per chunk (p.tail_exact: KDA without safe_gate), the chunks of the other form return
+// at once (both CTAs of a pair alike, before any cluster barrier); grad_k_v2_exact_kernel does those.
+template <int K, class Tail>
+__global__ void __launch_bounds__(kNT, 1) grad_k_v2_kernel(const Params p) {
+  static_assert(!std::is_same_v<Tail, TailSimtExact>, "the exact tail runs in grad_k_v2_exact_kernel");
+  const int chunk = GradKV2Smem<K>::kPair ? blockIdx.x >> 1 : blockIdx.x, hv = blockIdx.y;
+  if (p.tail_exact && p.tail_exact[static_cast<i64>(chunk) * p.HV + hv] != 0) return;
+  grad_k_v2_chunk<K, Tail>(p, chunk, hv);
+}
+
+// The SIMT tail over the chunks chunk_prep_v2 flagged in p.tail_exact (item = chunk HV + hv < p.tail_items), on a
+// persistent grid: CTA (pair) u of n takes items u, u + n, u + 2n, ..., 32 at a time, as one warp ballot that every
+// warp of the CTA forms alike (the same flags), and runs the flagged ones. Where no chunk is flagged (gates in range)
+// the grid costs a flag read per item and no more.
+template <int K>
+__global__ void __launch_bounds__(kNT, 1) grad_k_v2_exact_kernel(const Params p) {
+  constexpr bool kPair = GradKV2Smem<K>::kPair;
+  // int indices (items < 2^31: the chunk grid's x times HV) and little carried across the chunk: the K = 64 body
+  // is near the register limit (i64 loop state and a 256-item batch spilled there)
+  const auto ctas = [] { return static_cast<int>(kPair ? gridDim.x >> 1 : gridDim.x); };
+#pragma unroll 1
+  for (int first = static_cast<int>(kPair ? blockIdx.x >> 1 : blockIdx.x); first < p.tail_items; first += 32 * ctas()) {
+    const int mine = first + ctas() * static_cast<int>(threadIdx.x & 31);
+    unsigned w = __ballot_sync(0xffffffffu, mine < p.tail_items && p.tail_exact[mine] != 0);
+#pragma unroll 1
+    while (w != 0u) {
+      const int item = first + ctas() * (__ffs(w) - 1);
+      w &= w - 1u;
+      grad_k_v2_chunk<K, TailSimtExact>(p, item / p.HV, item % p.HV);
+      if constexpr (kPair) cluster_sync();  // neither CTA starts the next chunk while the peer reads its memory
+      else __syncthreads();
+    }
+  }
 }
 
 }  // namespace

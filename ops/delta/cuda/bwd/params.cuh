@@ -65,6 +65,10 @@ struct Params {
                   // raw rows by them (ScaledQkHalf); prep_qk does not run and qn / kn are not allocated
   int qk_v2;      // the vectorised prep_qk_v2 / post_qk_v2 run (dq, dk 16-byte aligned; not in the scalar_qk variant)
   int safe;  // KDA safe_gate with lower_bound >= -5: chunk_prep_v2's diagonal blocks through their middle row
+  // KDA without safe_gate: per (chunk, value head), 1 where chunk_prep_v2 found the gates out of range
+  // (gate_range.cuh) and took exact exps; grad_k_v2's tensor-core tail skips those chunks, its SIMT tail the others
+  int* tail_exact;
+  int tail_items;  // chunks x HV: tail_exact's length
   // scratch (fp32, except the bf16 planes below)
   float *qn, *kn, *rq, *rk;   // [R,H,K], [R,H]
   float *b, *bt;              // chunk-local gate cumsum [R,HV,Kg]; beta after the sigmoid [R,HV]

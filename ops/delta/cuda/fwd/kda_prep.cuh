@@ -7,6 +7,7 @@
 
 #include "ops/delta/cuda/fwd/params.cuh"
 #include "ops/delta/cuda/fwd/tile_ops.cuh"
+#include "ops/delta/cuda/gate_range.cuh"
 #include "ops/common/cuda/cuda_common.cuh"
 #include "ops/common/cuda/mma_primitives.cuh"
 
@@ -104,6 +105,8 @@ __global__ void __launch_bounds__(kThreads, kPrepMinBlocks<K>) kda_prep_kernel(c
     }
     cp_async_wait<0>();  // this item's q, k, gate
     __syncthreads();
+    // Whether the chunk's gates allow the diagonal blocks on tensor cores without safe_gate's promise (gate_range.cuh)
+    bool chunk_in_range;
     {
       // Per-channel cumsum over all 256 threads: column c is cut into NS row segments of R rows held
       // by NS adjacent lanes (R = 32 at K = 128: half the registers and half the serial chain of one
@@ -150,12 +153,13 @@ __global__ void __launch_bounds__(kThreads, kPrepMinBlocks<K>) kda_prep_kernel(c
         const float y = __shfl_sync(0xffffffffu, cum, (lane & ~(NS - 1)) + q);
         if (q < seg) off += y;
       }
+      const bool in_range = !own || block_sums_at_least(gv, kBlockGateSumFloor * kLog2e);  // gv: log2 units
       if (own) {
 #pragma unroll
         for (int r = 0; r < R; ++r) s.b2[r0 + r][c] = gv[r] + off;
         if (seg == NS - 1) s.bL[c] = cum + off;  // padded rows add 0, so this is b2 of row Cn-1
       }
-      __syncthreads();
+      chunk_in_range = __syncthreads_and(in_range) != 0;
     }
 
     // ---- S1: q/k l2norm in place (fp32 math, bf16 result as FLA). Two threads per row (rows 0-63 q,
@@ -182,16 +186,16 @@ __global__ void __launch_bounds__(kThreads, kPrepMinBlocks<K>) kda_prep_kernel(c
     {
       // Per-channel gates: operands are pre-scaled through a reference row (docs/math.md section 5). Jobs:
       // the off-diagonal blocks of row block ib (reference = its first row, all factors <= 1) or its
-      // diagonal block (middle row with safe_gate, else exact exps). The job table balances the
-      // exps over the 4 SM sub-partitions (warps w and w+4 share one). Row block 3's six
-      // off-diagonal column tiles are split over warps 0 and 4 (3 each), and with safe_gate row block 2's
+      // diagonal block (middle row with safe_gate or where the chunk's gates are in range, else exact exps). The job
+      // table balances the exps over the 4 SM sub-partitions (warps w and w+4 share one). Row block 3's six
+      // off-diagonal column tiles are split over warps 0 and 4 (3 each), and with the middle row block 2's
       // tile 3 goes to its diagonal warp (move3 below), so the longest warp has 3 tiles, not 6. Warp: ib,
       // diagonal?, its n8 column tiles nt = ntb + i, i < nj (contiguous in every job: 0-2, 0-3, 0-1, 4-5,
-      // 3-5, 0-1, 2-3, 6-7 for warps 0-7; with safe_gate warp 1 0-2 and warp 3 3-5).
+      // 3-5, 0-1, 2-3, 6-7 for warps 0-7; with the middle row warp 1 0-2 and warp 3 3-5).
       const int ib = static_cast<int>((0x31032123u >> (4 * warp)) & 0xFu);
       const bool dia = ((0xE8u >> warp) & 1u) != 0u;
-      const bool diag_mma = p.safe != 0;
-      // With safe_gate, row block 2's tile 3 moves from warp 1 to warp 3 (its diagonal block: middle reference
+      const bool diag_mma = p.safe != 0 || chunk_in_range;  // CTA-uniform
+      // With the middle row, row block 2's tile 3 moves from warp 1 to warp 3 (its diagonal block: middle reference
       // row 40, key factors 2^(b_40 - b_j) for j >= 24 within e^80): no warp has more than 3 tiles (warp 1 had 4)
       const bool move3 = diag_mma && (warp == 1 || warp == 3);
       const int ntb = dia ? (move3 ? 3 : 2 * ib) : (warp == 4 ? 3 : 0);

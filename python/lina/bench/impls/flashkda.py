@@ -33,6 +33,8 @@ class FlashKda(Implementation):
             return "FlashKDA computes the gate in its kernel: run with --gate in_kernel"
         if work.D != 128:
             return f"FlashKDA takes K = V = 128 only (this shape has D = {work.D})"
+        if not work.safe_gate:
+            return "FlashKDA takes safe_gate's lower bound only: run with --safe-gate on"
         return None
 
     def forward(self, work, t):
