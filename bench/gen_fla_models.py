@@ -34,7 +34,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from train_fla_models import SIZES as TRAIN_SIZES, install_cpu_norms, make_config, write_records  # noqa: E402
+from train_fla_models import SIZES as TRAIN_SIZES, earlier_records, install_cpu_norms, make_config, write_records  # noqa: E402
 
 SIZES = {
     "small": {"gla": dict(hidden_size=1024, num_hidden_layers=8, num_heads=8, expand_k=1.0, expand_v=1.0),
@@ -194,6 +194,7 @@ def main():
     import fla  # noqa: F401
     import lina.fla_backend
     lina.fla_backend.register()
+    records, earlier = [], earlier_records(a.json)
     for name in a.models.split(","):
         for size in a.sizes.split(","):
             for batch in batches:
@@ -205,8 +206,9 @@ def main():
                                            fla_result if backend == "lina" else None)
                     if backend == "fla":
                         fla_result = result
+                    records.append(rec)
                     if a.json:
-                        write_records(a.json, rec, tool="bench/gen_fla_models.py")
+                        write_records(a.json, records, earlier, tool="bench/gen_fla_models.py")
                     keys = ("model", "size", "backend", "batch_size", "decode_tokens_per_s", "step_ms_p50",
                             "step_ms_p90", "prefill_ms", "peak_memory_gib", "tokens_equal_fla",
                             "decode_vs_full_forward_err_ratio", "lina_calls", "lina_declines")

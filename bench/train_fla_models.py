@@ -8,8 +8,10 @@ warm-up steps, then timed steps with a synchronize after each; tokens/s = tokens
 steps; peak memory = torch.cuda.max_memory_allocated over the warm-up and timed steps (lina's scratch is
 taken from PyTorch's allocator, so it is included). Each (model, size, data) cell runs FLA first, then FLA with
 lina registered (`lina.fla_backend.register()`, switched per run by FLA's own FLA_LINA variable), same seed.
-After the timed steps, --profile-steps steps run under torch.profiler: the GPU time of the attention op
-(lina::chunk_* operators, or FLA's Chunk*Function forward and backward) as a fraction of all GPU time.
+After every timed run of the process, each cell runs again for --profile-steps steps under torch.profiler (no
+run is timed after a profiler session: it leaves CUDA launches slower for the rest of the process): the GPU time
+of the attention op (lina::chunk_* operators, or FLA's Chunk*Function forward and backward) as a fraction of all
+GPU time, and with --profile-top N the N kernels with the most GPU time.
 
 Models: gla, kda, gated_deltanet; sizes: `default` (FLA's config defaults) and `340m` (hidden 1024, 24 layers).
 
@@ -89,8 +91,21 @@ def count_attention_fraction(prof):
     return (attention / total if total else None), total / 1e3
 
 
-def run_cell(name, size, backend, a, device):
-    """One training run; returns its record."""
+def top_kernels(prof, n):
+    """The n kernels of the profiled steps with the most GPU time: [name (first 120 characters), ms, launches]."""
+    by_name = {}
+    for e in prof.events():
+        for k in getattr(e, "kernels", []):
+            ms, count = by_name.get(k.name, (0.0, 0))
+            by_name[k.name] = (ms + k.duration / 1e3, count + 1)
+    ranked = sorted(by_name.items(), key=lambda kv: -kv[1][0])[:n]
+    return [[name[:120], round(ms, 3), count] for name, (ms, count) in ranked]
+
+
+def run_cell(name, size, backend, a, device, profile=False):
+    """One training run; returns its record. profile: a second run of the cell, after every timed run of the
+    process (a torch.profiler session leaves CUDA launches slower for the rest of the process, so no run is timed
+    after one): two warm-up steps, then --profile-steps steps under the profiler; returns what they measured."""
     from accelerate import Accelerator
     from torch.optim import AdamW
     from transformers import AutoModelForCausalLM
@@ -118,6 +133,23 @@ def run_cell(name, size, backend, a, device):
         optimizer.zero_grad()
         return loss
 
+    if profile:
+        for _ in range(min(a.warmup_steps, 2)):
+            step()
+        sync()
+        from torch.profiler import ProfilerActivity, profile as torch_profile
+        with torch_profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for _ in range(a.profile_steps):
+                step()
+            sync()
+        rec = {}
+        rec["attention_gpu_fraction"], rec["profiled_gpu_ms"] = count_attention_fraction(prof)
+        if a.profile_top:
+            rec["top_kernels"] = top_kernels(prof, a.profile_top)
+        del model, optimizer, scheduler, accelerator, prof
+        gc.collect()
+        torch.cuda.empty_cache()
+        return rec
     t0 = time.time()
     for i in range(a.warmup_steps):
         loss = step()
@@ -138,13 +170,6 @@ def run_cell(name, size, backend, a, device):
                                                                "num_hidden_layers")}}
     if device.type == "cuda":
         rec["peak_memory_gib"] = torch.cuda.max_memory_allocated() / 2**30
-        if a.profile_steps:
-            from torch.profiler import ProfilerActivity, profile
-            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-                for _ in range(a.profile_steps):
-                    step()
-                sync()
-            rec["attention_gpu_fraction"], rec["profiled_gpu_ms"] = count_attention_fraction(prof)
     if backend == "lina":
         import lina.fla_backend
         rec["lina_declines"] = {f"{op}: {why}": n for (op, why), n in lina.fla_backend.declines().items()}
@@ -203,16 +228,21 @@ def install_cpu_norms():
     fla.modules.mlp.swiglu = lambda gate, y: torch.nn.functional.silu(gate) * y
 
 
-def write_records(path, rec, tool="bench/train_fla_models.py"):
-    """Appends one record (after every cell, so a run cut short keeps what it measured); written atomically."""
-    doc = {"tool": tool, "machine": machine(), "records": []}
-    if os.path.exists(path):
-        with open(path) as f:
-            doc["records"] = json.load(f).get("records", [])
-    doc["records"].append(rec)
+def write_records(path, records, earlier, tool="bench/train_fla_models.py"):
+    """The file's earlier records and this run's (after every timed cell and every profiled one, so a run cut
+    short keeps what it measured); written atomically."""
+    doc = {"tool": tool, "machine": machine(), "records": earlier + records}
     with open(path + ".tmp", "w") as f:
         json.dump(doc, f, indent=1)
     os.replace(path + ".tmp", path)
+
+
+def earlier_records(path):
+    """The records already in --json's file (this run appends to them)."""
+    if path and os.path.exists(path):
+        with open(path) as f:
+            return json.load(f).get("records", [])
+    return []
 
 
 def main():
@@ -226,6 +256,8 @@ def main():
     p.add_argument("--warmup-steps", type=int, default=16)
     p.add_argument("--steps", type=int, default=32)
     p.add_argument("--profile-steps", type=int, default=2)
+    p.add_argument("--profile-top", type=int, default=0,
+                   help="record the N kernels with the most GPU time over the profiled steps (name, ms, launches)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", help="append the records to this JSON file")
     p.add_argument("--fla-gated-bwd-on-old-triton", action="store_true",
@@ -253,23 +285,30 @@ def main():
         fla.ops.common.chunk_o.TRITON_ABOVE_3_7_1 = True
     import lina.fla_backend
     lina.fla_backend.register(gdn_training=a.lina_gdn_training)
-    records = []
-    for name in a.models.split(","):
-        for size in a.sizes.split(","):
-            for backend in a.backends.split(","):
-                if backend not in ("fla", "lina"):
-                    p.error(f"--backends: {backend!r}, expected fla or lina")
-                if device.type == "cpu" and backend == "fla":
-                    continue  # FLA's own kernels are Triton: GPU only
-                rec = run_cell(name, size, backend, a, device)
-                records.append(rec)
-                if a.json:
-                    write_records(a.json, rec)
-                print(json.dumps({k: rec[k] for k in ("model", "size", "backend", "varlen", "tokens_per_s",
-                                                       "ms_per_step", "loss") if k in rec}
-                                 | {k: rec.get(k) for k in ("peak_memory_gib", "attention_gpu_fraction")}), flush=True)
-                if device.type == "cpu" and not torch.isfinite(torch.tensor(rec["loss"])):
-                    raise SystemExit(f"cpu smoke: {name} loss is not finite: {rec['loss']}")
+    for backend in a.backends.split(","):
+        if backend not in ("fla", "lina"):
+            p.error(f"--backends: {backend!r}, expected fla or lina")
+    cells = [(name, size, backend) for name in a.models.split(",") for size in a.sizes.split(",")
+             for backend in a.backends.split(",") if device.type == "cuda" or backend != "fla"]  # FLA: GPU only
+    profiled = device.type == "cuda" and a.profile_steps > 0
+    records, earlier = [], earlier_records(a.json)
+    for name, size, backend in cells:  # every timed run first, then the profiled ones (run_cell)
+        rec = run_cell(name, size, backend, a, device)
+        records.append(rec)
+        if a.json:
+            write_records(a.json, records, earlier)
+        print(json.dumps({k: rec[k] for k in ("model", "size", "backend", "varlen", "tokens_per_s",
+                                               "ms_per_step", "loss") if k in rec}
+                         | {k: rec.get(k) for k in ("peak_memory_gib",)}), flush=True)
+        if device.type == "cpu" and not torch.isfinite(torch.tensor(rec["loss"])):
+            raise SystemExit(f"cpu smoke: {name} loss is not finite: {rec['loss']}")
+    if profiled:
+        for (name, size, backend), rec in zip(cells, records):
+            rec.update(run_cell(name, size, backend, a, device, profile=True))
+            if a.json:
+                write_records(a.json, records, earlier)
+            print(json.dumps({k: rec[k] for k in ("model", "size", "backend", "attention_gpu_fraction",
+                                                   "profiled_gpu_ms")}), flush=True)
 
 
 if __name__ == "__main__":
