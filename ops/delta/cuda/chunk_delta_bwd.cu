@@ -18,7 +18,8 @@
 //                   value head owns each q/k head (Params::fuse_qk: D2's tail does it, at K = 256 with the CTA
 //                   pair's row dots swapped, PairRowDots)
 //   E2 post_gate    per (token, value head): beta sigmoid and gate backward (+ parameter partials)
-//   F  param_reduce per value head: dA_log, ddt_bias (double sums in a fixed order)
+//   F  param_partial per (row part, value head), param_finish per value head: dA_log, ddt_bias (double sums in a
+//      fixed order)
 // Gate cumsums are natural-log and only non-positive differences are exponentiated (docs/math.md section 5);
 // rows past a sequence's end are zero with gate 0, so they contribute nothing and never overflow.
 // GDN runs the KDA code with its scalar gate broadcast over K (the sum over K of KDA's dg is GDN's dg).
@@ -191,7 +192,11 @@ void run_pipeline(const Params& prm, int total_chunks, cudaStream_t st, DeltaBwd
       launch(post_qk_kernel, warps(prm.R * prm.H), 256, 0, st, prm, "delta_bwd post_qk");
   }
   if (!prm.fuse_gate) launch(post_gate_kernel, warps(prm.R * prm.HV), 256, 0, st, prm, "delta_bwd post_gate");
-  if (prm.dA_log || prm.ddt) launch(param_reduce_kernel, dim3(static_cast<unsigned>(prm.HV)), 256, 0, st, prm, "delta_bwd param_reduce");
+  if (prm.dA_log || prm.ddt) {
+    launch(param_partial_kernel, dim3(static_cast<unsigned>(prm.param_parts), static_cast<unsigned>(prm.HV)), 256, 0, st, prm,
+           "delta_bwd param_partial");
+    launch(param_finish_kernel, dim3(static_cast<unsigned>(prm.HV)), 256, 0, st, prm, "delta_bwd param_finish");
+  }
 }
 
 int code(DType d) { return static_cast<int>(d); }
@@ -310,7 +315,9 @@ RunInfo backward(const Problem& p, const DeltaRuleArgs& a, const AttentionGradIn
     Stage first, last;
     float** slot;
   };
-  float *img = nullptr, *Hs = nullptr, *dHs = nullptr, *vnb = nullptr, *dvn = nullptr, *tail_exact = nullptr;
+  float *img = nullptr, *Hs = nullptr, *dHs = nullptr, *vnb = nullptr, *dvn = nullptr, *tail_exact = nullptr,
+        *param_part = nullptr;
+  prm.param_parts = static_cast<int>(std::clamp<i64>((R + kParamRowsPerPart - 1) / kParamRowsPerPart, 1, kParamMaxParts));
   const Slice slices[] = {
       {qkn, kPrepQk, kPostQk, &prm.qn}, {qkn, kPrepQk, kPostQk, &prm.kn},          // l2-normalised rows
       {R * H, kPrepQk, kPostQk, &prm.rq}, {R * H, kPrepQk, kPostQk, &prm.rk},      // their rstd
@@ -323,7 +330,8 @@ RunInfo backward(const Problem& p, const DeltaRuleArgs& a, const AttentionGradIn
       {R * HV * K, kGradV, kGradK, &prm.dw}, {R * HV * kC, kGradV, kGradK, &prm.dAqk}, {R * HV * kC, kGradV, kGradK, &prm.dTv},
       {NT * HV * K, kGradV, kGradK, &prm.hd}, {R * HV, kGradV, kPostGate, &prm.dbp},
       {R * HV * Kg, kGradK, kParamReduce, &prm.dgv}, {R * HV, kPostGate, kParamReduce, &prm.dAc},
-      {prm.kda && !prm.safe ? NT * HV : 0, kChunkPrep, kGradK, &tail_exact}};  // int flags, 4 bytes like a float
+      {prm.kda && !prm.safe ? NT * HV : 0, kChunkPrep, kGradK, &tail_exact},  // int flags, 4 bytes like a float
+      {prm.dA_log || prm.ddt ? 2 * HV * prm.param_parts * (Kg + 1) : 0, kParamReduce, kParamReduce, &param_part}};  // doubles
   std::vector<ScratchSlice> plan_in;
   for (const Slice& sl : slices) plan_in.push_back({sl.floats * 4, sl.first, sl.last});
   const ScratchPlan plan = plan_scratch(plan_in, 256);  // 256-byte aligned slices
@@ -335,6 +343,7 @@ RunInfo backward(const Problem& p, const DeltaRuleArgs& a, const AttentionGradIn
   prm.dHs = reinterpret_cast<bf16*>(dHs);
   prm.vnb = reinterpret_cast<bf16*>(vnb);
   prm.dvn = reinterpret_cast<bf16*>(dvn);
+  prm.param_part = reinterpret_cast<double*>(param_part);  // 256-byte aligned
   if (prm.kda && !prm.safe) {  // chunk_prep_v2 writes every chunk's flag before grad_k_v2 reads it
     prm.tail_exact = reinterpret_cast<int*>(tail_exact);
     prm.tail_items = static_cast<int>(NT * HV);

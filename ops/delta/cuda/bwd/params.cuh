@@ -90,6 +90,8 @@ struct Params {
   float* dbp;                 // [R,HV]: dbeta partial, then dbeta w.r.t. beta
   float* dgv;                 // [R,HV,K]: dg w.r.t. the activated gate, then w.r.t. the raw gate
   float* dAc;                 // [R,HV]: per-row dA_log contributions
+  double* param_part;         // [HV][param_parts][Kg + 1]: param_partial's sums of dgv (Kg) and dAc (1) per row part
+  int param_parts;            // row parts of param_partial (kParamRowsPerPart rows each, at most kParamMaxParts)
 };
 
 __device__ __forceinline__ void store_as(void* p, int dtype, i64 i, float x) {
