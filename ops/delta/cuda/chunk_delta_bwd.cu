@@ -25,7 +25,9 @@
 // GDN runs the KDA code with its scalar gate broadcast over K (the sum over K of KDA's dg is GDN's dg).
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <utility>
@@ -345,6 +347,10 @@ RunInfo backward(const Problem& p, const DeltaRuleArgs& a, const AttentionGradIn
   prm.dvn = reinterpret_cast<bf16*>(dvn);
   prm.param_part = reinterpret_cast<double*>(param_part);  // 256-byte aligned
   if (prm.kda && !prm.safe) {  // chunk_prep_v2 writes every chunk's flag before grad_k_v2 reads it
+    if (NT * HV > std::numeric_limits<int>::max())  // grad_k_v2_exact_kernel indexes the flags with int
+      throw_unsupported("q", std::to_string(NT) + " chunks x " + std::to_string(HV) +
+                                 " value heads without safe_gate on the cuda chunk_kda backward",
+                        "at most 2^31 - 1 (chunk, value head) items");
     prm.tail_exact = reinterpret_cast<int*>(tail_exact);
     prm.tail_items = static_cast<int>(NT * HV);
   }
