@@ -182,9 +182,10 @@ void run_pipeline(const Params& prm, int total_chunks, cudaStream_t st, DeltaBwd
     // chunk_prep_v2 found in range, and the exact SIMT tail for the others on a persistent grid (prm.tail_exact)
     run_grad_k(grad_k_v2_kernel<K, TailTcRefRows>);
     if (prm.tail_exact) {
-      const unsigned ctas = static_cast<unsigned>(std::min(cuda_util::sm_count(), prm.tail_items));  // a CTA (pair) per SM
-      launch_clusters(grad_k_v2_exact_kernel<K>, dim3(kGradKCl * ctas), kNT, grad_k_v2_smem<K>(), st, prm,
-                      "delta_bwd grad_k exact", kGradKCl);
+      // one CTA per SM (its shared memory): as many CTAs (pairs at K = 256) as are resident at once
+      const int units = std::max(1, std::min(cuda_util::sm_count() / static_cast<int>(kGradKCl), prm.tail_items));
+      launch_clusters(grad_k_v2_exact_kernel<K>, dim3(kGradKCl * static_cast<unsigned>(units)), kNT, grad_k_v2_smem<K>(), st,
+                      prm, "delta_bwd grad_k exact", kGradKCl);
     }
   }
   if (!prm.fuse_qk) {  // else done by grad_k_v2
