@@ -70,6 +70,19 @@ inline const CLI::Validator kPositiveInt = at_least(1, true);
 inline const CLI::Validator kNonNegativeInt = at_least(0, true);
 inline const CLI::Validator kNonNegative = at_least(0, false);
 
+// `--safe-gate on|off` of run, verify and compare: chunk_kda's cells with safe_gate=True and lower_bound -5 (on,
+// FLA's registry, the default) or neither (off: FLA's KDA layer default); the other ops have no safe_gate.
+inline CLI::Option* add_safe_gate_option(CLI::App& sub, std::string& value) {
+  return sub.add_option("--safe-gate", value,
+                        "chunk_kda's cells: safe_gate=True with lower_bound -5 (on, FLA's registry, default) or neither (off: "
+                        "FLA's KDA layer)")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            return text == "on" || text == "off" ? std::string() : "got '" + text + "', expected on or off";
+          },
+          "on|off"));
+}
+
 // The subcommand that ran stores its exit code here.
 struct Outcome {
   int code = kOk;

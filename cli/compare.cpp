@@ -21,7 +21,7 @@ namespace fs = std::filesystem;
 
 void register_compare(CLI::App& app, Outcome& outcome) {
   struct Opts {
-    std::string base, head = "HEAD", op, output, base_binary, head_binary, build_dir, runs_dir, repo = ".";
+    std::string base, head = "HEAD", op, output, base_binary, head_binary, build_dir, runs_dir, repo = ".", safe_gate = "on";
     std::vector<std::string> modes, shapes;
     int rounds = 3, gpus = 1;
     double threshold = 5.0;
@@ -48,6 +48,7 @@ void register_compare(CLI::App& app, Outcome& outcome) {
   sub->add_option("--runs-dir", o->runs_dir, "Keep each round's run JSON here (default: a temporary folder)");
   sub->add_option("--repo", o->repo, "Repository the refs live in (default: .)");
   add_gpus_option(*sub, o->gpus, "Each side's `lina run` shards the cells over N GPUs of this host (`lina run --gpus`); a cell runs on the same GPU for both sides");
+  add_safe_gate_option(*sub, o->safe_gate);
   sub->callback([o, op_opt, diff_opt, seed_opt, &outcome] {
     try {
       if (!op_opt->count() && !diff_opt->count()) throw Error(ErrorCode::invalid_argument, "--op", "give --op OP[,OP...] or --from-diff");
@@ -102,11 +103,13 @@ void register_compare(CLI::App& app, Outcome& outcome) {
       opt.shapes = o->shapes;
       opt.rounds = o->rounds;
       opt.gpus = o->gpus;
+      opt.safe_gate = o->safe_gate == "on";
       opt.threshold_pct = o->threshold;
       if (seed_opt->count()) opt.seed = o->seed;
       opt.command = "lina compare --base " + harness::shell_quote(base.sha.empty() ? base.binary.string() : base.sha) +
                     " --head " + harness::shell_quote(head.sha) + " --op " + harness::shell_quote(o->op.empty() ? "(from diff)" : o->op) +
-                    (o->gpus > 1 ? " --gpus " + std::to_string(o->gpus) : std::string());
+                    (o->gpus > 1 ? " --gpus " + std::to_string(o->gpus) : std::string()) +
+                    (opt.safe_gate ? std::string() : " --safe-gate off");
       // A private folder (mkdtemp, mode 0700) unless --runs-dir: a predictable name in /tmp could be
       // planted by another user as a symlink to elsewhere.
       std::optional<harness::TempDir> tmp_runs;

@@ -34,6 +34,8 @@ void register_run(CLI::App& app, Outcome& outcome) {
   sub->add_flag("--graphs", cfg->graphs, "Capture each call in a CUDA graph and time replays");
   sub->add_flag("--no-l2-flush", *no_flush, "Do not flush L2 before each sample");
   sub->add_flag("--final-state", cfg->final_state, "Call with output_final_state=True: write ht and check it too");
+  auto safe_gate = std::make_shared<std::string>("on");
+  add_safe_gate_option(*sub, *safe_gate);
   sub->add_flag("--no-check", *no_check, "Skip the per-cell reference check (recorded in the JSON)");
   sub->add_option("--min-samples", cfg->policy.min_samples, "Minimum samples per cell (default 10)");
   sub->add_option("--max-samples", cfg->policy.max_samples, "Maximum samples per cell (default 1000)");
@@ -63,13 +65,14 @@ void register_run(CLI::App& app, Outcome& outcome) {
   sub->add_flag("--no-base", *no_base, "Measure this build alone (the default; accepted for FLA-style command lines)");
   auto* base_opt = sub->add_option("--base", *base, "Not taken by run: use `lina verify --base REF` or `lina compare --base REF --head REF`");
   // Every variable an option writes into is owned by the callback: CLI11 keeps references to them.
-  sub->callback([cfg, budget, no_flush, no_check, base, no_base, base_opt, shard_text, shard_opt, gpus, gpus_opt, &outcome] {
+  sub->callback([cfg, budget, no_flush, no_check, safe_gate, base, no_base, base_opt, shard_text, shard_opt, gpus, gpus_opt, &outcome] {
     (void)no_base;  // only --no-base's storage: measuring this build alone is what run always does
     if (base_opt->count() > 0)
       throw_invalid("--base", "'" + *base + "'", "no --base on `lina run` (use `lina verify --base REF` or `lina compare`)");
     cfg->policy.time_budget_s = *budget;
     cfg->l2_flush = !*no_flush;
     cfg->check = !*no_check;
+    cfg->safe_gate = *safe_gate == "on";
     cfg->command = command_line();
     const harness::Plan full_plan = harness::make_plan(*cfg);  // bad flags -> lina::Error -> exit 2
     // Found out before minutes of measuring, not after.

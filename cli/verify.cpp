@@ -35,7 +35,10 @@ void register_verify(CLI::App& app, Outcome& outcome) {
   sub->add_option("--gate-bin", *gate_bin, "Gate executable (default: tests/lina_<op>_gate of this build)");
   sub->add_option("--repo", *repo, "Source checkout holding --base and profile/ (default: this build's source dir)");
   add_gpus_option(*sub, opts->gpus, "Each side's `lina run` shards the cells over N GPUs of this host (`lina run --gpus`); a cell runs on the same GPU for both sides");
-  sub->callback([&outcome, opts, base, base_exe, json, gate_bin, repo] {
+  auto safe_gate = std::make_shared<std::string>("on");
+  add_safe_gate_option(*sub, *safe_gate);
+  sub->callback([&outcome, opts, base, base_exe, json, gate_bin, repo, safe_gate] {
+    opts->safe_gate = *safe_gate == "on";
     if (!base->empty()) opts->base = *base;
     if (!base_exe->empty()) {
       if (base->empty()) throw CLI::ValidationError("--base-exe", "needs --base REF: the SHA its results must report");

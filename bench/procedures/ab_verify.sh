@@ -9,7 +9,7 @@ set -euo pipefail
 source "$(dirname "$0")/common.sh"
 
 USAGE="usage: bench/procedures/ab_verify.sh --op LIST --base REF --out DIR [--modes LIST] [--shapes LIST] [--rounds N]
-         [--base-exe PATH] [--repo DIR] [--gate-k EXPR] [--threshold PCT] [--fail-on-regression]
+         [--base-exe PATH] [--repo DIR] [--gate-k EXPR] [--threshold PCT] [--fail-on-regression] [--safe-gate on|off]
          [--loop-direction TEXT [--loop NAME] [--decision keep|revert|floor] [--profile REP] [--bound TEXT]]
          [--base-checks DIR] [--build DIR | --bin DIR] [--timeout S] [--dry-run]
   --op             chunk_gla, chunk_kda, chunk_gdn; a comma list verifies each in turn
@@ -19,7 +19,7 @@ USAGE="usage: bench/procedures/ab_verify.sh --op LIST --base REF --out DIR [--mo
   --rounds         alternating candidate / base rounds (default 2)
   --base-exe       a lina already built from --base (no build)
   --repo           the checkout that resolves --base (default: this one)
-  --gate-k, --threshold, --fail-on-regression   passed to lina verify
+  --gate-k, --threshold, --fail-on-regression, --safe-gate   passed to lina verify
   --loop-direction one line: what the candidate changed; adds the row to profile/<op>-<loop>/ via lina loop log
   --loop, --decision, --profile, --bound        passed to lina loop log
   --base-checks    a folder with the base build's lina_cuda_delta_check: both builds' forward checks, bit hashes
@@ -29,7 +29,7 @@ Writes DIR/verify_OP.json (lina.bench/1), DIR/logs/verify_OP.log, DIR/machine.tx
 --base-checks; exit status: lina verify's (the first that failed), else 0."
 
 OPS="" BASE="" MODES="fwd" SHAPES="B1_T8192_H96_D128,B4_T2048_H16_D128,B8_T1024_H8_D64" ROUNDS=2 BASE_EXE="" REPO=""
-GATE_K="" THRESHOLD="" FAIL_ON_REG=0 DIRECTION="" LOOP="" DECISION="" PROFILE="" BOUND="" BASE_CHECKS=""
+GATE_K="" SAFE_GATE="" THRESHOLD="" FAIL_ON_REG=0 DIRECTION="" LOOP="" DECISION="" PROFILE="" BOUND="" BASE_CHECKS=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --op) need_value "$1" "$@"; OPS="$2"; shift 2 ;;
@@ -40,6 +40,7 @@ while [ $# -gt 0 ]; do
     --base-exe) need_value "$1" "$@"; BASE_EXE="$2"; shift 2 ;;
     --repo) need_value "$1" "$@"; REPO="$2"; shift 2 ;;
     --gate-k) need_value "$1" "$@"; GATE_K="$2"; shift 2 ;;
+    --safe-gate) need_value "$1" "$@"; SAFE_GATE="$2"; shift 2 ;;
     --threshold) need_value "$1" "$@"; THRESHOLD="$2"; shift 2 ;;
     --fail-on-regression) FAIL_ON_REG=1; shift ;;
     --loop-direction) need_value "$1" "$@"; DIRECTION="$2"; shift 2 ;;
@@ -72,6 +73,7 @@ for op in $(split_list "$OPS"); do
         --json "$OUT_DIR/verify_$op.json")
   [ -z "$BASE_EXE" ] || args+=(--base-exe "$BASE_EXE")
   [ -z "$GATE_K" ] || args+=(--gate-k "$GATE_K")
+  [ -z "$SAFE_GATE" ] || args+=(--safe-gate "$SAFE_GATE")
   [ -z "$THRESHOLD" ] || args+=(--threshold "$THRESHOLD")
   [ "$FAIL_ON_REG" = 0 ] || args+=(--fail-on-regression)
   rc=0

@@ -63,8 +63,10 @@ Args delta_args(const Bound& b) {
 }
 ChunkKdaArgs kda_args(const Bound& b) {
   auto a = delta_args<ChunkKdaArgs>(b);
-  a.safe_gate = true;
-  a.lower_bound = -5.0;
+  if (b.kda_safe_gate) {
+    a.safe_gate = true;
+    a.lower_bound = -5.0;
+  }
   return a;
 }
 DeltaRuleGrads delta_grads(const Bound& b) {

@@ -39,6 +39,9 @@ struct Bound {
   // Ops with a state pool (OpSpec::state_pool): the pool [S,HV,K,V] f32, updated in place, and
   // where each sequence's state lives (decode_state.h).
   std::optional<TensorView> state_pool, state_indices, num_accepted_tokens;
+  // chunk_kda: safe_gate=True with lower_bound -5 (FLA's registry); false: neither (FLA's KDA layer default,
+  // `lina run --safe-gate off`)
+  bool kda_safe_gate = true;
 };
 
 // Named shape sets of one op: set name -> shape names, in listing order.

@@ -83,6 +83,7 @@ json config_json(const RunConfig& c, Backend backend) {
           {"graphs", c.graphs},
           {"check", c.check},
           {"final_state", c.final_state},
+          {"safe_gate", c.safe_gate},
           {"min_samples", c.policy.min_samples},
           {"max_samples", c.policy.max_samples},
           {"max_noise", c.policy.max_noise},
@@ -129,8 +130,9 @@ struct Buffers {
 };
 
 std::unique_ptr<Buffers> make_buffers(const OpSpec& op, const Workload& w, HostInputs& h, std::map<std::string, DeviceTensor>* dev_in,
-                                      bool device, std::optional<DType> dtype, bool grads, bool final_state) {
+                                      bool device, std::optional<DType> dtype, bool grads, bool final_state, bool safe_gate) {
   auto b = std::make_unique<Buffers>();
+  b->bound.kda_safe_gate = safe_gate;
   const auto add = [&](const std::string& name, DType dt, const Shape& s) -> TensorView {
     if (device) {
       auto [it, _] = b->dev.emplace(name, DeviceTensor::empty(dt, s));
@@ -202,7 +204,8 @@ void check_cell(const OpSpec& op, const Cell& cell, HostInputs& h, std::map<std:
   std::unique_ptr<Buffers> ref;
   try {
     // ht only exists where the timed call ran a forward.
-    ref = make_buffers(op, cell.workload, h, dev_in, ref_on_device, ref_on_device ? DType::f32 : DType::f64, bwd, final_state && fwd);
+    ref = make_buffers(op, cell.workload, h, dev_in, ref_on_device, ref_on_device ? DType::f32 : DType::f64, bwd, final_state && fwd,
+                       out.bound.kda_safe_gate);
     if (ref_on_device) {
       if (fwd) op.gpu_reference_forward(ref->bound, stream);
       if (bwd) op.gpu_reference_backward(ref->bound, stream);
@@ -296,7 +299,7 @@ RunOutput run_plan(const RunConfig& cfg, const Plan& plan, const ProgressFn& pro
         current_key = key;
       }
       auto bufs = make_buffers(op, cell.workload, *inputs, &dev_in, device, std::nullopt, mode_has_backward(cell.mode),
-                               cfg.final_state && mode_has_forward(cell.mode));
+                               cfg.final_state && mode_has_forward(cell.mode), cfg.safe_gate);
       const Bound& b = bufs->bound;
       RunInfo info;
       std::function<void()> call;

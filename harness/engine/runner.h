@@ -30,6 +30,7 @@ struct RunConfig {
   bool graphs = false;
   bool check = true;
   bool final_state = false;                      // output_final_state: also write and check ht (state-pool ops always do)
+  bool safe_gate = true;                         // chunk_kda: safe_gate=True, lower_bound -5 (FLA's registry); false: neither
   int threads = 0;                               // CPU backend threads (0 = all)
   TimingPolicy policy;
   std::string json_path;

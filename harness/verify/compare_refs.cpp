@@ -42,7 +42,7 @@ fs::path build_ref_binary(const fs::path& repo, const std::string& ref, const st
 
 std::vector<std::string> lina_run_argv(const std::string& lina, const std::vector<std::string>& ops,
                                        const std::vector<std::string>& modes, const std::vector<std::string>& shapes,
-                                       const std::string& json_path, std::optional<long long> seed, int gpus) {
+                                       const std::string& json_path, std::optional<long long> seed, int gpus, bool safe_gate) {
   std::string op_list;
   for (const auto& o : ops) op_list += (op_list.empty() ? "" : ",") + o;
   // --no-base: each side is measured alone; the pairing happens here, round by round.
@@ -58,6 +58,7 @@ std::vector<std::string> lina_run_argv(const std::string& lina, const std::vecto
   }
   if (seed) a.insert(a.end(), {"--seed", std::to_string(*seed)});
   if (gpus > 1) a.insert(a.end(), {"--gpus", std::to_string(gpus)});
+  if (!safe_gate) a.insert(a.end(), {"--safe-gate", "off"});  // only when asked: older builds lack the option
   a.insert(a.end(), {"--json", json_path});
   return a;
 }
@@ -182,6 +183,7 @@ json compare_documents(const std::vector<json>& base_runs, const std::vector<jso
   config["rounds"] = opt.rounds;
   config["threshold_pct"] = opt.threshold_pct;
   config["gpus"] = opt.gpus;
+  config["safe_gate"] = opt.safe_gate;
 
   int slower = 0, faster = 0, added = 0, removed = 0;
   std::vector<std::string> reasons;
@@ -225,7 +227,8 @@ json run_compare(const CompareSide& base, const CompareSide& head, const Compare
       const CompareSide& side = *sides[s];
       const fs::path out = workdir / fmt::format("{}_round{}.json", side.name, round);
       fs::remove(out, ec);
-      const auto argv = lina_run_argv(side.binary.string(), opt.ops, opt.modes, opt.shapes, out.string(), opt.seed, opt.gpus);
+      const auto argv = lina_run_argv(side.binary.string(), opt.ops, opt.modes, opt.shapes, out.string(), opt.seed, opt.gpus,
+                                      opt.safe_gate);
       ProcessOptions po;
       po.timeout = child_timeout(kDefaultTimeout);
       auto r = run_process(argv, po);

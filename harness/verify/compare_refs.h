@@ -16,7 +16,8 @@ namespace lina::harness {
 // The one place the `lina run` invocation is spelled (compare and profile both use it).
 std::vector<std::string> lina_run_argv(const std::string& lina, const std::vector<std::string>& ops,
                                        const std::vector<std::string>& modes, const std::vector<std::string>& shapes,
-                                       const std::string& json, std::optional<long long> seed = std::nullopt, int gpus = 1);
+                                       const std::string& json, std::optional<long long> seed = std::nullopt, int gpus = 1,
+                                       bool safe_gate = true);
 
 // `lina run --gpus N` rows carry the shard (one GPU) that timed them. A cell whose base and head rows name
 // different shards (the two builds' plans differ, so their cells were dealt out differently) compares two
@@ -35,6 +36,7 @@ struct CompareOptions {
   double threshold_pct = 5.0;
   std::optional<long long> seed;
   int gpus = 1;  // > 1: each side's `lina run --gpus N`
+  bool safe_gate = true;  // false: each side's `lina run --safe-gate off` (chunk_kda's cells)
   int bootstrap = 2000;
   std::uint64_t bootstrap_seed = 0x6c696e61;  // fixed: the same data always gives the same interval
   std::string command;                        // the compare command line, recorded in config.command

@@ -155,7 +155,8 @@ VerifyOutcome verify(const VerifyOptions& o, std::ostream& out) {
   doc["tool"] = {{"name", "lina"}, {"version", kVersion}, {"git_sha", LINA_BUILD_GIT_SHA}, {"git_dirty", LINA_BUILD_GIT_DIRTY}};
   doc["config"] = {{"op", o.op}, {"seed", o.seed}, {"backend", o.backend.empty() ? json(nullptr) : json(o.backend)},
                    {"rounds", o.rounds}, {"threshold_pct", o.threshold_pct}, {"modes", o.modes}, {"shapes", o.shapes},
-                   {"base", o.base ? json(*o.base) : json(nullptr)}, {"no_gate", o.no_gate}, {"gpus", o.gpus}};
+                   {"base", o.base ? json(*o.base) : json(nullptr)}, {"no_gate", o.no_gate}, {"gpus", o.gpus},
+                   {"safe_gate", o.safe_gate}};
   doc["results"] = json::array();
   doc["comparisons"] = json::array();
   doc["baseline"] = nullptr;
@@ -252,6 +253,7 @@ VerifyOutcome verify(const VerifyOptions& o, std::ostream& out) {
       a.push_back(o.backend);
     }
     if (o.gpus > 1) a.insert(a.end(), {"--gpus", std::to_string(o.gpus)});
+    if (!o.safe_gate) a.insert(a.end(), {"--safe-gate", "off"});  // only when asked: older builds lack the option
     a.insert(a.end(), {"--seed", std::to_string(o.seed), "--json", json_out.string()});
     return a;
   };

@@ -31,6 +31,7 @@ struct VerifyOptions {
   bool no_gate = false;                    // time anyway, everything labelled UNVERIFIED
   int rounds = 3;
   int gpus = 1;                            // > 1: each side's `lina run --gpus N` (cells dealt out by plan index)
+  bool safe_gate = true;                   // false: each side's `lina run --safe-gate off` (chunk_kda's cells)
   std::uint64_t seed = 42;
   double threshold_pct = kDefaultThresholdPct;
   bool fail_on_regression = false;         // exit 5 when a cell is slower

@@ -72,6 +72,9 @@ TEST(HarnessCli, BadFlagsExitTwoNamingTheFlag) {
   expect_usage("run --op chunk_gla --backend cpu --min-samples 0", "--min-samples");
   expect_usage("run --backend cpu", "--op");  // --op is required
   expect_usage("run --op chunk_gla --backend cpu --base HEAD~1", "lina verify --base");
+  expect_usage("run --op chunk_kda --backend cpu --safe-gate maybe", "--safe-gate: got 'maybe', expected on or off");
+  expect_usage("verify --op chunk_kda --backend cpu --safe-gate 0", "--safe-gate: got '0', expected on or off");
+  expect_usage("compare --base HEAD --op chunk_kda --safe-gate yes", "--safe-gate: got 'yes', expected on or off");
 }
 
 // Bounded counts say the bound in words, not CLI11's double range (0.000000 to 1.79e308 spelled out).

@@ -175,6 +175,34 @@ TEST(HarnessRunner, FinalStateIsWrittenCheckedAndCounted) {
   EXPECT_EQ(out.document["config"]["final_state"], true);
 }
 
+TEST(HarnessRunner, SafeGateOffReachesTheOpAndItsReferenceAndIsRecorded) {
+  static std::atomic<int> op_safe{-1}, ref_safe{-1};
+  OpSpec op = fake_op(false, false);
+  op.forward = [](const Bound& b, ForwardMode, const ExecOptions&) {
+    op_safe = b.kda_safe_gate ? 1 : 0;
+    fake_forward(b);
+    return RunInfo{"cpu", {"fake_fwd"}};
+  };
+  op.reference_forward = [](const Bound& b) {
+    ref_safe = b.kda_safe_gate ? 1 : 0;
+    fake_forward(b);
+  };
+  Plan plan;
+  plan.cells.push_back({&op, Mode::fwd, parse_shape_name("B1_T32_H2_D16", 1)});
+  for (bool safe : {true, false}) {
+    SCOPED_TRACE(safe ? "safe_gate on" : "safe_gate off");
+    RunConfig c = quick_config();
+    c.safe_gate = safe;
+    op_safe = ref_safe = -1;
+    const RunOutput out = run_plan(c, plan);
+    ASSERT_EQ(out.rows.size(), 1u);
+    EXPECT_TRUE(out.rows[0].check.pass.value_or(false));
+    EXPECT_EQ(op_safe.load(), safe ? 1 : 0);
+    EXPECT_EQ(ref_safe.load(), safe ? 1 : 0);
+    EXPECT_EQ(out.document["config"]["safe_gate"], safe);
+  }
+}
+
 TEST(HarnessRunner, NoCheckIsRecorded) {
   const OpSpec op = fake_op(true, false);
   Plan plan;

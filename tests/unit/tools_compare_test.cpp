@@ -107,6 +107,9 @@ TEST(ToolsCompare, ACellTimedOnTwoGpusIsNamed) {
   EXPECT_TRUE(shard_mismatch(base_run()["results"][0], head_run()["results"][0]).empty());
   EXPECT_EQ(lina_run_argv("lina", {"chunk_kda"}, {}, {}, "o.json", 3, 4),
             (std::vector<std::string>{"lina", "run", "--op", "chunk_kda", "--no-base", "--seed", "3", "--gpus", "4", "--json", "o.json"}));
+  // --safe-gate off reaches both sides; the default adds nothing (builds older than the option still run)
+  EXPECT_EQ(lina_run_argv("lina", {"chunk_kda"}, {}, {}, "o.json", std::nullopt, 1, false),
+            (std::vector<std::string>{"lina", "run", "--op", "chunk_kda", "--no-base", "--safe-gate", "off", "--json", "o.json"}));
 }
 
 // compare and verify read one rule (harness/verify/compare.h, speedup_verdict): the threshold applies to the speedup, so a

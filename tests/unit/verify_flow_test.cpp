@@ -216,6 +216,31 @@ TEST(VerifyFlow, GpusShardBothSidesAndACellOnTwoGpusIsNotPromoted) {
   EXPECT_NE(out2.str().find("[no] cell chunk_gla/fwd/B2_T128_H2_D64: timed on shard 0"), std::string::npos) << out2.str();
 }
 
+TEST(VerifyFlow, SafeGateOffReachesBothSidesOnlyWhenAsked) {
+  TempDir d("verify");
+  make_repo(d.path() / "repo", /*with_profile=*/true);
+  for (bool safe : {true, false}) {
+    SCOPED_TRACE(safe ? "default" : "--safe-gate off");
+    VerifyOptions o = base_opts(d.path());
+    o.base = "main";
+    o.baseline_sha = kBaseSha;
+    o.safe_gate = safe;
+    const std::string tag = safe ? "on" : "off";
+    o.candidate_exe = fake_lina(d.path(), "cand_" + tag, run_doc("cccc", 1.0));
+    o.baseline_exe = fake_lina(d.path(), "base_" + tag, run_doc(kBaseSha, 1.0));
+    o.json = d.path() / (tag + ".json");
+    fs::remove(d.path() / "calls.log");
+    std::ostringstream out;
+    ASSERT_EQ(verify(o, out).exit_code, kVerifyOk) << out.str();
+    EXPECT_EQ(json::parse(read(*o.json))["config"]["safe_gate"], safe);
+    std::istringstream calls(read(d.path() / "calls.log"));
+    int runs = 0;
+    for (std::string l; std::getline(calls, l); ++runs)
+      EXPECT_EQ(l.find("--safe-gate off") != std::string::npos, !safe) << l;  // older bases lack the option
+    EXPECT_GT(runs, 0);
+  }
+}
+
 TEST(VerifyFlow, EveryMissingConditionIsAReason) {
   TempDir d("verify");
   make_repo(d.path() / "repo", /*with_profile=*/false);
