@@ -291,25 +291,41 @@ def main():
     cells = [(name, size, backend) for name in a.models.split(",") for size in a.sizes.split(",")
              for backend in a.backends.split(",") if device.type == "cuda" or backend != "fla"]  # FLA: GPU only
     profiled = device.type == "cuda" and a.profile_steps > 0
-    records, earlier = [], earlier_records(a.json)
-    for name, size, backend in cells:  # every timed run first, then the profiled ones (run_cell)
+    earlier = earlier_records(a.json)
+
+    def timed(name, size, backend):
         rec = run_cell(name, size, backend, a, device)
-        records.append(rec)
-        if a.json:
-            write_records(a.json, records, earlier)
         print(json.dumps({k: rec[k] for k in ("model", "size", "backend", "varlen", "tokens_per_s",
                                                "ms_per_step", "loss") if k in rec}
                          | {k: rec.get(k) for k in ("peak_memory_gib",)}), flush=True)
         if device.type == "cpu" and not torch.isfinite(torch.tensor(rec["loss"])):
             raise SystemExit(f"cpu smoke: {name} loss is not finite: {rec['loss']}")
-    if profiled:
-        for (name, size, backend), rec in zip(cells, records):
-            rec.update(run_cell(name, size, backend, a, device, profile=True))
-            if a.json:
-                write_records(a.json, records, earlier)
-            print(json.dumps({k: rec[k] for k in ("model", "size", "backend", "attention_gpu_fraction",
-                                                   "profiled_gpu_ms")}), flush=True)
+        return rec
 
+    def measured(name, size, backend, rec):
+        rec.update(run_cell(name, size, backend, a, device, profile=True))
+        print(json.dumps({k: rec[k] for k in ("model", "size", "backend", "attention_gpu_fraction",
+                                               "profiled_gpu_ms")}), flush=True)
+
+    def save(records):
+        if a.json:
+            write_records(a.json, records, earlier)
+    timed_then_profiled(cells, timed, measured if profiled else None, save)
+
+
+def timed_then_profiled(cells, timed, profiled, save):
+    """Every cell's timed run, then (profiled not None) every cell's profiled run: no run is timed after a
+    torch.profiler session of the process. timed(*cell) -> record; profiled(*cell, record) adds to it; save(records)
+    after each run, so a run cut short keeps what it measured. Returns the records."""
+    records = []
+    for cell in cells:
+        records.append(timed(*cell))
+        save(records)
+    if profiled is not None:
+        for cell, rec in zip(cells, records):
+            profiled(*cell, rec)
+            save(records)
+    return records
 
 if __name__ == "__main__":
     main()
