@@ -20,7 +20,7 @@ namespace fs = std::filesystem;
 
 void register_profile(CLI::App& app, Outcome& outcome) {
   struct Opts {
-    std::string op, base, base_binary, lina, ncu = "ncu", set = "full", out;
+    std::string op, base, base_binary, lina, ncu = "ncu", set = "full", out, safe_gate = "on";
     std::vector<std::string> modes, shapes;
     int launch_count = 64;
   };
@@ -36,6 +36,7 @@ void register_profile(CLI::App& app, Outcome& outcome) {
   sub->add_option("--launch-count", o->launch_count, "Kernels profiled per side, 0 = all timed launches (default 64)")->check(kNonNegativeInt);
   sub->add_option("--ncu", o->ncu, "ncu executable (default: ncu on PATH)");
   sub->add_option("--lina", o->lina, "Candidate lina binary (default: this one)");
+  add_safe_gate_option(*sub, o->safe_gate);
   sub->callback([o, &outcome] {
     try {
       // One mode by default: the op's first (fwd; a forward-only decode op's infer).
@@ -69,6 +70,7 @@ void register_profile(CLI::App& app, Outcome& outcome) {
       spec.shapes = o->shapes;
       spec.set = o->set;
       spec.launch_count = o->launch_count;
+      spec.safe_gate = o->safe_gate == "on";
       struct Side { std::string name; std::string binary; };
       std::vector<Side> sides;
       if (!o->base_binary.empty()) sides.push_back({"base", o->base_binary});

@@ -31,7 +31,7 @@ std::vector<std::string> ncu_profile_argv(const std::string& ncu, const ProfileS
   // Leave clocks as `lina run` sees them (no locking to base clocks), so numbers match the benchmark.
   a.insert(a.end(), {"--clock-control", "none", "--set", spec.set, "--import-source", "yes", "-f", "-o", report_base.string()});
   if (spec.launch_count > 0) a.insert(a.end(), {"--launch-count", std::to_string(spec.launch_count)});
-  const auto run = lina_run_argv(lina, {spec.op}, spec.modes, spec.shapes, json.string());
+  const auto run = lina_run_argv(lina, {spec.op}, spec.modes, spec.shapes, json.string(), std::nullopt, 1, spec.safe_gate);
   a.insert(a.end(), run.begin(), run.end());
   return a;
 }

@@ -14,6 +14,7 @@ struct ProfileSpec {
   std::vector<std::string> modes{"fwd"}, shapes;
   std::string set = "full";  // full | source
   int launch_count = 64;     // kernels profiled per side (0: every timed launch)
+  bool safe_gate = true;     // false: `lina run --safe-gate off` (chunk_kda's cells as FLA's KDA layer calls them)
 };
 
 // NVTX filters for the ranges `lina run` pushes around timed samples: "lina:timed:<op>:<mode>:<shape>".

@@ -98,6 +98,12 @@ TEST(ToolsProfile, NcuCommandFiltersTimedRangesOnly) {
                         "-o profile/x/head ", "/b/lina run --op chunk_kda", "--json profile/x/head.json"}) {
     EXPECT_NE(joined.find(f), std::string::npos) << f << " in " << joined;
   }
+  EXPECT_EQ(joined.find("--safe-gate"), std::string::npos) << joined;
+  s.safe_gate = false;  // chunk_kda as FLA's KDA layer calls it
+  const auto off = ncu_profile_argv("ncu", s, "profile/x/head", "/b/lina", "profile/x/head.json");
+  const std::string joined_off = [&] { std::string j; for (const auto& w : off) j += w + " "; return j; }();
+  EXPECT_NE(joined_off.find("/b/lina run --op chunk_kda --no-base --modes fwd bwd --safe-gate off --json"), std::string::npos)
+      << joined_off;
   EXPECT_EQ(ncu_export_argv("ncu", "r.ncu-rep"), (std::vector<std::string>{"ncu", "--import", "r.ncu-rep", "--csv", "--page", "raw"}));
 }
 
