@@ -42,7 +42,8 @@ fs::path build_ref_binary(const fs::path& repo, const std::string& ref, const st
 
 std::vector<std::string> lina_run_argv(const std::string& lina, const std::vector<std::string>& ops,
                                        const std::vector<std::string>& modes, const std::vector<std::string>& shapes,
-                                       const std::string& json_path, std::optional<long long> seed, int gpus, bool safe_gate) {
+                                       const std::string& json_path, std::optional<std::uint64_t> seed, int gpus, bool safe_gate,
+                                       const std::string& backend) {
   std::string op_list;
   for (const auto& o : ops) op_list += (op_list.empty() ? "" : ",") + o;
   // --no-base: each side is measured alone; the pairing happens here, round by round.
@@ -56,6 +57,7 @@ std::vector<std::string> lina_run_argv(const std::string& lina, const std::vecto
     for (const auto& x : shapes) s += (s.empty() ? "" : ",") + x;
     a.insert(a.end(), {"--shapes", s});
   }
+  if (!backend.empty()) a.insert(a.end(), {"--backend", backend});
   if (seed) a.insert(a.end(), {"--seed", std::to_string(*seed)});
   if (gpus > 1) a.insert(a.end(), {"--gpus", std::to_string(gpus)});
   if (!safe_gate) a.insert(a.end(), {"--safe-gate", "off"});  // only when asked: older builds lack the option

@@ -13,11 +13,12 @@
 
 namespace lina::harness {
 
-// The one place the `lina run` invocation is spelled (compare and profile both use it).
+// The one place the `lina run` invocation is spelled (verify, compare and profile use it). Empty modes, shapes,
+// backend and no seed leave `lina run`'s defaults.
 std::vector<std::string> lina_run_argv(const std::string& lina, const std::vector<std::string>& ops,
                                        const std::vector<std::string>& modes, const std::vector<std::string>& shapes,
-                                       const std::string& json, std::optional<long long> seed = std::nullopt, int gpus = 1,
-                                       bool safe_gate = true);
+                                       const std::string& json, std::optional<std::uint64_t> seed = std::nullopt, int gpus = 1,
+                                       bool safe_gate = true, const std::string& backend = "");
 
 // `lina run --gpus N` rows carry the shard (one GPU) that timed them. A cell whose base and head rows name
 // different shards (the two builds' plans differ, so their cells were dealt out differently) compares two

@@ -237,25 +237,7 @@ VerifyOutcome verify(const VerifyOptions& o, std::ostream& out) {
   // 3. Timing: the same `lina run` arguments on both sides, alternating which goes first.
   TempDir tmp("lina-verify");
   auto run_args = [&](const fs::path& exe, const fs::path& json_out) {
-    std::vector<std::string> a = {exe.string(), "run", "--op", o.op};
-    if (!o.modes.empty()) {
-      a.push_back("--modes");
-      a.insert(a.end(), o.modes.begin(), o.modes.end());
-    }
-    if (!o.shapes.empty()) {
-      std::string s;
-      for (const auto& x : o.shapes) s += (s.empty() ? "" : ",") + x;
-      a.push_back("--shapes");
-      a.push_back(s);
-    }
-    if (!o.backend.empty()) {
-      a.push_back("--backend");
-      a.push_back(o.backend);
-    }
-    if (o.gpus > 1) a.insert(a.end(), {"--gpus", std::to_string(o.gpus)});
-    if (!o.safe_gate) a.insert(a.end(), {"--safe-gate", "off"});  // only when asked: older builds lack the option
-    a.insert(a.end(), {"--seed", std::to_string(o.seed), "--json", json_out.string()});
-    return a;
+    return lina_run_argv(exe.string(), {o.op}, o.modes, o.shapes, json_out.string(), o.seed, o.gpus, o.safe_gate, o.backend);
   };
   Side cand{"candidate", cand_exe, {}, {}, {}, {}, {}};
   Side bside{"baseline", base ? base->lina_exe : fs::path(), {}, {}, {}, {}, {}};

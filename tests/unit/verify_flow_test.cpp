@@ -177,7 +177,7 @@ TEST(VerifyFlow, GreenGateClearWinWithEvidencePromotes) {
   EXPECT_EQ(lines[2].substr(0, 5), "base:");
   EXPECT_EQ(lines[3].substr(0, 5), "cand:");
   EXPECT_EQ(lines[0].substr(5), lines[1].substr(5));
-  EXPECT_EQ(lines[0].substr(5), " run --op chunk_gla --modes fwd bwd --shapes B1_T64_H2_D64,B2_T128_H2_D64 --backend cpu --seed 7");
+  EXPECT_EQ(lines[0].substr(5), " run --op chunk_gla --no-base --modes fwd bwd --shapes B1_T64_H2_D64,B2_T128_H2_D64 --backend cpu --seed 7");
   EXPECT_NE(out.str().find("geomean speedup over 2 cells"), std::string::npos);
 }
 
@@ -202,7 +202,7 @@ TEST(VerifyFlow, GpusShardBothSidesAndACellOnTwoGpusIsNotPromoted) {
   EXPECT_TRUE(j["verdict"]["promote"].get<bool>()) << out.str();
   EXPECT_EQ(j["config"]["gpus"], 2);
   std::istringstream calls(read(d.path() / "calls.log"));
-  for (std::string l; std::getline(calls, l);) EXPECT_NE(l.find(" --backend cpu --gpus 2 --seed 42"), std::string::npos) << l;
+  for (std::string l; std::getline(calls, l);) EXPECT_NE(l.find(" --backend cpu --seed 42 --gpus 2"), std::string::npos) << l;
 
   base["results"][1]["shard"] = 0;  // B2_T128 on shard 1 for the candidate, 0 for the baseline
   o.baseline_exe = fake_lina(d.path(), "base2", base);
@@ -356,7 +356,7 @@ TEST(VerifyFlow, GateNotOfTheCandidatesBuildIsRefused) {
     EXPECT_EQ(r.json["gate"]["build_sha"], sha ? json(sha) : json(nullptr));
     EXPECT_EQ(r.json["verdict"]["label"], "gate not of the candidate's build");
     EXPECT_TRUE(r.json["results"].empty());
-    EXPECT_EQ(read(d.path() / "calls.log"), "cand: run --op chunk_gla --backend cpu --seed 42\n") << "one run proves the build, then stop";
+    EXPECT_EQ(read(d.path() / "calls.log"), "cand: run --op chunk_gla --no-base --backend cpu --seed 42\n") << "one run proves the build, then stop";
   }
 }
 
