@@ -134,49 +134,52 @@ def run_cell(name, size, backend, a, device, profile=False):
         return loss
 
     if profile:
-        for _ in range(min(a.warmup_steps, 2)):
-            step()
+        rec = profiled_steps(step, sync, a)
+    else:
+        t0 = time.time()
+        for i in range(a.warmup_steps):
+            loss = step()
+            if a.verbose:
+                sync()
+                print(f"  {name} {size} {backend} warm-up step {i + 1}: {time.time() - t0:.1f} s", flush=True)
         sync()
-        from torch.profiler import ProfilerActivity, profile as torch_profile
-        with torch_profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-            for _ in range(a.profile_steps):
-                step()
+        start = time.time()
+        for _ in range(a.steps):
+            loss = step()
             sync()
-        rec = {}
-        rec["attention_gpu_fraction"], rec["profiled_gpu_ms"] = count_attention_fraction(prof)
-        if a.profile_top:
-            rec["top_kernels"] = top_kernels(prof, a.profile_top)
-        del model, optimizer, scheduler, accelerator, prof
-        gc.collect()
-        torch.cuda.empty_cache()
-        return rec
-    t0 = time.time()
-    for i in range(a.warmup_steps):
-        loss = step()
-        if a.verbose:
-            sync()
-            print(f"  {name} {size} {backend} warm-up step {i + 1}: {time.time() - t0:.1f} s", flush=True)
-    sync()
-    start = time.time()
-    for _ in range(a.steps):
-        loss = step()
-        sync()
-    duration = time.time() - start
-    rec = {"model": name, "size": size, "backend": backend, "params": params, "batch_size": a.batch_size,
-           "seq_len": a.seq_len, "varlen": a.varlen, "warmup_steps": a.warmup_steps, "steps": a.steps,
-           "loss": float(loss), "tokens_per_s": a.batch_size * a.seq_len * a.steps / duration if duration else None,
-           "ms_per_step": duration / max(a.steps, 1) * 1e3, "lina_gdn_training": a.lina_gdn_training,
-           "head_dims": {k: getattr(config, k, None) for k in ("num_heads", "head_dim", "expand_v", "hidden_size",
-                                                               "num_hidden_layers")}}
-    if device.type == "cuda":
-        rec["peak_memory_gib"] = torch.cuda.max_memory_allocated() / 2**30
-    if backend == "lina":
-        import lina.fla_backend
-        rec["lina_declines"] = {f"{op}: {why}": n for (op, why), n in lina.fla_backend.declines().items()}
+        duration = time.time() - start
+        rec = {"model": name, "size": size, "backend": backend, "params": params, "batch_size": a.batch_size,
+               "seq_len": a.seq_len, "varlen": a.varlen, "warmup_steps": a.warmup_steps, "steps": a.steps,
+               "loss": float(loss), "tokens_per_s": a.batch_size * a.seq_len * a.steps / duration if duration else None,
+               "ms_per_step": duration / max(a.steps, 1) * 1e3, "lina_gdn_training": a.lina_gdn_training,
+               "head_dims": {k: getattr(config, k, None) for k in ("num_heads", "head_dim", "expand_v", "hidden_size",
+                                                                   "num_hidden_layers")}}
+        if device.type == "cuda":
+            rec["peak_memory_gib"] = torch.cuda.max_memory_allocated() / 2**30
+        if backend == "lina":
+            import lina.fla_backend
+            rec["lina_declines"] = {f"{op}: {why}": n for (op, why), n in lina.fla_backend.declines().items()}
     del model, optimizer, scheduler, accelerator
     gc.collect()
     if device.type == "cuda":
         torch.cuda.empty_cache()
+    return rec
+
+
+def profiled_steps(step, sync, a):
+    """Two warm-up steps, then --profile-steps steps under torch.profiler: what they measured."""
+    for _ in range(min(a.warmup_steps, 2)):
+        step()
+    sync()
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(a.profile_steps):
+            step()
+        sync()
+    rec = {}
+    rec["attention_gpu_fraction"], rec["profiled_gpu_ms"] = count_attention_fraction(prof)
+    if a.profile_top:
+        rec["top_kernels"] = top_kernels(prof, a.profile_top)
     return rec
 
 

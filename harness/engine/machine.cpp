@@ -65,7 +65,6 @@ std::filesystem::path cache_file() {
   return dir / "ceilings.json";
 }
 
-
 // Median over timed repetitions of fn on the default stream.
 double time_ms(const std::function<void()>& fn, int reps) {
   cudaEvent_t a, b;
